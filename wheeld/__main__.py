@@ -1,0 +1,7 @@
+"""``python -m wheeld``."""
+
+import sys
+
+from wheeld.cli import main
+
+sys.exit(main())
