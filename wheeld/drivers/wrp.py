@@ -1,0 +1,303 @@
+"""WRP/1, the reference wheel reader protocol: a sans-I/O decoder and encoder.
+
+Bytes go in, in any chunking; wheel events come out. The decoder never raises on
+input: anything it cannot use is counted and skipped, and it resynchronises on
+the next ``$`` (see ``shared/spec/wrp.md``).
+
+Framing decisions depend only on the bytes, never on how they were split: a
+frame candidate runs from ``$`` to the first LF or the next ``$``, whichever
+comes first, and is judged once that end (or the 82-byte limit) is in view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from wheeld.events import (
+    BallPassed,
+    Direction,
+    FrameDropped,
+    Heartbeat,
+    IncidentCode,
+    PocketReading,
+    RotorDatum,
+    SequenceGap,
+    WheelEvent,
+    WheelHello,
+    WheelIncident,
+)
+
+NAME = "wrp"
+DEFAULT_BAUDRATE = 115200
+
+#: A whole frame, ``$`` to LF, is at most this many bytes.
+MAX_FRAME = 82
+_SEQ_MOD = 1 << 16
+_TICK_MAX = (1 << 32) - 1
+
+_HEX_PAIRS = {f"{i:02X}".encode(): i for i in range(256)}
+_PRINTABLE = bytes(range(0x20, 0x7F))
+_DIRECTIONS: dict[str, Direction] = {"CW": "cw", "CCW": "ccw"}
+_DIRECTION_WIRE = {"cw": "CW", "ccw": "CCW"}
+_INCIDENTS: dict[str, IncidentCode] = {
+    "LAUNCH": "launch",
+    "OBJECT": "object",
+    "BALL_OUT": "ball_out",
+    "ROTOR_FAULT": "rotor_fault",
+    "SENSOR_FAULT": "sensor_fault",
+    "COVER_OPEN": "cover_open",
+    "COVER_CLOSED": "cover_closed",
+}
+
+
+class _Malformed(Exception):
+    """A checksum-valid frame whose fields do not make sense."""
+
+
+class _UnknownIncident(Exception):
+    """An ``EVT`` code this decoder does not know: ignored, as the spec says."""
+
+
+@dataclass(slots=True)
+class DecoderCounters:
+    """What the decoder has seen since it started; published with the wheel state."""
+
+    frames: int = 0
+    bad_checksum: int = 0
+    garbage_bytes: int = 0
+    overlong_lines: int = 0
+    malformed: int = 0
+    unknown_types: int = 0
+    unknown_events: int = 0
+    sequence_gaps: int = 0
+    frames_lost: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain mapping, for status payloads and logs."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def checksum(body: bytes) -> int:
+    """XOR of every byte between ``$`` and ``*``."""
+    value = 0
+    for byte in body:
+        value ^= byte
+    return value
+
+
+def _number(text: str, maximum: int) -> int:
+    # str.isdigit() alone would accept non-ASCII digits; the body is ASCII already.
+    if not text.isdigit() or len(text) > 10:
+        raise _Malformed
+    value = int(text)
+    if value > maximum:
+        raise _Malformed
+    return value
+
+
+def _direction(text: str) -> Direction:
+    try:
+        return _DIRECTIONS[text]
+    except KeyError:
+        raise _Malformed from None
+
+
+def _hello(seq: int, tick: int, args: list[str]) -> WheelEvent:
+    if len(args) != 4:
+        raise _Malformed
+    pockets = _number(args[0], 99)
+    return WheelHello(seq, tick, pockets, args[1], args[2], args[3])
+
+
+def _heartbeat(seq: int, tick: int, args: list[str]) -> WheelEvent:
+    if args:
+        raise _Malformed
+    return Heartbeat(seq, tick)
+
+
+def _rotor(seq: int, tick: int, args: list[str]) -> WheelEvent:
+    if len(args) != 2:
+        raise _Malformed
+    return RotorDatum(seq, tick, _direction(args[0]), _number(args[1], _TICK_MAX))
+
+
+def _ball(seq: int, tick: int, args: list[str]) -> WheelEvent:
+    if len(args) != 2:
+        raise _Malformed
+    return BallPassed(seq, tick, _direction(args[0]), _number(args[1], _TICK_MAX))
+
+
+def _pocket(seq: int, tick: int, args: list[str]) -> WheelEvent:
+    if len(args) != 1 or not args[0]:
+        raise _Malformed
+    # Any non-empty reading passes: whether the wheel has that pocket is a game
+    # rule (invalid_pocket), not a framing question.
+    return PocketReading(seq, tick, None if args[0] == "-" else args[0])
+
+
+def _incident(seq: int, tick: int, args: list[str]) -> WheelEvent:
+    if len(args) != 1:
+        raise _Malformed
+    code = _INCIDENTS.get(args[0])
+    if code is None:
+        raise _UnknownIncident
+    return WheelIncident(seq, tick, code)
+
+
+_SENTENCES: dict[str, Callable[[int, int, list[str]], WheelEvent]] = {
+    "WRHEL": _hello,
+    "WRHBT": _heartbeat,
+    "WRROT": _rotor,
+    "WRBAL": _ball,
+    "WRPOC": _pocket,
+    "WREVT": _incident,
+}
+
+
+class WrpDecoder:
+    """Incremental WRP/1 decoder: ``feed(bytes)`` returns the events completed so far."""
+
+    __slots__ = ("_buf", "_last_seq", "_skipping", "counters")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._skipping = False
+        self._last_seq: int | None = None
+        self.counters = DecoderCounters()
+
+    def feed(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
+        """Take bytes as they came off the link; return every event they complete.
+
+        ``now`` is unused: WRP/1 carries the wheel's own clock in every frame.
+        """
+        buf = self._buf
+        buf += data
+        out: list[WheelEvent] = []
+        counters = self.counters
+        pos = 0
+        end = len(buf)
+        while pos < end:
+            if self._skipping:
+                # After an over-long line, everything up to the next '$' is discarded.
+                start = buf.find(b"$", pos)
+                if start < 0:
+                    counters.garbage_bytes += end - pos
+                    pos = end
+                    break
+                counters.garbage_bytes += start - pos
+                self._skipping = False
+            else:
+                start = buf.find(b"$", pos)
+                if start < 0:
+                    counters.garbage_bytes += end - pos
+                    pos = end
+                    break
+                counters.garbage_bytes += start - pos
+            window = start + MAX_FRAME
+            lf = buf.find(b"\n", start + 1, window)
+            other = buf.find(b"$", start + 1, lf if lf >= 0 else window)
+            if other >= 0:
+                # A '$' before the line ended: the candidate was cut short.
+                counters.garbage_bytes += other - start
+                pos = other
+                continue
+            if lf < 0:
+                if end >= window:
+                    counters.overlong_lines += 1
+                    counters.garbage_bytes += MAX_FRAME
+                    self._skipping = True
+                    pos = window
+                    continue
+                pos = start  # an incomplete candidate: wait for more bytes
+                break
+            line = bytes(buf[start:lf])
+            pos = lf + 1
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            self._judge(line, lf + 1 - start, out)
+        if pos:
+            del buf[:pos]
+        return out
+
+    def _judge(self, line: bytes, size: int, out: list[WheelEvent]) -> None:
+        counters = self.counters
+        wanted = _HEX_PAIRS.get(line[-2:]) if len(line) >= 4 and line[-3] == 0x2A else None
+        body = line[1:-3]
+        if wanted is None or body.translate(None, _PRINTABLE):
+            counters.garbage_bytes += size
+            return
+        if checksum(body) != wanted:
+            counters.bad_checksum += 1
+            out.append(FrameDropped("bad_checksum"))
+            return
+        parts = body.decode("ascii").split(",")
+        if len(parts) < 3:
+            counters.malformed += 1
+            out.append(FrameDropped("malformed"))
+            return
+        try:
+            seq = _number(parts[1], _SEQ_MOD - 1)
+            tick = _number(parts[2], _TICK_MAX)
+        except _Malformed:
+            counters.malformed += 1
+            out.append(FrameDropped("malformed"))
+            return
+        self._track_sequence(seq, parts[0] == "WRHEL", out)
+        parse = _SENTENCES.get(parts[0])
+        if parse is None:
+            counters.unknown_types += 1
+            return
+        try:
+            event = parse(seq, tick, parts[3:])
+        except _UnknownIncident:
+            counters.unknown_events += 1
+            return
+        except _Malformed:
+            counters.malformed += 1
+            out.append(FrameDropped("malformed"))
+            return
+        counters.frames += 1
+        out.append(event)
+
+    def _track_sequence(self, seq: int, hello: bool, out: list[WheelEvent]) -> None:
+        last = self._last_seq
+        self._last_seq = seq
+        if last is None or (hello and seq == 0):
+            return  # first frame heard, or the head rebooted and restarted at 0
+        expected = (last + 1) % _SEQ_MOD
+        if seq != expected:
+            lost = (seq - expected) % _SEQ_MOD
+            self.counters.sequence_gaps += 1
+            self.counters.frames_lost += lost
+            out.append(SequenceGap(expected, seq, lost))
+
+
+def encode(sentence: str, seq: int, tick: int, *args: str) -> bytes:
+    """One WRP/1 frame, ``$`` to CR LF, with its checksum."""
+    body = ",".join((f"WR{sentence}", str(seq % _SEQ_MOD), str(tick & _TICK_MAX), *args))
+    raw = body.encode("ascii")
+    return b"$%s*%02X\r\n" % (raw, checksum(raw))
+
+
+def encode_query() -> bytes:
+    """The host's only sentence: ask the head to send ``HEL``."""
+    return encode("QRY", 0, 0)
+
+
+def encode_event(event: WheelEvent) -> bytes:
+    """The frame a wheel sends for ``event`` (used by simulators and tests)."""
+    match event:
+        case WheelHello(seq, tick, pockets, model, firmware, serial):
+            return encode("HEL", seq, tick, str(pockets), model, firmware, serial)
+        case Heartbeat(seq, tick):
+            return encode("HBT", seq, tick)
+        case RotorDatum(seq, tick, direction, period):
+            return encode("ROT", seq, tick, _DIRECTION_WIRE[direction], str(period))
+        case BallPassed(seq, tick, direction, period):
+            return encode("BAL", seq, tick, _DIRECTION_WIRE[direction], str(period))
+        case PocketReading(seq, tick, pocket):
+            return encode("POC", seq, tick, "-" if pocket is None else pocket)
+        case WheelIncident(seq, tick, code):
+            return encode("EVT", seq, tick, code.upper())
+    raise ValueError(f"{type(event).__name__} is not sent by a wheel")

@@ -1,0 +1,110 @@
+"""Wheel events: what a driver tells the game engine, whatever the wheel's protocol.
+
+Small slotted, immutable classes: one is built for every frame on the hot path,
+so they stay plain dataclasses (no validation, no pydantic). ``tick`` is the
+wheel's own millisecond clock; every rule duration is measured in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Direction = Literal["cw", "ccw"]
+
+#: Discrete wheel incidents (WRP/1 ``EVT`` codes, lower-cased).
+IncidentCode = Literal[
+    "launch",
+    "object",
+    "ball_out",
+    "rotor_fault",
+    "sensor_fault",
+    "cover_open",
+    "cover_closed",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WheelHello:
+    """The wheel introduced itself (power-up, or a reply to a query)."""
+
+    seq: int
+    tick: int
+    pockets: int
+    model: str
+    firmware: str
+    serial: str
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Nothing happened; wheel time moved on."""
+
+    seq: int
+    tick: int
+
+
+@dataclass(frozen=True, slots=True)
+class RotorDatum:
+    """The rotor's pocket-0 datum passed its sensor: one rotor revolution."""
+
+    seq: int
+    tick: int
+    direction: Direction
+    period_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BallPassed:
+    """The ball passed the in-rim sensor; ``period_ms`` 0 marks a launch."""
+
+    seq: int
+    tick: int
+    direction: Direction
+    period_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class PocketReading:
+    """The pocket sensor's reading changed; ``pocket`` None means no ball in a pocket."""
+
+    seq: int
+    tick: int
+    pocket: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WheelIncident:
+    """A discrete event reported by the wheel (foreign object, ball out, faults, cover)."""
+
+    seq: int
+    tick: int
+    code: IncidentCode
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceGap:
+    """Frames were lost on the link: ``lost`` sequence numbers never arrived."""
+
+    expected: int
+    received: int
+    lost: int
+
+
+@dataclass(frozen=True, slots=True)
+class FrameDropped:
+    """A frame arrived but could not be used (bad checksum, malformed fields)."""
+
+    reason: Literal["bad_checksum", "malformed"]
+
+
+WheelEvent = (
+    WheelHello
+    | Heartbeat
+    | RotorDatum
+    | BallPassed
+    | PocketReading
+    | WheelIncident
+    | SequenceGap
+    | FrameDropped
+)
