@@ -1,0 +1,83 @@
+"""Wheel layouts and the facts a winning number announces."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+
+from wheeld.layout import DOUBLE_ZERO, RED, SECTORS, SINGLE_ZERO, layout_for
+
+
+def test_each_wheel_has_each_pocket_once() -> None:
+    assert sorted(SINGLE_ZERO.order, key=int) == [str(n) for n in range(37)]
+    assert sorted(DOUBLE_ZERO.order) == sorted(["00", *(str(n) for n in range(37))])
+    assert len(DOUBLE_ZERO.order) == 38
+
+
+def test_wheel_order_starts_at_zero_as_on_the_rotor() -> None:
+    assert SINGLE_ZERO.order[:4] == ("0", "32", "15", "19")
+    assert DOUBLE_ZERO.order[18:21] == ("1", "00", "27")
+
+
+def test_red_and_black_split_evenly_and_alternate_round_the_single_zero_wheel() -> None:
+    assert len(RED) == 18
+    colours = [SINGLE_ZERO.facts(n).color for n in SINGLE_ZERO.order[1:]]
+    assert all(a != b for a, b in pairwise(colours))
+
+
+@pytest.mark.parametrize(
+    ("number", "color", "parity", "half", "dozen", "column"),
+    [
+        ("0", "green", None, None, None, None),
+        ("00", "green", None, None, None, None),
+        ("1", "red", "odd", "low", 1, 1),
+        ("2", "black", "even", "low", 1, 2),
+        ("12", "red", "even", "low", 1, 3),
+        ("13", "black", "odd", "low", 2, 1),
+        ("18", "red", "even", "low", 2, 3),
+        ("19", "red", "odd", "high", 2, 1),
+        ("25", "red", "odd", "high", 3, 1),
+        ("34", "red", "even", "high", 3, 1),
+        ("35", "black", "odd", "high", 3, 2),
+        ("36", "red", "even", "high", 3, 3),
+    ],
+)
+def test_number_facts(
+    number: str,
+    color: str,
+    parity: str | None,
+    half: str | None,
+    dozen: int | None,
+    column: int | None,
+) -> None:
+    facts = DOUBLE_ZERO.facts(number)
+    assert (facts.color, facts.parity, facts.half, facts.dozen, facts.column) == (
+        color,
+        parity,
+        half,
+        dozen,
+        column,
+    )
+
+
+def test_the_single_zero_sectors_cover_the_wheel_once_besides_jeu_zero() -> None:
+    main = SECTORS["voisins"] | SECTORS["tiers"] | SECTORS["orphelins"]
+    assert sorted(main, key=int) == [str(n) for n in range(37)]
+    assert sum(len(SECTORS[s]) for s in ("voisins", "tiers", "orphelins")) == 37
+    assert SECTORS["jeu_zero"] <= SECTORS["voisins"]
+
+
+def test_sectors_are_announced_on_single_zero_wheels_only() -> None:
+    assert SINGLE_ZERO.facts("0").sectors == ("voisins", "jeu_zero")
+    assert SINGLE_ZERO.facts("17").sectors == ("orphelins",)
+    assert SINGLE_ZERO.facts("27").sectors == ("tiers",)
+    assert DOUBLE_ZERO.facts("0").sectors == ()
+
+
+def test_a_number_not_on_the_wheel_has_no_facts() -> None:
+    with pytest.raises(ValueError, match="not a pocket"):
+        SINGLE_ZERO.facts("00")
+    assert not SINGLE_ZERO.has_pocket("37")
+    with pytest.raises(ValueError):
+        layout_for(36)

@@ -1,0 +1,104 @@
+"""Wheel layouts and what a winning number announces (``shared/spec/rules.md``).
+
+The croupier announces the colour and the winning even chances and groups with
+the number; these are the same facts, computed once per layout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+Color = Literal["red", "black", "green"]
+Sector = Literal["voisins", "tiers", "orphelins", "jeu_zero"]
+
+RED = frozenset({1, 3, 5, 7, 9, 12, 14, 16, 18, 19, 21, 23, 25, 27, 30, 32, 34, 36})
+
+SINGLE_ZERO_ORDER: tuple[str, ...] = tuple(
+    "0 32 15 19 4 21 2 25 17 34 6 27 13 36 11 30 8 23 10 5 "
+    "24 16 33 1 20 14 31 9 22 18 29 7 28 12 35 3 26".split()
+)
+DOUBLE_ZERO_ORDER: tuple[str, ...] = tuple(
+    "0 28 9 26 30 11 7 20 32 17 5 22 34 15 3 24 36 13 1 00 "
+    "27 10 25 29 12 8 19 31 18 6 21 33 16 4 23 35 14 2".split()
+)
+
+# The single-zero "called bets": racetrack sectors (seeds 000 and 004).
+SECTORS: dict[Sector, frozenset[str]] = {
+    "voisins": frozenset("22 18 29 7 28 12 35 3 26 0 32 15 19 4 21 2 25".split()),
+    "tiers": frozenset("27 13 36 11 30 8 23 10 5 24 16 33".split()),
+    "orphelins": frozenset("1 20 14 31 9 17 34 6".split()),
+    "jeu_zero": frozenset("12 35 3 26 0 32 15".split()),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NumberFacts:
+    """The colour, even chances and groups that win with ``number``."""
+
+    number: str
+    color: Color
+    parity: Literal["even", "odd"] | None
+    half: Literal["low", "high"] | None
+    dozen: int | None
+    column: int | None
+    sectors: tuple[Sector, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WheelLayout:
+    """One wheel: its pockets in the order they stand on the rotor."""
+
+    pockets: int
+    order: tuple[str, ...]
+
+    def has_pocket(self, pocket: str) -> bool:
+        """True when this wheel has a pocket named ``pocket`` (``"00"`` only on 38)."""
+        return pocket in self._pocket_set()
+
+    def _pocket_set(self) -> frozenset[str]:
+        return _pocket_set(self.order)
+
+    def facts(self, number: str) -> NumberFacts:
+        """What the croupier announces with ``number``; ``number`` must be a pocket."""
+        if not self.has_pocket(number):
+            raise ValueError(f"{number!r} is not a pocket of a {self.pockets}-pocket wheel")
+        return _facts(number, self.pockets == 37)
+
+
+@cache
+def _pocket_set(order: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(order)
+
+
+@cache
+def _facts(number: str, single_zero: bool) -> NumberFacts:
+    sectors: tuple[Sector, ...] = ()
+    if single_zero:
+        sectors = tuple(name for name, members in SECTORS.items() if number in members)
+    if number in ("0", "00"):
+        return NumberFacts(number, "green", None, None, None, None, sectors)
+    value = int(number)
+    return NumberFacts(
+        number=number,
+        color="red" if value in RED else "black",
+        parity="even" if value % 2 == 0 else "odd",
+        half="low" if value <= 18 else "high",
+        dozen=(value - 1) // 12 + 1,
+        column=(value - 1) % 3 + 1,
+        sectors=sectors,
+    )
+
+
+SINGLE_ZERO = WheelLayout(37, SINGLE_ZERO_ORDER)
+DOUBLE_ZERO = WheelLayout(38, DOUBLE_ZERO_ORDER)
+
+
+def layout_for(pockets: int) -> WheelLayout:
+    """The layout of a 37- or 38-pocket wheel."""
+    if pockets == 37:
+        return SINGLE_ZERO
+    if pockets == 38:
+        return DOUBLE_ZERO
+    raise ValueError(f"a wheel has 37 or 38 pockets, not {pockets}")
