@@ -1,0 +1,376 @@
+"""The game engine: wheel events and the time in, game decisions out.
+
+A pure state machine. It does no I/O and reads no clock: every call is given
+the host time ``now``, which the engine uses only to stamp decisions and to
+judge ``wheel_link_lost``. Every rule duration is measured in wheel ticks.
+
+The rules and their reason codes are those of ``shared/spec/rules.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from wheeld.events import (
+    BallPassed,
+    Direction,
+    FrameDropped,
+    Heartbeat,
+    PocketReading,
+    RotorDatum,
+    SequenceGap,
+    WheelEvent,
+    WheelHello,
+    WheelIncident,
+)
+from wheeld.game import (
+    Alarm,
+    Decision,
+    NoMoreBets,
+    NoSpin,
+    ReasonCode,
+    Result,
+    Spinning,
+    in_rule_order,
+)
+from wheeld.layout import WheelLayout, layout_for
+from wheeld.rules import RESPIN_ROTOR_REVOLUTIONS
+
+if TYPE_CHECKING:
+    from wheeld.rules import RulesConfig
+
+_TICK_MASK = (1 << 32) - 1
+_HALF_TICK_RANGE = 1 << 31
+
+_INCIDENT_REASONS: dict[str, ReasonCode] = {
+    "object": "foreign_object",
+    "ball_out": "ball_out_of_wheel",
+    "rotor_fault": "rotor_malfunction",
+    "sensor_fault": "rotor_malfunction",
+}
+
+
+def ticks_since(now: int, then: int) -> int:
+    """Wheel milliseconds from ``then`` to ``now`` on the wrapping 32-bit clock."""
+    elapsed = (now - then) & _TICK_MASK
+    # A tick slightly behind the reference (reordering, a sloppy head) is "no
+    # time", not four billion milliseconds.
+    return 0 if elapsed >= _HALF_TICK_RANGE else elapsed
+
+
+@dataclass(slots=True)
+class EngineState:
+    """What must survive a restart: small, plain and JSON-serialisable."""
+
+    next_game_id: int = 1
+    last_result_rotor: Direction | None = None
+    open_game: int | None = None
+    #: ROT frames since the last no-spin, capped at the respin threshold;
+    #: None when no no-spin is waiting for the rotor.
+    rotor_revolutions_since_no_spin: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready mapping."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineState:
+        """Rebuild a stored state; raises ValueError on anything malformed."""
+        try:
+            next_id = int(data["next_game_id"])
+            rotor = data.get("last_result_rotor")
+            open_game = data.get("open_game")
+            revolutions = data.get("rotor_revolutions_since_no_spin")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"stored engine state is malformed: {exc}") from None
+        if next_id < 1 or rotor not in (None, "cw", "ccw"):
+            raise ValueError("stored engine state is malformed")
+        if open_game is not None and (not isinstance(open_game, int) or open_game >= next_id):
+            raise ValueError("stored engine state names an impossible open game")
+        if revolutions is not None and not isinstance(revolutions, int):
+            raise ValueError("stored engine state has a malformed rotor count")
+        return cls(next_id, rotor, open_game, revolutions)
+
+
+@dataclass(slots=True)
+class _Game:
+    game_id: int
+    rotor_direction: Direction | None
+    ball_direction: Direction
+    last_ball_tick: int
+    revolutions: int = 0
+    no_more_bets: bool = False
+    candidate: str | None = None
+    candidate_tick: int = 0
+
+
+class GameEngine:
+    """Turns wheel events into game decisions by the regulator's rules."""
+
+    def __init__(
+        self,
+        rules: RulesConfig,
+        *,
+        pockets: int | None = None,
+        state: EngineState | None = None,
+    ) -> None:
+        self.state = state if state is not None else EngineState()
+        # Copied once: the hot path reads plain ints, not model attributes.
+        self._min_revolutions = rules.min_ball_revolutions
+        self._settle_ms = rules.settle_ms
+        self._no_more_bets_ms = rules.no_more_bets_period_ms
+        self._result_timeout_ms = rules.result_timeout_ms
+        self._rotor_timeout_ms = rules.rotor_timeout_ms
+        self._link_timeout_s = rules.link_timeout_ms / 1000.0
+        # Configured pockets win; without them the wheel's HEL says, 37 until it does.
+        self._pockets_fixed = pockets is not None
+        self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37)
+        self._game: _Game | None = None
+        self._rotor_direction: Direction | None = None
+        self._last_rotor_tick: int | None = None
+        self._heard_from_wheel = False
+        self._last_heard: float | None = None
+        self._handlers = {
+            Heartbeat: self._on_heartbeat,
+            RotorDatum: self._on_rotor,
+            BallPassed: self._on_ball,
+            PocketReading: self._on_pocket,
+            WheelIncident: self._on_incident,
+            WheelHello: self._on_hello,
+            SequenceGap: self._on_loss,
+            FrameDropped: self._on_loss,
+        }
+
+    # -- queries ---------------------------------------------------------
+
+    @property
+    def game_in_progress(self) -> int | None:
+        """The id of the open game, if any."""
+        return self._game.game_id if self._game is not None else None
+
+    def link_deadline(self) -> float | None:
+        """Host time at which silence from the wheel voids the open game, if any."""
+        if self._game is None or self._last_heard is None:
+            return None
+        return self._last_heard + self._link_timeout_s
+
+    # -- inputs ------------------------------------------------------------
+
+    def resume(self, now: float) -> list[Decision]:
+        """Start after a stop: a game left open by the previous run is void."""
+        game_id = self.state.open_game
+        if game_id is None:
+            return []
+        self.state.open_game = None
+        self.state.rotor_revolutions_since_no_spin = 0
+        return [NoSpin(game_id, now, "controller_restart", ("controller_restart",))]
+
+    def on_event(self, event: WheelEvent, now: float) -> list[Decision]:
+        """Apply one wheel event heard at host time ``now``."""
+        out: list[Decision] = []
+        self._last_heard = now
+        game = self._game
+        tick = getattr(event, "tick", None)
+        if game is not None and tick is not None:
+            self._expire(game, tick, now, out)
+        self._handlers[type(event)](event, now, out)  # type: ignore[operator]
+        self._heard_from_wheel = True
+        return out
+
+    def on_host_time(self, now: float) -> list[Decision]:
+        """Let host time pass: silence past ``link_timeout_ms`` voids the open game."""
+        deadline = self.link_deadline()
+        if deadline is None or now < deadline:
+            return []
+        out: list[Decision] = []
+        self._void({"wheel_link_lost"}, deadline, out)
+        return out
+
+    def on_link_down(self, now: float) -> list[Decision]:
+        """The port itself went away: the open game cannot be vouched for."""
+        out: list[Decision] = []
+        if self._game is not None:
+            self._void({"wheel_link_lost"}, now, out)
+        # Whatever the wheel does while we cannot hear it is unknown to us.
+        self._last_rotor_tick = None
+        return out
+
+    def declare_no_spin(self, note: str, now: float) -> list[Decision]:
+        """The pit boss voids the open game; nothing happens when none is open."""
+        out: list[Decision] = []
+        if self._game is not None:
+            self._void({"declared"}, now, out, note=note)
+        return out
+
+    # -- wheel time --------------------------------------------------------
+
+    def _expire(self, game: _Game, tick: int, now: float, out: list[Decision]) -> None:
+        """Fire the wheel-time rules whose time has come by ``tick``."""
+        # Each entry: how far past its deadline a timer is (>= 0 means expired).
+        overdue: dict[ReasonCode, int] = {}
+        late = ticks_since(tick, game.last_ball_tick) - self._result_timeout_ms
+        if late >= 0:
+            overdue["ball_not_settled"] = late
+        if self._last_rotor_tick is not None:
+            late = ticks_since(tick, self._last_rotor_tick) - self._rotor_timeout_ms
+            if late >= 0:
+                overdue["rotor_stopped"] = late
+        settled_late = -1
+        if game.candidate is not None:
+            settled_late = ticks_since(tick, game.candidate_tick) - self._settle_ms
+        if settled_late >= 0 and all(settled_late >= late for late in overdue.values()):
+            # The ball rested before (or as) any timeout struck.
+            self._settle(game, now, out)
+        elif overdue:
+            self._void(set(overdue), now, out)
+
+    def _settle(self, game: _Game, now: float, out: list[Decision]) -> None:
+        if game.revolutions < self._min_revolutions:
+            self._void({"insufficient_revolutions"}, now, out)
+            return
+        assert game.candidate is not None
+        out.append(
+            Result(
+                game.game_id,
+                now,
+                game.candidate,
+                game.revolutions,
+                game.rotor_direction,
+                game.ball_direction,
+            )
+        )
+        self.state.last_result_rotor = game.rotor_direction
+        self.state.open_game = None
+        self.state.rotor_revolutions_since_no_spin = None
+        self._game = None
+
+    def _void(
+        self,
+        reasons: set[ReasonCode],
+        at: float,
+        out: list[Decision],
+        note: str | None = None,
+    ) -> None:
+        game = self._game
+        assert game is not None
+        ordered = in_rule_order(reasons)
+        out.append(NoSpin(game.game_id, at, ordered[0], ordered, note))
+        self.state.open_game = None
+        self.state.rotor_revolutions_since_no_spin = 0
+        self._game = None
+
+    # -- wheel events ------------------------------------------------------
+
+    def _on_heartbeat(self, event: Heartbeat, now: float, out: list[Decision]) -> None:
+        """Wheel time moved; the timers were already judged."""
+
+    def _on_rotor(self, event: RotorDatum, now: float, out: list[Decision]) -> None:
+        self._last_rotor_tick = event.tick
+        self._rotor_direction = event.direction
+        counted = self.state.rotor_revolutions_since_no_spin
+        if counted is not None and counted < RESPIN_ROTOR_REVOLUTIONS:
+            self.state.rotor_revolutions_since_no_spin = counted + 1
+        game = self._game
+        if game is not None and event.direction != game.rotor_direction:
+            self._void({"rotor_malfunction"}, now, out)
+
+    def _on_ball(self, event: BallPassed, now: float, out: list[Decision]) -> None:
+        game = self._game
+        if game is None:
+            if event.period_ms == 0:
+                self._launch(event, now, out)
+            # Otherwise: the ball of a voided spin still running; ignored.
+            return
+        game.revolutions += 1
+        game.last_ball_tick = event.tick
+        if event.direction == game.rotor_direction:
+            self._void({"ball_same_direction"}, now, out)
+            return
+        if not game.no_more_bets and event.period_ms >= self._no_more_bets_ms:
+            game.no_more_bets = True
+            out.append(NoMoreBets(game.game_id, now))
+
+    def _launch(self, event: BallPassed, now: float, out: list[Decision]) -> None:
+        state = self.state
+        rotor: Direction | None = None
+        if (
+            self._last_rotor_tick is not None
+            and ticks_since(event.tick, self._last_rotor_tick) < self._rotor_timeout_ms
+        ):
+            rotor = self._rotor_direction
+        game = _Game(state.next_game_id, rotor, event.direction, event.tick)
+        state.next_game_id += 1
+        state.open_game = game.game_id
+        self._game = game
+        out.append(Spinning(game.game_id, now, rotor, event.direction))
+
+        causes: set[ReasonCode] = set()
+        if rotor is None:
+            causes.add("rotor_stopped")
+        else:
+            if event.direction == rotor:
+                causes.add("ball_same_direction")
+            if state.last_result_rotor == rotor:
+                causes.add("direction_not_alternated")
+        revolutions = state.rotor_revolutions_since_no_spin
+        if revolutions is not None and revolutions < RESPIN_ROTOR_REVOLUTIONS:
+            causes.add("respin_too_early")
+        if causes:
+            self._void(causes, now, out)
+
+    def _on_pocket(self, event: PocketReading, now: float, out: list[Decision]) -> None:
+        game = self._game
+        if game is None:
+            return
+        pocket = event.pocket
+        if pocket is None:
+            game.candidate = None
+            return
+        if not game.no_more_bets:
+            # "at the latest when the ball drops"
+            game.no_more_bets = True
+            out.append(NoMoreBets(game.game_id, now))
+        if not self.layout.has_pocket(pocket):
+            self._void({"invalid_pocket"}, now, out)
+            return
+        if pocket != game.candidate:
+            game.candidate = pocket
+            game.candidate_tick = event.tick
+
+    def _on_incident(self, event: WheelIncident, now: float, out: list[Decision]) -> None:
+        reason = _INCIDENT_REASONS.get(event.code)
+        if self._game is not None and reason is not None:
+            self._void({reason}, now, out)
+        elif event.code != "launch":
+            out.append(Alarm(now, event.code))
+
+    def _on_hello(self, event: WheelHello, now: float, out: list[Decision]) -> None:
+        rebooted = event.seq == 0 and self._heard_from_wheel
+        if event.pockets not in (37, 38):
+            out.append(Alarm(now, "pockets_unsupported", {"pockets": event.pockets}))
+        elif not self._pockets_fixed:
+            self.layout = layout_for(event.pockets)
+        elif event.pockets != self.layout.pockets:
+            out.append(
+                Alarm(
+                    now,
+                    "pockets_mismatch",
+                    {"configured": self.layout.pockets, "wheel": event.pockets},
+                )
+            )
+        if rebooted:
+            # The head restarted its clock: every tick reference is meaningless now.
+            self._last_rotor_tick = None
+            if self._game is not None:
+                self._void({"frame_loss"}, now, out)
+            out.append(Alarm(now, "wheel_restarted"))
+
+    def _on_loss(self, event: SequenceGap | FrameDropped, now: float, out: list[Decision]) -> None:
+        if self._game is not None:
+            self._void({"frame_loss"}, now, out)
+        else:
+            detail: dict[str, Any] = (
+                {"lost": event.lost} if isinstance(event, SequenceGap) else {"why": event.reason}
+            )
+            out.append(Alarm(now, "frame_loss", detail))
