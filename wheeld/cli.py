@@ -1,0 +1,134 @@
+"""The ``wheeld`` command line.
+
+Each subcommand imports only what it uses, so start-up stays light. Errors a
+user can cause end with one clear line on stderr and a non-zero status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wheeld.config import Config
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class CommandError(Exception):
+    """An error to report as one line, then exit with ``status``."""
+
+    def __init__(self, message: str, status: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wheeld",
+        description="Controller daemon for electronic roulette wheels.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    replay = commands.add_parser(
+        "replay",
+        help="decide the games of a capture file and print the <base>/game payloads",
+        description="Feed a capture through the driver and the game rules, with no serial "
+        "port and no broker; print one JSON payload per line, as `run` would publish on "
+        "<base>/game. Game ids start at 1.",
+    )
+    replay.add_argument("--config", type=Path, help="configuration file (rules, table, wheel)")
+    replay.add_argument(
+        "--driver",
+        help="driver name: wrp or cammegh-ss2 (default: the "
+        "capture's '# driver:' line, then the configuration, then wrp)",
+    )
+    replay.add_argument(
+        "--pockets",
+        type=int,
+        choices=(37, 38),
+        help="37 single zero, 38 double zero (default: configuration, else the wheel's hello)",
+    )
+    replay.add_argument("capture", type=Path, help="capture file (wheeld capture format 1)")
+
+    check = commands.add_parser("check-config", help="validate a configuration file, key by key")
+    check.add_argument("file", type=Path)
+    return parser
+
+
+def _load_config(path: Path | None) -> Config:
+    from wheeld.config import Config, ConfigError, load
+
+    if path is None:
+        return Config()
+    try:
+        return load(path)
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from wheeld import capture as capture_format
+    from wheeld.drivers import UnknownDriver, decoder_for
+    from wheeld.engine import GameEngine
+
+    config = _load_config(args.config)
+    try:
+        capture = capture_format.read(args.capture)
+    except capture_format.CaptureError as exc:
+        raise CommandError(str(exc)) from None
+    driver = args.driver or capture.driver or config.wheel.driver
+    try:
+        decoder = decoder_for(driver)
+    except UnknownDriver as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    from wheeld.replay import replay
+
+    pockets = args.pockets or config.wheel.pockets
+    engine = GameEngine(config.rules, pockets=pockets)
+    out = sys.stdout
+    for payload in replay(capture, decoder, engine, config.table.id):
+        out.write(payload.to_json())
+        out.write("\n")
+    out.flush()
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from wheeld.config import ConfigError, load
+
+    try:
+        load(args.file)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"{exc.source}: {problem}", file=sys.stderr)
+        return EXIT_FAILURE
+    print(f"{args.file}: ok")
+    return 0
+
+
+_COMMANDS = {"replay": _replay, "check-config": _check_config}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``wheeld`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except CommandError as exc:
+        print(f"wheeld {args.command}: {exc}", file=sys.stderr)
+        return exc.status
+    except BrokenPipeError:
+        # `wheeld replay ... | head` is normal use, not an error.
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
