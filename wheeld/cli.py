@@ -55,6 +55,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("capture", type=Path, help="capture file (wheeld capture format 1)")
 
+    run = commands.add_parser(
+        "run",
+        help="run the daemon for one wheel",
+        description="Read the wheel, decide its games, journal and publish them over MQTT.",
+    )
+    run.add_argument("--config", type=Path, required=True, help="configuration file (TOML)")
+    run.add_argument("--capture", type=Path, help="record the serial traffic to this capture file")
+
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
     check.add_argument("file", type=Path)
     return parser
@@ -111,7 +119,28 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"replay": _replay, "check-config": _check_config}
+def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from wheeld import logs
+
+    config = _load_config(args.config)
+    logs.configure(config.log.level, config.log.format)
+    from wheeld.daemon import Daemon
+    from wheeld.journal import JournalError
+    from wheeld.link import LinkOpenError
+
+    try:
+        return asyncio.run(Daemon(config, capture=args.capture).run())
+    except LinkOpenError as exc:
+        raise CommandError(f"wheel.port: {exc}") from None
+    except JournalError as exc:
+        raise CommandError(f"state.dir: {exc}") from None
+    except OSError as exc:
+        raise CommandError(str(exc)) from None
+
+
+_COMMANDS = {"replay": _replay, "check-config": _check_config, "run": _run}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

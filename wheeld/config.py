@@ -6,7 +6,9 @@ the dotted key it belongs to, all at once.
 
 from __future__ import annotations
 
+import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,12 +59,36 @@ class WheelConfig(_Section):
     baudrate: int | None = Field(default=None, ge=50, le=4_000_000)
     #: None: take the count from the wheel's own hello (37 until it says).
     pockets: Literal[37, 38] | None = None
+    #: At start-up, wait for a missing port instead of exiting with an error.
+    wait_for_device: bool = False
+
+
+class TlsConfig(_Section):
+    #: CA bundle that signs the broker's certificate; setting any key turns TLS on.
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    #: Client key; a secret, so a relative path is looked up in $CREDENTIALS_DIRECTORY.
+    key_file: Path | None = None
+    insecure: bool = False
 
 
 class MqttConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
     base_topic: str | None = None
+    #: Stable client id, so the broker keeps the session; default "wheeld-<table.id>".
+    client_id: str | None = Field(default=None, min_length=1, max_length=128)
+    protocol: Literal["5", "3.1.1"] = "5"
+    keepalive_s: int = Field(default=30, ge=5, le=3600)
+    #: How long the broker keeps the session while wheeld is away (MQTT 5).
+    session_expiry_s: int = Field(default=86_400, ge=0, le=4_294_967_295)
+    username: str | None = None
+    password: str | None = Field(default=None, repr=False)
+    #: Read the password from this file; relative: $CREDENTIALS_DIRECTORY first.
+    password_file: Path | None = None
+    tls: TlsConfig = TlsConfig()
+    #: How many winning numbers <base>/history carries.
+    history_length: int = Field(default=100, ge=1, le=1000)
 
     @field_validator("base_topic")
     @classmethod
@@ -74,17 +100,29 @@ class StateConfig(_Section):
     dir: Path = Path("/var/lib/wheeld")
 
 
+class LogConfig(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    #: "auto": readable lines on a terminal, JSON lines otherwise (journald).
+    format: Literal["auto", "json", "console"] = "auto"
+
+
 class Config(_Section):
     table: TableConfig = TableConfig()
     wheel: WheelConfig = WheelConfig()
     mqtt: MqttConfig = MqttConfig()
     state: StateConfig = StateConfig()
+    log: LogConfig = LogConfig()
     rules: RulesConfig = RulesConfig()
 
     @property
     def base_topic(self) -> str:
         """``mqtt.base_topic``, or ``wheeld/<table.id>``."""
         return self.mqtt.base_topic or f"wheeld/{self.table.id}"
+
+    @property
+    def client_id(self) -> str:
+        """``mqtt.client_id``, or ``wheeld-<table.id>``."""
+        return self.mqtt.client_id or f"wheeld-{self.table.id}"
 
 
 def describe(error: ValidationError) -> list[str]:
@@ -99,6 +137,85 @@ def describe(error: ValidationError) -> list[str]:
     return problems
 
 
+ENV_PREFIX = "WHEELD_"
+
+
+def apply_environment(data: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """Overlay ``WHEELD_<SECTION>__<KEY>[__<KEY>]`` variables; returns problems found.
+
+    Values are read as TOML values when they parse as one (numbers, booleans,
+    quoted strings), else taken as plain strings: ``WHEELD_MQTT__PORT=1884``,
+    ``WHEELD_MQTT__HOST=broker.local``.
+    """
+    problems = []
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if not all(path):
+            problems.append(f"{name}: not of the form WHEELD_<SECTION>__<KEY>")
+            continue
+        try:
+            value: Any = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = raw
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                problems.append(f"{name}: {'.'.join(path[:-1])} is not a section")
+                break
+            node = child
+        else:
+            node[path[-1]] = value
+    return problems
+
+
+def find_secret(path: Path, environ: Mapping[str, str], base: Path) -> Path:
+    """Where a secret file is: relative paths look in $CREDENTIALS_DIRECTORY first,
+    then beside the configuration file."""
+    candidates = [path]
+    if not path.is_absolute():
+        candidates = [base / path]
+        if environ.get("CREDENTIALS_DIRECTORY"):
+            candidates.insert(0, Path(environ["CREDENTIALS_DIRECTORY"]) / path)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"no such file: {' or '.join(str(c) for c in candidates)}")
+
+
+def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Config:
+    """Read the password file, and make every TLS path absolute and checked."""
+    mqtt = config.mqtt
+    problems = []
+    updates: dict[str, Any] = {}
+    if mqtt.password_file is not None:
+        if mqtt.password is not None:
+            problems.append("mqtt.password_file: give password or password_file, not both")
+        else:
+            try:
+                found = find_secret(mqtt.password_file, environ, base)
+                updates["password"] = found.read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(f"mqtt.password_file: cannot read: {exc}")
+    tls_paths: dict[str, Path] = {}
+    for key in ("ca_file", "cert_file", "key_file"):
+        value = getattr(mqtt.tls, key)
+        if value is None:
+            continue
+        # Only the key is a secret; certificates sit beside the configuration.
+        search_env = environ if key == "key_file" else {}
+        try:
+            tls_paths[key] = find_secret(value, search_env, base)
+        except FileNotFoundError as exc:
+            problems.append(f"mqtt.tls.{key}: {exc}")
+    if problems:
+        raise ConfigError("configuration", problems)
+    updates["tls"] = mqtt.tls.model_copy(update=tls_paths)
+    return config.model_copy(update={"mqtt": mqtt.model_copy(update=updates)})
+
+
 def from_mapping(data: dict[str, Any], source: str) -> Config:
     """Validate an already-parsed configuration; raises ConfigError."""
     try:
@@ -107,8 +224,12 @@ def from_mapping(data: dict[str, Any], source: str) -> Config:
         raise ConfigError(source, describe(exc)) from None
 
 
-def load(path: Path) -> Config:
-    """Read and validate a configuration file; raises ConfigError."""
+def load(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+    """Read and validate a configuration file, with environment overrides and secrets.
+
+    Raises ConfigError listing every problem, each naming its key.
+    """
+    env = os.environ if environ is None else environ
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -117,4 +238,14 @@ def load(path: Path) -> Config:
         raise ConfigError(str(path), ["not UTF-8 text"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), [f"not valid TOML: {exc}"]) from None
-    return from_mapping(data, str(path))
+    problems = apply_environment(data, env)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(str(path), problems + describe(exc)) from None
+    if problems:
+        raise ConfigError(str(path), problems)
+    try:
+        return _resolve_files(config, env, path.parent)
+    except ConfigError as exc:
+        raise ConfigError(str(path), exc.problems) from None

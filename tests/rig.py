@@ -1,0 +1,249 @@
+"""Real parts for daemon tests: a mosquitto, a pseudo-terminal wheel, the daemon
+process, an MQTT subscriber and a systemd notify socket. Every wait has a timeout."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import tty
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as paho
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``condition`` until it is truthy; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+class Broker:
+    """A mosquitto of the test's own, on a free port, that can be stopped and started."""
+
+    def __init__(self, workdir: Path, *, persistent: bool = False) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.conf = workdir / "mosquitto.conf"
+        lines = [f"listener {self.port} 127.0.0.1", "allow_anonymous true"]
+        if persistent:
+            lines += ["persistence true", f"persistence_location {workdir}/"]
+        else:
+            lines += ["persistence false"]
+        self.conf.write_text("\n".join(lines) + "\n")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [MOSQUITTO, "-c", str(self.conf)],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.workdir / "mosquitto.log").open("ab"),
+        )
+        wait_for(self._listening, 10, f"mosquitto on port {self.port}")
+
+    def _listening(self) -> bool:
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+class Subscriber:
+    """Collects every message under a topic filter, in arrival order."""
+
+    def __init__(self, port: int, topic: str, *, client_id: str | None = None) -> None:
+        self.messages: queue.Queue[tuple[str, bytes, bool]] = queue.Queue()
+        self.seen: list[tuple[str, Any, bool]] = []
+        persistent = client_id is not None
+        self.client = paho.Client(
+            paho.CallbackAPIVersion.VERSION2,
+            client_id=client_id or "",
+            clean_session=not persistent,
+        )
+        self.client.reconnect_delay_set(0.1, 0.5)
+        self.topic = topic
+        self.client.on_connect = lambda c, u, f, rc, p=None: c.subscribe(topic, qos=1)
+        self.client.on_message = lambda c, u, m: self.messages.put((m.topic, m.payload, m.retain))
+        self.client.connect("127.0.0.1", port, keepalive=5)
+        self.client.loop_start()
+
+    def _drain(self) -> None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                topic, payload, retain = self.messages.get_nowait()
+                try:
+                    body: Any = json.loads(payload) if payload else None
+                except ValueError:
+                    body = payload
+                self.seen.append((topic, body, retain))
+
+    def on(self, topic: str) -> list[Any]:
+        """Every payload seen on ``topic`` so far."""
+        self._drain()
+        return [body for t, body, _ in self.seen if t == topic]
+
+    def wait(self, topic: str, predicate: Callable[[Any], bool], timeout: float = 10) -> Any:
+        """The first payload on ``topic`` that satisfies ``predicate``."""
+
+        def found() -> Any:
+            return next((b for b in self.on(topic) if predicate(b)), None)
+
+        return wait_for(found, timeout, f"a matching message on {topic}")
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+class PtyWheel:
+    """A wheel on a real pseudo-terminal, reached through a stable symlink."""
+
+    def __init__(self, link: Path) -> None:
+        self.link = link
+        self.master = -1
+        self.open()
+
+    def open(self) -> None:
+        master, slave = os.openpty()
+        tty.setraw(slave)  # no echo, no line discipline: bytes pass as they are
+        os.set_blocking(master, False)
+        name = os.ttyname(slave)
+        os.close(slave)
+        tmp = self.link.with_suffix(".new")
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        tmp.symlink_to(name)
+        tmp.replace(self.link)
+        self.master = master
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        deadline = time.monotonic() + 10
+        while view:
+            try:
+                written = os.write(self.master, view)
+                view = view[written:]
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+            self.read()
+
+    def read(self) -> bytes:
+        """What the daemon sent to the wheel (drained, so the pty never fills)."""
+        try:
+            return os.read(self.master, 4096)
+        except (BlockingIOError, OSError):
+            return b""
+
+    def close(self) -> None:
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1
+
+
+class NotifySocket:
+    """A unix datagram socket standing in for systemd's notify socket."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        self.sock.settimeout(0.05)
+        self.received: list[str] = []
+
+    def messages(self) -> list[str]:
+        with contextlib.suppress(TimeoutError, BlockingIOError):
+            while True:
+                self.received.append(self.sock.recv(4096).decode())
+        return self.received
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class DaemonProcess:
+    """``wheeld run`` as a real process."""
+
+    def __init__(self, config: Path, workdir: Path, env: dict[str, str] | None = None) -> None:
+        self.config = config
+        self.workdir = workdir
+        self.env = {**os.environ, **(env or {})}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = workdir / "wheeld.log"
+
+    def start(self, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "wheeld", "run", "--config", str(self.config), *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=self.log.open("ab"),
+            env=self.env,
+        )
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def terminate(self) -> int:
+        assert self.process is not None
+        self.process.terminate()
+        return self.process.wait(15)
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def ensure_stopped(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def write_config(
+    path: Path, *, port: Path | str, broker: int, state: Path, **sections: str
+) -> Path:
+    extra = "\n".join(sections.values())
+    path.write_text(
+        f'[table]\nid = "T9"\n'
+        f'[wheel]\ndriver = "wrp"\nport = "{port}"\n'
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {broker}\nkeepalive_s = 5\n'
+        f'[state]\ndir = "{state}"\n'
+        f'[log]\nformat = "json"\nlevel = "debug"\n{extra}\n'
+    )
+    return path
+
+
+@contextlib.contextmanager
+def running(daemon: DaemonProcess, *extra: str) -> Iterator[DaemonProcess]:
+    daemon.start(*extra)
+    try:
+        yield daemon
+    finally:
+        daemon.ensure_stopped()

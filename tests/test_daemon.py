@@ -1,0 +1,319 @@
+"""`wheeld run` end to end: a real mosquitto, a real pty, the real daemon process."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from tests.rig import (
+    Broker,
+    DaemonProcess,
+    NotifySocket,
+    PtyWheel,
+    Subscriber,
+    running,
+    wait_for,
+    write_config,
+)
+from wheeld.simulators.scripted import ScriptedWheel
+
+BASE = "wheeld/T9"
+
+
+class Table:
+    """A scripted wheel streamed into a pty, and a subscriber on the table's topics."""
+
+    def __init__(self, tmp: Path, broker: Broker, **config: str) -> None:
+        self.tmp = tmp
+        self.broker = broker
+        self.pty = PtyWheel(tmp / "wheel0")
+        self.wheel = ScriptedWheel(start=time.time())
+        self.sent = 0
+        self.notify = NotifySocket(tmp / "notify.sock")
+        self.config = write_config(
+            tmp / "wheeld.toml",
+            port=tmp / "wheel0",
+            broker=broker.port,
+            state=tmp / "state",
+            **config,
+        )
+        self.daemon = DaemonProcess(self.config, tmp, env={"NOTIFY_SOCKET": str(self.notify.path)})
+        self.sub = Subscriber(broker.port, f"{BASE}/#")
+
+    def flush(self) -> None:
+        """Send everything the script has written since the last flush."""
+        for _, frame in self.wheel.lines[self.sent :]:
+            self.pty.write(frame + b"\r\n")
+        self.sent = len(self.wheel.lines)
+
+    def ready(self) -> None:
+        wait_for(
+            lambda: any("READY=1" in m for m in self.notify.messages()),
+            10,
+            "READY=1 from the daemon",
+        )
+        self.sub.wait(f"{BASE}/status", lambda b: b == {"state": "online"})
+
+    def ends(self) -> list[tuple[int, str]]:
+        return [
+            (p["game_id"], p.get("number") or p["reason"])
+            for p in self.sub.on(f"{BASE}/game")
+            if p["event"] in ("result", "no_spin")
+        ]
+
+    def wait_end(self, game_id: int, timeout: float = 10) -> dict[str, object]:
+        return self.sub.wait(  # type: ignore[no-any-return]
+            f"{BASE}/game",
+            lambda p: p["game_id"] == game_id and p["event"] in ("result", "no_spin"),
+            timeout,
+        )
+
+    def close(self) -> None:
+        self.daemon.ensure_stopped()
+        self.sub.close()
+        self.pty.close()
+        self.notify.close()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    broker = Broker(tmp_path, persistent=True)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def table(tmp_path: Path, broker: Broker) -> Iterator[Table]:
+    table = Table(tmp_path, broker)
+    yield table
+    table.close()
+
+
+def _warm(table: Table) -> None:
+    table.wheel.hello()
+    table.wheel.advance(3000)
+
+
+def test_games_flow_to_game_result_history_and_status(table: Table) -> None:
+    with running(table.daemon):
+        table.ready()
+        _warm(table)
+        table.wheel.game("17")
+        table.wheel.reverse_rotor()
+        table.wheel.game("0", bounces=["32"])
+        table.flush()
+        table.wait_end(2)
+        events = [(p["game_id"], p["event"]) for p in table.sub.on(f"{BASE}/game")]
+        assert events == [
+            (1, "spinning"),
+            (1, "no_more_bets"),
+            (1, "result"),
+            (2, "spinning"),
+            (2, "no_more_bets"),
+            (2, "result"),
+        ]
+        result = table.sub.wait(f"{BASE}/result", lambda p: p["game_id"] == 2)
+        assert (result["number"], result["color"], result["table"]) == ("0", "green", "T9")
+        table.sub.wait(f"{BASE}/history", lambda p: p == {"numbers": ["0", "17"]})
+        wheel = table.sub.wait(f"{BASE}/wheel", lambda p: p["model"] == "RefWheel")
+        assert wheel["link"] == "up" and wheel["pockets"] == 37
+        assert table.daemon.terminate() == 0
+    table.sub.wait(f"{BASE}/status", lambda b: b == {"state": "offline"})
+    messages = table.notify.messages()
+    assert any("STOPPING=1" in m for m in messages)
+
+
+def test_no_result_is_lost_while_the_broker_is_down(tmp_path: Path, broker: Broker) -> None:
+    table = Table(tmp_path, broker)
+    table.sub.close()
+    table.sub = Subscriber(broker.port, f"{BASE}/game", client_id=f"rig-{uuid.uuid4().hex[:8]}")
+    try:
+        with running(table.daemon):
+            # This subscriber only hears <base>/game, so READY is the sign to go.
+            wait_for(lambda: any("READY=1" in m for m in table.notify.messages()), 10, "READY")
+            _warm(table)
+            table.wheel.game("1")
+            table.wheel.reverse_rotor()
+            table.flush()
+            table.wait_end(1)
+            broker.stop()
+            for number in ("2", "3", "4"):
+                table.wheel.game(number)
+                table.wheel.reverse_rotor()
+            table.flush()
+            wait_for(lambda: "broker unavailable" in table.daemon.logs(), 10, "daemon noticing")
+            broker.start()
+            table.wait_end(4, timeout=20)
+            assert table.ends() == [(1, "1"), (2, "2"), (3, "3"), (4, "4")]
+            order = [(p["game_id"], p["event"]) for p in table.sub.on(f"{BASE}/game")]
+            assert order == sorted(set(order), key=order.index)  # no repeats, in order
+    finally:
+        table.close()
+
+
+def test_sigkill_mid_game_then_restart(table: Table) -> None:
+    with running(table.daemon):
+        table.ready()
+        _warm(table)
+        table.wheel.game("17")  # rotor clockwise
+        table.wheel.reverse_rotor()
+        table.wheel.pocket(None)
+        table.wheel.advance(500)
+        table.wheel.launch()
+        table.flush()
+        table.sub.wait(f"{BASE}/game", lambda p: p == {**p, "game_id": 2, "event": "spinning"})
+        table.daemon.kill()
+    table.sub.wait(f"{BASE}/status", lambda b: b == {"state": "offline"})
+
+    table.notify.received.clear()
+    with running(table.daemon):
+        table.sub.wait(f"{BASE}/game", lambda p: p["game_id"] == 2 and p["event"] == "no_spin")
+        assert table.wait_end(2)["reason"] == "controller_restart"
+        wait_for(lambda: any("READY=1" in m for m in table.notify.messages()), 10, "READY")
+        table.wheel.set_rotor("cw")  # the same way as game 1's result
+        table.wheel.advance(10_000)
+        table.wheel.game("9")
+        table.wheel.reverse_rotor()
+        table.wheel.game("10")
+        table.flush()
+        table.wait_end(4)
+    assert table.ends() == [
+        (1, "17"),
+        (2, "controller_restart"),
+        (3, "direction_not_alternated"),
+        (4, "10"),
+    ]
+
+
+def test_pty_closed_and_reopened_mid_game(table: Table) -> None:
+    with running(table.daemon):
+        table.ready()
+        _warm(table)
+        table.wheel.pocket(None)
+        table.wheel.advance(500)
+        table.wheel.launch()
+        table.flush()
+        table.sub.wait(f"{BASE}/game", lambda p: p["event"] == "spinning")
+        table.pty.close()
+        assert table.wait_end(1)["reason"] == "wheel_link_lost"
+        table.sub.wait(f"{BASE}/wheel", lambda p: p["link"] == "down")
+        table.pty.open()
+        table.sub.wait(
+            f"{BASE}/wheel",
+            lambda p: p["link"] == "up" and p is table.sub.on(f"{BASE}/wheel")[-1],
+            timeout=15,
+        )
+        table.wheel.advance(10_000)
+        table.wheel.game("22")
+        table.flush()
+        table.wait_end(2)
+    assert table.ends() == [(1, "wheel_link_lost"), (2, "22")]
+
+
+def test_silence_mid_game_is_wheel_link_lost(table: Table) -> None:
+    with running(table.daemon):
+        table.ready()
+        _warm(table)
+        table.wheel.pocket(None)
+        table.wheel.advance(500)
+        table.wheel.launch()
+        table.flush()
+        ended = table.wait_end(1, timeout=10)
+        assert ended["reason"] == "wheel_link_lost"
+
+
+def _command_client(port: int, replies: list[tuple[bytes, bytes]]) -> paho.Client:
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    client.on_message = lambda c, u, m: replies.append(
+        (m.payload, getattr(m.properties, "CorrelationData", b""))
+    )
+    client.connect("127.0.0.1", port)
+    client.subscribe("rig/replies", qos=1)
+    client.loop_start()
+    return client
+
+
+def _send(client: paho.Client, command: str, payload: bytes, correlation: bytes) -> None:
+    properties = Properties(PacketTypes.PUBLISH)
+    properties.ResponseTopic = "rig/replies"
+    properties.CorrelationData = correlation
+    client.publish(f"{BASE}/command/{command}", payload, qos=1, properties=properties)
+
+
+def test_commands_answer_on_the_response_topic(table: Table) -> None:
+    replies: list[tuple[bytes, bytes]] = []
+    with running(table.daemon):
+        table.ready()
+        client = _command_client(table.broker.port, replies)
+        try:
+            _send(client, "no_spin", b'{"note": "x"}', b"c1")
+            wait_for(lambda: replies, 10, "a reply")
+            assert json.loads(replies[0][0]) == {"ok": False, "error": "no game in progress"}
+            assert replies[0][1] == b"c1"
+
+            _warm(table)
+            table.wheel.pocket(None)
+            table.wheel.advance(500)
+            table.wheel.launch()
+            table.wheel.run_ball("ccw", [600, 700])
+            table.flush()
+            table.sub.wait(f"{BASE}/game", lambda p: p["event"] == "spinning")
+            for bad in (b"not json", b"[1]", b'{"note": 5}'):
+                _send(client, "no_spin", bad, b"bad")
+            _send(client, "spin_faster", b"{}", b"bad")
+            _send(client, "no_spin", b'{"note": "chip in the bowl"}', b"c2")
+            void = table.wait_end(1)
+            assert (void["reason"], void["note"]) == ("declared", "chip in the bowl")
+            wait_for(lambda: any(c == b"c2" for _, c in replies), 10, "the c2 reply")
+            answers = {c: json.loads(p) for p, c in replies}
+            assert answers[b"c2"] == {"ok": True, "game_id": 1}
+            assert [json.loads(p)["ok"] for p, c in replies if c == b"bad"] == [False] * 4
+
+            _send(client, "close", b"", b"c3")
+            table.sub.wait(f"{BASE}/table", lambda p: p["state"] == "closed")
+        finally:
+            client.loop_stop()
+            client.disconnect()
+
+
+def test_watchdog_pings_while_healthy(tmp_path: Path, broker: Broker) -> None:
+    table = Table(tmp_path, broker)
+    table.daemon.env["WATCHDOG_USEC"] = "400000"
+    try:
+        with running(table.daemon):
+            table.ready()
+            _warm(table)
+            table.flush()
+            wait_for(
+                lambda: any("WATCHDOG=1" in m for m in table.notify.messages()), 5, "WATCHDOG=1"
+            )
+    finally:
+        table.close()
+
+
+def test_a_missing_device_at_start_is_one_clear_line(tmp_path: Path, broker: Broker) -> None:
+    import subprocess
+    import sys
+
+    config = write_config(
+        tmp_path / "c.toml", port=tmp_path / "nope", broker=broker.port, state=tmp_path / "state"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "wheeld", "run", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert "wheel.port" in done.stderr and "nope" in done.stderr

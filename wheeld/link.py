@@ -1,0 +1,196 @@
+"""The serial link to the wheel: open exclusively, read, and reopen when it goes.
+
+Device paths, pseudo-terminals and pyserial URLs (``socket://``,
+``rfc2217://``) all go through pyserial-asyncio-fast. Bytes are handed on as
+they arrive, with the host time; nothing here decodes or decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from wheeld.capture import FORMAT_LINE, format_line
+
+BACKOFF_FIRST_S = 0.2
+BACKOFF_MAX_S = 5.0
+
+
+class LinkOpenError(Exception):
+    """The port could not be opened; the message names it."""
+
+
+class CaptureWriter:
+    """Records the link's traffic in the capture format, line by line."""
+
+    def __init__(self, path: Path, driver: str) -> None:
+        self._file: TextIO = path.open("a", encoding="ascii", buffering=1)
+        if path.stat().st_size == 0:
+            self._file.write(f"{FORMAT_LINE}\n# driver: {driver}\n")
+        self._partial = b""
+
+    def received(self, data: bytes, at: float) -> None:
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._file.write(format_line(at, "<", line.removesuffix(b"\r")))
+
+    def sent(self, data: bytes, at: float) -> None:
+        for line in data.rstrip(b"\r\n").split(b"\n"):
+            self._file.write(format_line(at, ">", line.removesuffix(b"\r")))
+
+    def close(self) -> None:
+        if self._partial:
+            self._file.write(format_line(time.time(), "<", self._partial))
+        self._file.close()
+
+
+class _LinkProtocol(asyncio.Protocol):
+    def __init__(self, link: WheelLink) -> None:
+        self._link = link
+        self.lost: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self._link._received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+
+class WheelLink:
+    """Keeps the wheel's port open for as long as the daemon runs."""
+
+    def __init__(
+        self,
+        port: str,
+        baudrate: int,
+        *,
+        on_data: Callable[[bytes, float], None],
+        on_up: Callable[[], None],
+        on_down: Callable[[str], None],
+        silence_s: float,
+        capture: CaptureWriter | None = None,
+        log: Any,
+    ) -> None:
+        self.port = port
+        self.baudrate = baudrate
+        self._on_data = on_data
+        self._on_up = on_up
+        self._on_down = on_down
+        self._silence_s = silence_s
+        self._capture = capture
+        self._log = log
+        self._transport: asyncio.BaseTransport | None = None
+        self._protocol: _LinkProtocol | None = None
+        self._silence_timer: asyncio.TimerHandle | None = None
+        self.connected = False
+        self.retrying = False
+        self.last_data = time.monotonic()
+
+    async def open(self) -> None:
+        """Open the port once; raises LinkOpenError naming it."""
+        import serial
+        import serial_asyncio_fast
+
+        loop = asyncio.get_running_loop()
+        protocol = _LinkProtocol(self)
+        try:
+            transport, _ = await serial_asyncio_fast.create_serial_connection(
+                loop, lambda: protocol, self.port, baudrate=self.baudrate, exclusive=True
+            )
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise LinkOpenError(f"{self.port}: {_reason(exc)}") from None
+        self._transport = transport
+        self._protocol = protocol
+        self.connected = True
+        self.retrying = False
+        self.last_data = time.monotonic()
+        self._arm_silence_timer()
+        self._log.info("wheel link up", port=self.port, baudrate=self.baudrate)
+        self._on_up()
+
+    async def run(self) -> None:
+        """Serve the open port; reopen it with capped backoff whenever it goes."""
+        backoff = BACKOFF_FIRST_S
+        last_error = ""
+        while True:
+            if not self.connected:
+                try:
+                    await self.open()
+                    backoff = BACKOFF_FIRST_S
+                    last_error = ""
+                except LinkOpenError as exc:
+                    self.retrying = True
+                    if str(exc) != last_error:  # log a new reason once, not every retry
+                        self._log.warning("wheel port unavailable, retrying", error=str(exc))
+                        last_error = str(exc)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX_S)
+                    continue
+            assert self._protocol is not None
+            lost = await self._protocol.lost
+            self._went_down(f"port closed: {_reason(lost)}" if lost else "port closed")
+
+    def hearing(self) -> bool:
+        """The port is open and bytes came within the silence limit."""
+        return self.connected and time.monotonic() - self.last_data < self._silence_s + 1
+
+    def write(self, data: bytes) -> None:
+        """Send bytes to the wheel, if the port is open."""
+        transport = self._transport
+        if transport is not None and self.connected:
+            transport.write(data)  # type: ignore[attr-defined]
+            if self._capture is not None:
+                self._capture.sent(data, time.time())
+
+    def close(self) -> None:
+        """Close the port for good (at shutdown)."""
+        if self._silence_timer is not None:
+            self._silence_timer.cancel()
+        if self._transport is not None:
+            self._transport.close()
+        self.connected = False
+
+    def _received(self, data: bytes) -> None:
+        now = time.time()
+        self.last_data = time.monotonic()
+        if self._capture is not None:
+            self._capture.received(data, now)
+        self._on_data(data, now)
+
+    def _arm_silence_timer(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._silence_timer = loop.call_later(self._silence_s, self._check_silence)
+
+    def _check_silence(self) -> None:
+        quiet = time.monotonic() - self.last_data
+        if not self.connected:
+            return
+        if quiet >= self._silence_s:
+            # A port that is open but silent may be a dead adapter: cycle it, so the
+            # daemon is "actively retrying" rather than waiting on a corpse.
+            self._log.warning("wheel silent, reopening port", silent_s=round(quiet, 1))
+            if self._transport is not None:
+                self._transport.close()
+            return
+        loop = asyncio.get_running_loop()
+        self._silence_timer = loop.call_later(self._silence_s - quiet, self._check_silence)
+
+    def _went_down(self, why: str) -> None:
+        if self._silence_timer is not None:
+            self._silence_timer.cancel()
+        self._transport = None
+        self._protocol = None
+        self.connected = False
+        self.retrying = True
+        self._log.warning("wheel link down", port=self.port, reason=why)
+        self._on_down(why)
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0]
