@@ -83,3 +83,48 @@ def test_unparseable_files_are_one_line(tmp_path: Path, content: bytes) -> None:
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path / "absent.toml")
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[mqtt]\nhost = "a"\nport = 1883\n')
+    config = load(
+        path,
+        {
+            "WHEELD_MQTT__HOST": "broker.local",
+            "WHEELD_MQTT__PORT": "1884",
+            "WHEELD_RULES__MIN_BALL_REVOLUTIONS": "4",
+            "OTHER": "x",
+        },
+    )
+    assert (config.mqtt.host, config.mqtt.port) == ("broker.local", 1884)
+    assert config.rules.min_ball_revolutions == 4
+
+
+def test_a_bad_environment_value_names_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("")
+    with pytest.raises(ConfigError) as caught:
+        load(path, {"WHEELD_RULES__MIN_BALL_REVOLUTIONS": "1", "WHEELD_MQTT__NOPE": "1"})
+    text = "\n".join(caught.value.problems)
+    assert "rules.min_ball_revolutions" in text and "mqtt.nope: unknown key" in text
+
+
+def test_secrets_come_from_the_credentials_directory(tmp_path: Path) -> None:
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "mqtt-password").write_text("s3cret\n")
+    path = tmp_path / "c.toml"
+    path.write_text('[mqtt]\nusername = "wheeld"\npassword_file = "mqtt-password"\n')
+    config = load(path, {"CREDENTIALS_DIRECTORY": str(creds)})
+    assert config.mqtt.password == "s3cret"
+    assert "s3cret" not in repr(config)
+
+
+def test_a_missing_secret_file_names_the_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[mqtt]\npassword_file = "nope"\n[mqtt.tls]\nca_file = "ca.pem"\n')
+    with pytest.raises(ConfigError) as caught:
+        load(path, {})
+    text = "\n".join(caught.value.problems)
+    assert "mqtt.password_file" in text and "mqtt.tls.ca_file" in text

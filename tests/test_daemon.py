@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -103,6 +105,13 @@ def _warm(table: Table) -> None:
     table.wheel.advance(3000)
 
 
+def _launch(table: Table) -> None:
+    """Pick the ball up and launch it: a game is open."""
+    table.wheel.pocket(None)
+    table.wheel.advance(500)
+    table.wheel.launch()
+
+
 def test_games_flow_to_game_result_history_and_status(table: Table) -> None:
     with running(table.daemon):
         table.ready()
@@ -166,9 +175,7 @@ def test_sigkill_mid_game_then_restart(table: Table) -> None:
         _warm(table)
         table.wheel.game("17")  # rotor clockwise
         table.wheel.reverse_rotor()
-        table.wheel.pocket(None)
-        table.wheel.advance(500)
-        table.wheel.launch()
+        _launch(table)
         table.flush()
         table.sub.wait(f"{BASE}/game", lambda p: p == {**p, "game_id": 2, "event": "spinning"})
         table.daemon.kill()
@@ -198,9 +205,7 @@ def test_pty_closed_and_reopened_mid_game(table: Table) -> None:
     with running(table.daemon):
         table.ready()
         _warm(table)
-        table.wheel.pocket(None)
-        table.wheel.advance(500)
-        table.wheel.launch()
+        _launch(table)
         table.flush()
         table.sub.wait(f"{BASE}/game", lambda p: p["event"] == "spinning")
         table.pty.close()
@@ -223,9 +228,7 @@ def test_silence_mid_game_is_wheel_link_lost(table: Table) -> None:
     with running(table.daemon):
         table.ready()
         _warm(table)
-        table.wheel.pocket(None)
-        table.wheel.advance(500)
-        table.wheel.launch()
+        _launch(table)
         table.flush()
         ended = table.wait_end(1, timeout=10)
         assert ended["reason"] == "wheel_link_lost"
@@ -261,9 +264,7 @@ def test_commands_answer_on_the_response_topic(table: Table) -> None:
             assert replies[0][1] == b"c1"
 
             _warm(table)
-            table.wheel.pocket(None)
-            table.wheel.advance(500)
-            table.wheel.launch()
+            _launch(table)
             table.wheel.run_ball("ccw", [600, 700])
             table.flush()
             table.sub.wait(f"{BASE}/game", lambda p: p["event"] == "spinning")
@@ -301,9 +302,6 @@ def test_watchdog_pings_while_healthy(tmp_path: Path, broker: Broker) -> None:
 
 
 def test_a_missing_device_at_start_is_one_clear_line(tmp_path: Path, broker: Broker) -> None:
-    import subprocess
-    import sys
-
     config = write_config(
         tmp_path / "c.toml", port=tmp_path / "nope", broker=broker.port, state=tmp_path / "state"
     )
@@ -317,3 +315,78 @@ def test_a_missing_device_at_start_is_one_clear_line(tmp_path: Path, broker: Bro
     assert done.returncode == 1
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert "wheel.port" in done.stderr and "nope" in done.stderr
+
+
+def test_capture_records_the_traffic_and_replays_to_the_same_games(table: Table) -> None:
+    capture = table.tmp / "traffic.cap"
+    with running(table.daemon, "--capture", str(capture)):
+        table.ready()
+        _warm(table)
+        table.wheel.game("31")
+        table.wheel.noise(b"\xff\x00junk")
+        table.flush()
+        table.wait_end(1)
+        assert table.daemon.terminate() == 0
+    text = capture.read_text()
+    assert text.startswith("# wheeld-capture 1\n# driver: wrp\n")
+    assert "> $WRQRY,0,0*5F" in text and "\\xFF\\x00junk" in text
+    replayed = subprocess.run(
+        [sys.executable, "-m", "wheeld", "replay", str(capture)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    published = table.sub.on(f"{BASE}/game")
+    strip = lambda p: {k: v for k, v in p.items() if k not in ("ts", "table")}  # noqa: E731
+    assert [strip(json.loads(line)) for line in replayed] == [strip(p) for p in published]
+
+
+def test_mqtt_311_and_environment_overrides(tmp_path: Path, broker: Broker) -> None:
+    table = Table(tmp_path, broker)
+    table.daemon.env["WHEELD_MQTT__PROTOCOL"] = '"3.1.1"'
+    table.daemon.env["WHEELD_MQTT__BASE_TOPIC"] = "casino/roulette/T9"
+    table.sub.close()
+    table.sub = Subscriber(broker.port, "casino/roulette/T9/#")
+    try:
+        with running(table.daemon):
+            table.sub.wait("casino/roulette/T9/status", lambda b: b == {"state": "online"})
+            _warm(table)
+            table.wheel.game("7")
+            table.flush()
+            result = table.sub.wait("casino/roulette/T9/result", lambda p: True)
+            assert result["number"] == "7"
+    finally:
+        table.close()
+
+
+def test_retained_topics_come_back_after_a_broker_restart(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, persistent=False)  # it forgets everything on restart
+    broker.start()
+    table = Table(tmp_path, broker)
+    try:
+        with running(table.daemon):
+            table.ready()
+            _warm(table)
+            table.wheel.game("12")
+            table.flush()
+            table.wait_end(1)
+            table.sub.close()
+            broker.stop()
+            broker.start()
+            wait_for(
+                lambda: table.daemon.logs().count("broker connected") >= 2,
+                20,
+                "the daemon to reconnect",
+            )
+            late = Subscriber(broker.port, f"{BASE}/#")
+            try:
+                late.wait(f"{BASE}/result", lambda p: p["number"] == "12")
+                late.wait(f"{BASE}/history", lambda p: p == {"numbers": ["12"]})
+                late.wait(f"{BASE}/status", lambda p: p == {"state": "online"})
+                late.wait(f"{BASE}/wheel", lambda p: p["link"] == "up")
+            finally:
+                late.close()
+    finally:
+        table.sub = Subscriber(broker.port, f"{BASE}/none")
+        table.close()
+        broker.stop()

@@ -13,6 +13,7 @@ import json
 import signal
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,8 @@ class Daemon:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stop.set)
         tasks = [
-            asyncio.create_task(self.link.run(), name="link"),
-            asyncio.create_task(self.publisher.run(), name="publisher"),
+            asyncio.create_task(self._supervise("link", self.link.run), name="link"),
+            asyncio.create_task(self._supervise("publisher", self.publisher.run), name="publisher"),
         ]
         self._schedule_wheel_state()
         self._watchdog()
@@ -119,16 +120,31 @@ class Daemon:
                 self.log.error("task failed", task=task.get_name(), error=repr(task.exception()))
         self.notifier.stopping()
         self.log.info("wheeld stopping")
+        link_task, publisher_task = tasks
+        stopper.cancel()
+        link_task.cancel()  # first, so the port is not reopened behind our back
+        await asyncio.gather(link_task, stopper, return_exceptions=True)
         self.link.close()
+        self.log.debug("stopping: link closed")
         await self.publisher.stop()
-        for task in [*tasks, stopper]:
-            task.cancel()
-        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        self.log.debug("stopping: offline published")
+        publisher_task.cancel()
+        await asyncio.gather(publisher_task, return_exceptions=True)
+        self.log.debug("stopping: publisher done")
         if capture is not None:
             capture.close()
         journal.close()
         self.notifier.close()
         return 0
+
+    async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Run a shell task forever; restart it after an unexpected failure."""
+        while True:
+            try:
+                await run()
+            except Exception as exc:  # a bug must cost a restart of the task, not the game
+                self.log.exception("task failed, restarting it", task=name, error=repr(exc))
+                await asyncio.sleep(1.0)
 
     def stop(self) -> None:
         """Ask the daemon to stop (what SIGTERM does)."""

@@ -75,6 +75,9 @@ class Publisher:
         if v5:
             properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
             properties.SessionExpiryInterval = mqtt.session_expiry_s
+        # A persistent session: never a clean start, in either protocol (paho
+        # refuses the MQTT 5 option on 3.1.1, where clean_session says it).
+        session: dict[str, Any] = {"clean_start": False} if v5 else {"clean_session": False}
         return aiomqtt.Client(
             mqtt.host,
             mqtt.port,
@@ -83,9 +86,7 @@ class Publisher:
             identifier=self._config.client_id,
             protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
             will=aiomqtt.Will(f"{self._base}/status", OFFLINE, qos=1, retain=True),
-            # A persistent session: never a clean start, in either protocol.
-            clean_session=None if v5 else False,
-            clean_start=False,
+            **session,
             properties=properties,
             keepalive=mqtt.keepalive_s,
             tls_params=tls_params,
