@@ -23,6 +23,6 @@ fi
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[test]'
+    .venv/bin/python -m pip install -q -e '.[test,demo]'
     rm -f .venv/.installed-* && touch "$stamp"
 fi

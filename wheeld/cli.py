@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, required=True, help="configuration file (TOML)")
     run.add_argument("--capture", type=Path, help="record the serial traffic to this capture file")
 
+    from wheeld.simulators import cli as simulate
+
+    simulate.add_parser(commands)
+    from wheeld import demo
+
+    demo.add_parser(commands)
+
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
     check.add_argument("file", type=Path)
     return parser
@@ -140,7 +147,25 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
 
 
-_COMMANDS = {"replay": _replay, "check-config": _check_config, "run": _run}
+def _simulate(args: argparse.Namespace) -> int:
+    from wheeld.simulators import cli as simulate
+
+    return simulate.run(args)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from wheeld import demo
+
+    return demo.run(args)
+
+
+_COMMANDS = {
+    "demo": _demo,
+    "replay": _replay,
+    "check-config": _check_config,
+    "run": _run,
+    "simulate": _simulate,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

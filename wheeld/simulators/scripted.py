@@ -58,6 +58,8 @@ class ScriptedWheel:
         self.lines: list[tuple[float, bytes]] = []
         self._next_rotor = tick + rotor_period_ms
         self._next_heartbeat = tick + (heartbeat_ms or 0)
+        #: Tick of the last rotor datum pass sent, if any.
+        self.last_datum_tick: int | None = None
 
     # -- what the head sends ---------------------------------------------
 
@@ -84,6 +86,7 @@ class ScriptedWheel:
         """One datum pass now (the rotor's own passes come with ``advance``)."""
         turning = direction or self.rotor or "cw"
         self.send(RotorDatum(self._next_seq(), self.tick, turning, self.rotor_period_ms))
+        self.last_datum_tick = self.tick
 
     def ball(self, direction: Direction, period_ms: int) -> None:
         self.send(BallPassed(self._next_seq(), self.tick, direction, period_ms))
@@ -132,6 +135,10 @@ class ScriptedWheel:
             if step == until:
                 break
         self.tick = until
+
+    def rotor_phase(self) -> float:
+        """Fraction of a turn the rotor's datum has moved past its sensor."""
+        return (1.0 - (self._next_rotor - self.tick) / self.rotor_period_ms) % 1.0
 
     def set_rotor(self, direction: Direction | None) -> None:
         """Start, reverse or (None) stop the rotor; the next datum is a period away."""

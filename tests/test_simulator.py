@@ -1,0 +1,139 @@
+"""The simulated wheel: every fault gets its reason, reproducibly from a seed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import decide, outcomes
+from wheeld.game import Result
+from wheeld.simulators.physics import FAULTS, WHEEL_FAULTS, SimulatorSettings, WheelSimulator
+from wheeld.simulators.targets import TcpSink, play
+
+
+def _session(faults: list[str | None], seed: int = 11, pockets: int = 37) -> WheelSimulator:
+    simulator = WheelSimulator(SimulatorSettings(seed=seed, pockets=pockets))
+    simulator.plans = []  # type: ignore[attr-defined]
+    for fault in faults:
+        simulator.plans += simulator.play(fault)  # type: ignore[attr-defined]
+    return simulator
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_is_decided_with_its_reason(fault: str) -> None:
+    simulator = _session([None, fault, None])
+    plans = simulator.plans  # type: ignore[attr-defined]
+    got = outcomes(decide(simulator.wheel))
+    assert [o for _, o in got] == [p.expected for p in plans]
+    assert WHEEL_FAULTS[fault] in [o for _, o in got]
+    assert got[-1][1].isdigit()  # the clean game after the fault gives a result
+
+
+def test_plain_games_give_the_pocket_the_ball_rests_in() -> None:
+    simulator = _session([None] * 30, pockets=38)
+    got = outcomes(decide(simulator.wheel))
+    plans = simulator.plans  # type: ignore[attr-defined]
+    assert [o for _, o in got] == [p.number for p in plans]
+    revolutions = [d.revolutions for d in decide(simulator.wheel) if isinstance(d, Result)]
+    assert all(r is not None and 8 <= r <= 15 for r in revolutions)
+
+
+def test_the_rotor_alternates_from_result_to_result() -> None:
+    decisions = decide(_session([None] * 10).wheel)
+    rotors = [d.rotor_direction for d in decisions if isinstance(d, Result)]
+    assert len(rotors) == 10
+    assert all(a != b for a, b in pairwise(rotors))
+
+
+def test_a_seed_reproduces_the_session() -> None:
+    settings = {"seed": 5, "fault_rate": 0.3, "noise_rate": 0.0}
+    one, two = (
+        WheelSimulator(SimulatorSettings(**settings)),
+        WheelSimulator(SimulatorSettings(**settings)),
+    )  # type: ignore[arg-type]
+    assert [one.play() for _ in range(10)] == [two.play() for _ in range(10)]
+    assert one.wheel.lines == two.wheel.lines
+
+
+def test_file_target_replays_to_the_simulated_outcomes(tmp_path: Path) -> None:
+    capture = tmp_path / "sim.cap"
+    simulate = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wheeld",
+            "simulate",
+            "--target",
+            "file",
+            "--output",
+            str(capture),
+            "--games",
+            "15",
+            "--seed",
+            "3",
+            "--fault-rate",
+            "0.4",
+            "--noise-rate",
+            "0.05",
+            "--fault",
+            "none",
+            "--fault",
+            "disconnect",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = [line.split()[-1] for line in simulate.stdout.splitlines()]
+    replay = subprocess.run(
+        [sys.executable, "-m", "wheeld", "replay", str(capture)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    ends = [json.loads(line) for line in replay.stdout.splitlines()]
+    got = [e.get("number") or e["reason"] for e in ends if e["event"] in ("result", "no_spin")]
+    assert got == expected
+    assert "wheel_link_lost" in got
+
+
+def test_tcp_target_serves_every_client() -> None:
+    async def scenario() -> bytes:
+        sink = TcpSink()
+        await sink.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", sink.port)
+        await asyncio.sleep(0)  # let the server accept
+        simulator = WheelSimulator(SimulatorSettings(seed=1))
+        while not sink.clients:
+            await asyncio.sleep(0.01)
+        await play(simulator, sink, games=1, paced=False)
+        data = await asyncio.wait_for(reader.readuntil(b"$WRBAL"), 5)
+        writer.close()
+        sink.close()
+        return data
+
+    assert b"$WRHEL" in asyncio.run(scenario())
+
+
+def test_simulate_help_and_bad_options() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "wheeld", "simulate", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for fault in FAULTS:
+        assert fault in out
+    bad = subprocess.run(
+        [sys.executable, "-m", "wheeld", "simulate", "--speed", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

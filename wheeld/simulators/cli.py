@@ -1,0 +1,169 @@
+"""``wheeld simulate``: a wheel in software on a pty, a TCP port or a capture file."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from wheeld.simulators.physics import FAULTS, WHEEL_FAULTS, GamePlan, SimulatorSettings
+
+EPILOG = f"""
+targets:
+  pty   a pseudo-terminal; point wheel.port at the printed link (default)
+  tcp   a TCP listener; point wheel.port at socket://HOST:PORT
+  file  a capture file, for `wheeld replay`
+
+faults (each game the wheel plays wrong, and the no-spin reason it must get):
+{chr(10).join(f"  {name:<16}{reason}" for name, reason in WHEEL_FAULTS.items())}
+
+examples:
+  wheeld simulate                                  # a wheel on a pty, real time
+  wheeld simulate --speed 4 --fault-rate 0.2       # faster, one game in five faulty
+  wheeld simulate --target tcp --listen 127.0.0.1:7777
+  wheeld simulate --target file --output games.cap --games 50 --seed 1
+  wheeld simulate --fault foreign_object --fault ball_out --games 5
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = commands.add_parser(
+        "simulate",
+        help="run a simulated wheel (pty, TCP or capture file), with faults on demand",
+        description="Run a roulette wheel in software, driven by a small physical model: the "
+        "rotor alternates direction, the ball slows and drops into the pocket under it. "
+        "Faults for every no-spin cause can be injected on demand or at a rate, "
+        "reproducibly from --seed.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--driver",
+        default="wrp",
+        choices=("wrp", "cammegh-ss2"),
+        help="the protocol the wheel speaks (default: wrp)",
+    )
+    parser.add_argument("--target", default="pty", choices=("pty", "tcp", "file"))
+    parser.add_argument(
+        "--link", type=Path, help="pty target: the stable symlink to create (default: a temp path)"
+    )
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:7777",
+        metavar="HOST:PORT",
+        help="tcp target: where to listen (default: 127.0.0.1:7777)",
+    )
+    parser.add_argument("--output", type=Path, help="file target: the capture file to write")
+    parser.add_argument(
+        "--speed",
+        type=float,
+        default=1.0,
+        help="run this many times faster than real time (default: 1)",
+    )
+    parser.add_argument(
+        "--games", type=int, help="stop after this many games (default: forever; file: 20)"
+    )
+    parser.add_argument("--seed", type=int, help="random seed, for a reproducible session")
+    parser.add_argument("--pockets", type=int, choices=(37, 38), default=37)
+    parser.add_argument(
+        "--fault",
+        action="append",
+        choices=("none", *FAULTS),
+        default=[],
+        help="play this fault in the next game (repeatable, in order; 'none': a plain game)",
+    )
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability that any later game is faulty (default: 0)",
+    )
+    parser.add_argument(
+        "--noise-rate",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability of line noise before each frame (default: 0)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="do not print each game")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point for ``wheeld simulate``; returns the exit status."""
+    if args.driver != "wrp":
+        print("wheeld simulate: --driver cammegh-ss2 is not available yet", file=sys.stderr)
+        return 2
+    if args.speed <= 0 or not 0 <= args.fault_rate <= 1 or not 0 <= args.noise_rate <= 1:
+        print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_simulate(args))
+    except KeyboardInterrupt:
+        return 130
+    except OSError as exc:
+        print(f"wheeld simulate: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _simulate(args: argparse.Namespace) -> int:
+    from wheeld.simulators.physics import WheelSimulator
+    from wheeld.simulators.targets import CaptureSink, PtySink, Sink, TcpSink, play
+
+    simulator = WheelSimulator(
+        SimulatorSettings(
+            pockets=args.pockets,
+            seed=args.seed,
+            fault_rate=args.fault_rate,
+            noise_rate=args.noise_rate,
+        )
+    )
+    sink: Sink
+    games = args.games
+    paced = True
+    if args.target == "pty":
+        link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
+        pty = PtySink(link)
+        sink = pty
+        print(f'wheel on {pty.slave_name}: set wheel.port = "{link}"', flush=True)
+        print("waiting for the port to be opened...", flush=True)
+        await pty.wait_for_reader()
+    elif args.target == "tcp":
+        host, _, port = args.listen.rpartition(":")
+        tcp = TcpSink()
+        await tcp.start(host or "127.0.0.1", int(port))
+        sink = tcp
+        print(f'wheel listening: set wheel.port = "socket://{host}:{tcp.port}"', flush=True)
+    else:
+        if args.output is None:
+            print("wheeld simulate: --target file needs --output FILE", file=sys.stderr)
+            return 2
+        sink = CaptureSink(args.output, time.time())
+        games = games or 20
+        paced = False
+
+    def show(number: int, plan: GamePlan) -> None:
+        if args.quiet:
+            return
+        if plan.fault:
+            print(f"game {number}: fault {plan.fault} -> no_spin {plan.expected}", flush=True)
+        else:
+            print(f"game {number}: {plan.expected}", flush=True)
+
+    try:
+        faults = [None if name == "none" else name for name in args.fault]
+        await play(
+            simulator,
+            sink,
+            speed=args.speed,
+            games=games,
+            faults=faults,
+            paced=paced,
+            on_game=show,
+        )
+    finally:
+        sink.close()
+    return 0
