@@ -9,11 +9,15 @@ The rules and their reason codes are those of ``shared/spec/rules.md``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wheeld.events import (
+    AlternationUnknown,
+    BallLaunched,
     BallPassed,
+    BallRunning,
+    BettingClosed,
     Direction,
     FrameDropped,
     Heartbeat,
@@ -23,8 +27,12 @@ from wheeld.events import (
     WheelEvent,
     WheelHello,
     WheelIncident,
+    WheelReply,
+    WheelVoid,
+    WinningNumber,
 )
 from wheeld.game import (
+    REASONS,
     Alarm,
     Decision,
     NoMoreBets,
@@ -97,12 +105,17 @@ class EngineState:
 class _Game:
     game_id: int
     rotor_direction: Direction | None
-    ball_direction: Direction
+    ball_direction: Direction | None
     last_ball_tick: int
+    #: False for wheels that do not stream ball passes: revolutions are unknown.
+    counted: bool = True
     revolutions: int = 0
     no_more_bets: bool = False
+    #: The wheel itself called no more bets (its threshold stands in for a count).
+    wheel_closed_betting: bool = False
     candidate: str | None = None
     candidate_tick: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class GameEngine:
@@ -140,6 +153,13 @@ class GameEngine:
             WheelHello: self._on_hello,
             SequenceGap: self._on_loss,
             FrameDropped: self._on_loss,
+            BallLaunched: self._on_launched,
+            BallRunning: self._on_running,
+            BettingClosed: self._on_betting_closed,
+            WinningNumber: self._on_winning_number,
+            WheelVoid: self._on_wheel_void,
+            AlternationUnknown: self._on_alternation_unknown,
+            WheelReply: self._on_reply,
         }
 
     # -- queries ---------------------------------------------------------
@@ -226,18 +246,26 @@ class GameEngine:
             self._void(set(overdue), now, out)
 
     def _settle(self, game: _Game, now: float, out: list[Decision]) -> None:
-        if game.revolutions < self._min_revolutions:
+        assert game.candidate is not None
+        self._announce_result(game, game.candidate, now, out)
+
+    def _announce_result(self, game: _Game, number: str, now: float, out: list[Decision]) -> None:
+        if game.counted and game.revolutions < self._min_revolutions:
             self._void({"insufficient_revolutions"}, now, out)
             return
-        assert game.candidate is not None
+        if not game.counted and not game.wheel_closed_betting:
+            # Without a count, only the wheel's own no-more-bets vouches for the run.
+            self._void({"insufficient_revolutions"}, now, out)
+            return
         out.append(
             Result(
                 game.game_id,
                 now,
-                game.candidate,
-                game.revolutions,
+                number,
+                game.revolutions if game.counted else None,
                 game.rotor_direction,
                 game.ball_direction,
+                game.extra,
             )
         )
         self.state.last_result_rotor = game.rotor_direction
@@ -255,7 +283,7 @@ class GameEngine:
         game = self._game
         assert game is not None
         ordered = in_rule_order(reasons)
-        out.append(NoSpin(game.game_id, at, ordered[0], ordered, note))
+        out.append(NoSpin(game.game_id, at, ordered[0], ordered, note, game.extra))
         self.state.open_game = None
         self.state.rotor_revolutions_since_no_spin = 0
         self._game = None
@@ -282,14 +310,15 @@ class GameEngine:
                 self._launch(event, now, out)
             # Otherwise: the ball of a voided spin still running; ignored.
             return
+        # A wheel that reports its own phases starts counting once passes stream.
+        game.counted = True
         game.revolutions += 1
         game.last_ball_tick = event.tick
         if event.direction == game.rotor_direction:
             self._void({"ball_same_direction"}, now, out)
             return
         if not game.no_more_bets and event.period_ms >= self._no_more_bets_ms:
-            game.no_more_bets = True
-            out.append(NoMoreBets(game.game_id, now))
+            self._close_betting(game, now, out)
 
     def _launch(self, event: BallPassed, now: float, out: list[Decision]) -> None:
         state = self.state
@@ -299,17 +328,22 @@ class GameEngine:
             and ticks_since(event.tick, self._last_rotor_tick) < self._rotor_timeout_ms
         ):
             rotor = self._rotor_direction
-        game = _Game(state.next_game_id, rotor, event.direction, event.tick)
+        self._open_game(_Game(state.next_game_id, rotor, event.direction, event.tick), now, out)
+
+    def _open_game(self, game: _Game, now: float, out: list[Decision]) -> None:
+        """A launch: announce the game and judge what can be judged at once."""
+        state = self.state
         state.next_game_id += 1
         state.open_game = game.game_id
         self._game = game
-        out.append(Spinning(game.game_id, now, rotor, event.direction))
+        rotor = game.rotor_direction
+        out.append(Spinning(game.game_id, now, rotor, game.ball_direction, game.extra))
 
         causes: set[ReasonCode] = set()
         if rotor is None:
             causes.add("rotor_stopped")
         else:
-            if event.direction == rotor:
+            if game.ball_direction == rotor:
                 causes.add("ball_same_direction")
             if state.last_result_rotor == rotor:
                 causes.add("direction_not_alternated")
@@ -327,16 +361,75 @@ class GameEngine:
         if pocket is None:
             game.candidate = None
             return
-        if not game.no_more_bets:
-            # "at the latest when the ball drops"
-            game.no_more_bets = True
-            out.append(NoMoreBets(game.game_id, now))
+        self._close_betting(game, now, out)  # "at the latest when the ball drops"
         if not self.layout.has_pocket(pocket):
             self._void({"invalid_pocket"}, now, out)
             return
         if pocket != game.candidate:
             game.candidate = pocket
             game.candidate_tick = event.tick
+
+    def _close_betting(self, game: _Game, now: float, out: list[Decision]) -> None:
+        if not game.no_more_bets:
+            game.no_more_bets = True
+            out.append(NoMoreBets(game.game_id, now, game.extra))
+
+    # -- wheels that judge the game themselves ------------------------------
+
+    def _on_launched(self, event: BallLaunched, now: float, out: list[Decision]) -> None:
+        if self._game is not None:
+            return  # the driver voids a game before it reports the next launch
+        if event.rotor_direction is not None:
+            # The wheel just reported its rotor turning: as good as a datum pass
+            # for the rotor timeout (not counted as a revolution).
+            self._last_rotor_tick = event.tick
+            self._rotor_direction = event.rotor_direction
+        game = _Game(
+            self.state.next_game_id,
+            event.rotor_direction,
+            event.ball_direction,
+            event.tick,
+            counted=event.counts_revolutions,
+            extra=dict(event.extra),
+        )
+        self._open_game(game, now, out)
+
+    def _on_running(self, event: BallRunning, now: float, out: list[Decision]) -> None:
+        if self._game is not None:
+            self._game.last_ball_tick = event.tick
+
+    def _on_betting_closed(self, event: BettingClosed, now: float, out: list[Decision]) -> None:
+        if self._game is not None:
+            self._game.wheel_closed_betting = True
+            self._close_betting(self._game, now, out)
+
+    def _on_winning_number(self, event: WinningNumber, now: float, out: list[Decision]) -> None:
+        game = self._game
+        if game is None:
+            return
+        self._close_betting(game, now, out)
+        if not self.layout.has_pocket(event.number):
+            self._void({"invalid_pocket"}, now, out)
+            return
+        self._announce_result(game, event.number, now, out)
+
+    def _on_wheel_void(self, event: WheelVoid, now: float, out: list[Decision]) -> None:
+        # A driver names a reason code; anything else is a fault of the wheel itself.
+        reason: ReasonCode = "rotor_malfunction"
+        if event.reason in REASONS:
+            reason = event.reason
+        if self._game is not None:
+            self._void({reason}, now, out)
+        else:
+            out.append(Alarm(now, "wheel_fault", {"reason": reason, "detail": event.detail}))
+
+    def _on_alternation_unknown(
+        self, event: AlternationUnknown, now: float, out: list[Decision]
+    ) -> None:
+        self.state.last_result_rotor = None
+
+    def _on_reply(self, event: WheelReply, now: float, out: list[Decision]) -> None:
+        """Command replies are for the controller, not the rules."""
 
     def _on_incident(self, event: WheelIncident, now: float, out: list[Decision]) -> None:
         reason = _INCIDENT_REASONS.get(event.code)

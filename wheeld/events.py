@@ -7,8 +7,8 @@ wheel's own millisecond clock; every rule duration is measured in it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 Direction = Literal["cw", "ccw"]
 
@@ -98,6 +98,69 @@ class FrameDropped:
     reason: Literal["bad_checksum", "malformed"]
 
 
+# -- events of wheels that judge the game themselves (Cammegh SS2) ----------
+# Such a wheel reports its own phases rather than raw sensor passes; the engine
+# applies the same rules to them. ``tick`` is host milliseconds there.
+
+
+@dataclass(frozen=True, slots=True)
+class BallLaunched:
+    """The wheel reports the ball in the rim: a game starts (directions as reported)."""
+
+    tick: int
+    rotor_direction: Direction | None
+    ball_direction: Direction | None
+    #: True when ball passes are streamed, so revolutions can be counted.
+    counts_revolutions: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BallRunning:
+    """The wheel still sees the ball in the rim (its status says so)."""
+
+    tick: int
+
+
+@dataclass(frozen=True, slots=True)
+class BettingClosed:
+    """The wheel's own no-more-bets: the ball slowed to its threshold."""
+
+    tick: int
+
+
+@dataclass(frozen=True, slots=True)
+class WinningNumber:
+    """The wheel's sensors agree on the pocket the ball rests in."""
+
+    tick: int
+    number: str
+
+
+@dataclass(frozen=True, slots=True)
+class WheelVoid:
+    """The wheel reported a condition that voids the game in progress."""
+
+    tick: int
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AlternationUnknown:
+    """Spins went by unseen: the last result's rotor direction no longer says anything."""
+
+    tick: int
+
+
+@dataclass(frozen=True, slots=True)
+class WheelReply:
+    """A reply to a command (``*u OK``, ``*o BUSY``, ...); nothing for the rules."""
+
+    command: str
+    text: str
+
+
 WheelEvent = (
     WheelHello
     | Heartbeat
@@ -107,4 +170,11 @@ WheelEvent = (
     | WheelIncident
     | SequenceGap
     | FrameDropped
+    | BallLaunched
+    | BallRunning
+    | BettingClosed
+    | WinningNumber
+    | WheelVoid
+    | AlternationUnknown
+    | WheelReply
 )

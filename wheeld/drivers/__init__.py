@@ -39,6 +39,10 @@ def decoder_for(name: str) -> WheelDecoder:
         from wheeld.drivers.wrp import WrpDecoder
 
         return WrpDecoder()
+    if name == "cammegh-ss2":
+        from wheeld.drivers.cammegh_ss2 import CammeghDecoder
+
+        return CammeghDecoder()
     raise UnknownDriver(f"unknown driver {name!r} (known: wrp, cammegh-ss2)")
 
 

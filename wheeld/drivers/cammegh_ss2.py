@@ -1,0 +1,380 @@
+"""The Cammegh Slingshot 2 (SS2) automatic wheel: a sans-I/O decoder and encoder.
+
+The SS2 judges its own game and reports phases in a status frame every 500 ms
+(``*X;state;spin;win;flags;speed;dir``), so this driver turns those snapshots
+into the engine's events: state 3 is the launch, state 4 the wheel's no more
+bets, state 5 the winning number; warning flags, ``*F`` faults and state 6
+void the game with the closest reason code (see ``docs/cammegh-ss2.md``).
+
+There is no wheel clock: ``tick`` is host time in milliseconds. The rotor's
+revolutions are integrated from its reported speed, one ``RotorDatum`` per
+turn, so the re-spin rule can count them. Lines are judged whole; anything
+that is not a known line (the truncated, doubled and garbled lines real
+captures show) is counted and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+
+from wheeld.events import (
+    AlternationUnknown,
+    BallLaunched,
+    BallPassed,
+    BallRunning,
+    BettingClosed,
+    Direction,
+    Heartbeat,
+    RotorDatum,
+    WheelEvent,
+    WheelReply,
+    WheelVoid,
+    WinningNumber,
+)
+
+NAME = "cammegh-ss2"
+DEFAULT_BAUDRATE = 9600
+MAX_LINE = 120
+_TICK_MASK = (1 << 32) - 1
+
+_STATUS = re.compile(rb"\*X;([1-6]);(\d{3});([ \d]{2});([0-9A-Fa-f]);(\d{3});([01])")
+_BARE_NUMBER = re.compile(rb"\d{1,2}")
+_FAULT = re.compile(rb"\*F ?(\d{1,3})")
+_SENSOR_PASS = re.compile(rb"\*bs ?(\d)")
+_REPLY = re.compile(rb"\*([A-Za-z)]) ?(.*)")
+_DIRECTIONS: dict[bytes, Direction] = {b"0": "cw", b"1": "ccw"}
+
+FLAG_BALL_MISSING = 1
+FLAG_SAME_DIRECTION = 2
+FLAG_FAULT = 4
+FLAG_LAUNCH_FAILED = 8
+#: The maker's grace periods before a persisting flag voids the game.
+LAUNCH_FAILED_GRACE_MS = 3000
+BALL_MISSING_GRACE_MS = 5000
+#: Longer than this between status frames and the game was not fully seen.
+STATUS_GAP_MS = 1600
+#: Longer than this between frames and the rotor integration restarts.
+MAX_INTEGRATION_MS = 2000
+
+#: ``*F`` fault codes and the reason code each voids a game with.
+FAULT_REASONS = {
+    1: "rotor_malfunction",  # hardware
+    2: "ball_out_of_wheel",  # no ball
+    3: "ball_not_settled",  # no ball position
+    4: "ball_same_direction",  # wrong ball direction
+    5: "rotor_malfunction",  # motor
+    6: "rotor_malfunction",  # encoder
+    7: "rotor_malfunction",  # cannot play clockwise
+    8: "rotor_malfunction",  # cannot play anticlockwise
+}
+
+
+def fault_reason(code: int) -> str:
+    """The reason code a ``*F`` fault voids a game with (sensor faults: malfunction)."""
+    return FAULT_REASONS.get(code, "rotor_malfunction")
+
+
+@dataclass(slots=True)
+class Status:
+    """One ``*X`` status frame."""
+
+    state: int
+    spin: int
+    win: str | None
+    flags: int
+    speed: int  # rpm x 10
+    direction: Direction
+
+
+@dataclass(slots=True)
+class CammeghCounters:
+    """What the decoder has seen since it started."""
+
+    frames: int = 0
+    status_frames: int = 0
+    winning_number_lines: int = 0
+    replies: int = 0
+    faults: int = 0
+    sensor_events: int = 0
+    bonus_lines: int = 0
+    malformed: int = 0
+    garbage_bytes: int = 0
+    overlong_lines: int = 0
+    status_gaps: int = 0
+    spins_missed: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def parse_status(line: bytes) -> Status | None:
+    """A status frame's fields, or None when the line is not one."""
+    match = _STATUS.fullmatch(line)
+    if match is None:
+        return None
+    state, spin, win, flags, speed, direction = match.groups()
+    win_text = win.strip().decode()
+    if win_text and not (
+        win_text.isdigit() and (win[:1] == b" " or win == b"00" or win[:1] != b"0")
+    ):
+        return None
+    return Status(
+        int(state),
+        int(spin),
+        win_text or None,
+        int(flags, 16),
+        int(speed),
+        _DIRECTIONS[direction],
+    )
+
+
+def _opposite(direction: Direction) -> Direction:
+    return "ccw" if direction == "cw" else "cw"
+
+
+def _previous_spin(spin: int) -> int:
+    return 256 if spin <= 1 else spin - 1
+
+
+class CammeghDecoder:
+    """Incremental SS2 decoder: ``feed(bytes, now)`` returns engine events."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self.counters = CammeghCounters()
+        self.last_status: Status | None = None
+        self._last_status_ms: int | None = None
+        self._game_spin: int | None = None
+        self._game_seen_whole = False
+        self._game_direction: Direction | None = None
+        self._last_whole_spin: int | None = None
+        self._flag_since: dict[int, int] = {}
+        self._rotor_turns = 0.0
+        self._sensor_streaming = False
+        self._reference_sensor: bytes | None = None
+        self._last_pass_ms: int | None = None
+        #: The last bare winning-number line, for a cross-check with state 5.
+        self.last_bare_number: str | None = None
+
+    def feed(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
+        """Bytes from the wheel heard at host time ``now``; the events they complete."""
+        buf = self._buf
+        buf += data
+        out: list[WheelEvent] = []
+        tick = int(now * 1000) & _TICK_MASK
+        while True:
+            cut = min((i for i in (buf.find(b"\r"), buf.find(b"\n")) if i >= 0), default=-1)
+            if cut < 0:
+                if len(buf) > MAX_LINE:
+                    self.counters.overlong_lines += 1
+                    self.counters.garbage_bytes += len(buf)
+                    buf.clear()
+                break
+            line = bytes(buf[:cut]).strip()
+            del buf[: cut + 1]
+            if line:
+                self._line(line, tick, out)
+        return out
+
+    def sent(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
+        """What the host sent the wheel (capture ``>`` lines); nothing for the rules."""
+        return []
+
+    # -- lines ---------------------------------------------------------------
+
+    def _line(self, line: bytes, tick: int, out: list[WheelEvent]) -> None:
+        counters = self.counters
+        if line.startswith(b"*X"):
+            status = parse_status(line)
+            if status is None:
+                counters.malformed += 1  # truncated, doubled or garbled: a snapshot missed
+                return
+            counters.frames += 1
+            counters.status_frames += 1
+            self._status(status, tick, out)
+        elif _BARE_NUMBER.fullmatch(line):
+            counters.frames += 1
+            counters.winning_number_lines += 1
+            self.last_bare_number = line.decode()
+        elif match := _FAULT.fullmatch(line):
+            counters.frames += 1
+            counters.faults += 1
+            code = int(match.group(1))
+            out.append(WheelVoid(tick, fault_reason(code), f"*F {code}"))
+        elif match := _SENSOR_PASS.fullmatch(line):
+            counters.frames += 1
+            counters.sensor_events += 1
+            self._sensor_pass(match.group(1), tick, out)
+        elif line.startswith(b"*bn"):
+            counters.frames += 1
+            counters.sensor_events += 1  # ball in pocket: the state-5 number is authoritative
+        elif line.startswith(b"*Y"):
+            counters.frames += 1
+            counters.bonus_lines += 1
+        elif match := _REPLY.fullmatch(line):
+            counters.frames += 1
+            counters.replies += 1
+            out.append(
+                WheelReply(match.group(1).decode(), match.group(2).decode("ascii", "replace"))
+            )
+        else:
+            counters.malformed += 1
+            counters.garbage_bytes += len(line)
+
+    # -- status: the game as the wheel sees it -------------------------------------
+
+    def _status(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
+        previous = self.last_status
+        gap = None if self._last_status_ms is None else (tick - self._last_status_ms) & _TICK_MASK
+        self.last_status = status
+        self._last_status_ms = tick
+        if gap is not None and gap > STATUS_GAP_MS:
+            self.counters.status_gaps += 1
+            if self._game_spin is not None:
+                self._game_seen_whole = False
+        self._integrate_rotor(status, gap, tick, out)
+        state = status.state
+
+        if self._game_spin is None:
+            out.append(Heartbeat(0, tick))
+            launched = (
+                state == 3
+                and previous is not None
+                and previous.state in (1, 2)
+                and (gap is None or gap <= STATUS_GAP_MS)
+            )
+            if launched:
+                self._launch(status, tick, out)
+            else:
+                self._track_flags(status, tick)
+            return
+
+        # A game is in progress, as far as the wheel has told us.
+        if status.spin != self._game_spin:
+            # The wheel moved on to another spin: its end went by unseen.
+            self._end_game(whole=False)
+            out.append(WheelVoid(tick, "frame_loss", "spin changed mid-game"))
+            return
+        if state in (3, 4):
+            out.append(BallRunning(tick))
+        else:
+            out.append(Heartbeat(0, tick))
+        if self._flags_void(status, tick, out):
+            return
+        if state == 4 and (previous is None or previous.state != 4):
+            out.append(BettingClosed(tick))
+        elif state == 5:
+            if status.win is None:
+                out.append(WheelVoid(tick, "invalid_pocket", "state 5 without a number"))
+            else:
+                out.append(WinningNumber(tick, status.win))
+            self._end_game(whole=self._game_seen_whole)
+        elif state == 6:
+            out.append(WheelVoid(tick, "rotor_malfunction", "wheel closed (state 6)"))
+            self._end_game(whole=False)
+        elif state in (1, 2):
+            out.append(WheelVoid(tick, "ball_not_settled", "back to betting without a number"))
+            self._end_game(whole=False)
+
+    def _launch(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
+        rotor: Direction | None = status.direction if status.speed > 0 else None
+        ball: Direction | None = None
+        if rotor is not None:
+            same = status.flags & FLAG_SAME_DIRECTION
+            ball = rotor if same else _opposite(rotor)
+        if self._last_whole_spin != _previous_spin(status.spin):
+            # The spin before this one was not seen whole (or spins went by unseen):
+            # its rotor direction is unknown, so alternation cannot be judged.
+            if self._last_whole_spin is not None:
+                self.counters.spins_missed += 1
+            out.append(AlternationUnknown(tick))
+        self._game_spin = status.spin
+        self._game_seen_whole = True
+        self._game_direction = ball
+        self._flag_since.clear()
+        self._last_pass_ms = None
+        out.append(BallLaunched(tick, rotor, ball, self._sensor_streaming, {"spin": status.spin}))
+        self._flags_void(status, tick, out)
+
+    def _end_game(self, *, whole: bool) -> None:
+        if whole and self._game_spin is not None:
+            self._last_whole_spin = self._game_spin
+        else:
+            self._last_whole_spin = None
+        self._game_spin = None
+        self._flag_since.clear()
+
+    def _track_flags(self, status: Status, tick: int) -> None:
+        for flag in (FLAG_BALL_MISSING, FLAG_SAME_DIRECTION, FLAG_FAULT, FLAG_LAUNCH_FAILED):
+            if status.flags & flag:
+                self._flag_since.setdefault(flag, tick)
+            else:
+                self._flag_since.pop(flag, None)
+
+    def _flags_void(self, status: Status, tick: int, out: list[WheelEvent]) -> bool:
+        """Void the game for a warning flag, as the maker prescribes; True if voided."""
+        self._track_flags(status, tick)
+        state = status.state
+        held = {flag: (tick - since) & _TICK_MASK for flag, since in self._flag_since.items()}
+        reason = None
+        if state == 3 and FLAG_SAME_DIRECTION in held:
+            reason = ("ball_same_direction", "flag 2 in state 3")
+        elif FLAG_FAULT in held:
+            reason = ("rotor_malfunction", "flag 4: sensor, motor or encoder fault")
+        elif state == 3 and held.get(FLAG_LAUNCH_FAILED, -1) >= LAUNCH_FAILED_GRACE_MS:
+            reason = ("rotor_malfunction", "flag 8: launch failed for 3 s")
+        elif state == 4 and held.get(FLAG_BALL_MISSING, -1) >= BALL_MISSING_GRACE_MS:
+            reason = ("ball_out_of_wheel", "flag 1: ball not detected for 5 s")
+        if reason is None:
+            return False
+        out.append(WheelVoid(tick, *reason))
+        self._end_game(whole=False)
+        return True
+
+    def _integrate_rotor(
+        self, status: Status, gap: int | None, tick: int, out: list[WheelEvent]
+    ) -> None:
+        """One RotorDatum per whole turn, integrated from the reported speed."""
+        if gap is None or gap > MAX_INTEGRATION_MS or status.speed == 0:
+            return
+        rpm = status.speed / 10
+        self._rotor_turns += rpm * gap / 60_000
+        while self._rotor_turns >= 1.0:
+            self._rotor_turns -= 1.0
+            out.append(RotorDatum(0, tick, status.direction, round(60_000 / rpm)))
+
+    def _sensor_pass(self, sensor: bytes, tick: int, out: list[WheelEvent]) -> None:
+        self._sensor_streaming = True
+        if self._reference_sensor is None:
+            self._reference_sensor = sensor
+        if sensor != self._reference_sensor or self._game_spin is None:
+            return
+        if self._game_direction is None:
+            return
+        # Between two passes of the reference sensor the ball turned once: the
+        # first pass of a game only starts the count.
+        last, self._last_pass_ms = self._last_pass_ms, tick
+        if last is not None:
+            period = max(1, (tick - last) & _TICK_MASK)
+            out.append(BallPassed(0, tick, self._game_direction, period))
+
+
+# -- host to wheel ------------------------------------------------------------------
+
+
+def encode_command(command: str) -> bytes:
+    """A command line for the wheel (``*u 1``, ``*R``, ``*X``, ``*I 4`` ...)."""
+    if not command.startswith("*") or any(c in command for c in "\r\n"):
+        raise ValueError(f"not an SS2 command: {command!r}")
+    return command.encode("ascii") + b"\r\n"
+
+
+def encode_status(status: Status) -> bytes:
+    """The status frame a wheel sends (used by the simulator and tests)."""
+    win = "  " if status.win is None else status.win.rjust(2)
+    direction = "0" if status.direction == "cw" else "1"
+    return (
+        f"*X;{status.state};{status.spin:03d};{win};{status.flags:X};"
+        f"{status.speed:03d};{direction}\r\n"
+    ).encode("ascii")

@@ -1,0 +1,108 @@
+"""A scripted Cammegh SS2 wheel: status frames every 500 ms, games step by step.
+
+Like ``ScriptedWheel`` for WRP/1: time moves only when the script says so, and
+the output is ``(host time, line)`` pairs to write as a capture or feed to the
+driver. A full game looks as the real captures do: state 2 while the rotor
+reverses, 3 (ball in rim), 4 (no more bets), the bare winning-number line,
+state 5 for a few frames, then state 2 with the spin number incremented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from wheeld.capture import FORMAT_LINE, format_line
+from wheeld.drivers.cammegh_ss2 import Status, encode_status
+from wheeld.events import Direction
+
+STATUS_EVERY_MS = 500
+
+
+class ScriptedSS2:
+    """An SS2 in automatic-status mode (operating mode bit 128)."""
+
+    def __init__(
+        self,
+        *,
+        start: float = 1_760_000_000.0,
+        spin: int = 1,
+        direction: Direction = "cw",
+        speed: int = 170,
+        bare_numbers: bool = True,
+    ) -> None:
+        self.start = start
+        self.ms = 0
+        self.status = Status(
+            state=2, spin=spin, win=None, flags=0, speed=speed, direction=direction
+        )
+        self.cruise = speed
+        self.bare_numbers = bare_numbers
+        self.lines: list[tuple[float, bytes]] = []
+
+    def now(self) -> float:
+        return round(self.start + self.ms / 1000, 3)
+
+    def line(self, text: bytes) -> None:
+        """Any line the wheel (or a noisy link) sends, now."""
+        self.lines.append((self.now(), text))
+
+    def send_status(self) -> None:
+        self.line(encode_status(self.status).rstrip(b"\r\n"))
+
+    def run(self, ms: int, **changes: object) -> None:
+        """Apply ``changes`` to the status, then send it every 500 ms for ``ms``."""
+        for key, value in changes.items():
+            setattr(self.status, key, value)
+        for _ in range(max(1, ms // STATUS_EVERY_MS)):
+            self.ms += STATUS_EVERY_MS
+            self.send_status()
+
+    def silence(self, ms: int) -> None:
+        """Nothing arrives for ``ms`` (a dead link, or a recorder that missed frames)."""
+        self.ms += ms
+
+    def reverse(self) -> None:
+        """State 2: the rotor slows to 0, turns the other way and speeds up again."""
+        for speed in (120, 60, 10, 0):
+            self.run(STATUS_EVERY_MS, state=2, speed=speed)
+        flipped: Direction = "ccw" if self.status.direction == "cw" else "cw"
+        for speed in (20, 110, self.cruise):
+            self.run(STATUS_EVERY_MS, speed=speed, direction=flipped)
+        self.run(1000)
+
+    def game(
+        self,
+        number: str,
+        *,
+        reverse: bool = True,
+        in_rim_ms: int = 3000,
+        no_more_bets_ms: int = 10_000,
+        flags_in_rim: int = 0,
+        skip_no_more_bets: bool = False,
+        sensor_passes: int | None = None,
+    ) -> None:
+        """One whole game, ending in ``number`` (state 5) and the next spin's state 2."""
+        if reverse:
+            self.reverse()
+        else:
+            self.run(2000, state=2)
+        self.run(in_rim_ms, state=3, flags=flags_in_rim)
+        if sensor_passes is not None:
+            for sensor in range(sensor_passes * 3):
+                self.line(b"*bs %d" % (sensor % 3 + 1))
+                self.ms += 100
+        if not skip_no_more_bets:
+            self.run(no_more_bets_ms, state=4, flags=0)
+        if self.bare_numbers:
+            self.line(number.rjust(2).encode())
+        self.run(3000, state=5, win=number, flags=0)
+        self.run(STATUS_EVERY_MS, state=2, spin=self.status.spin % 256 + 1)
+
+    def wire(self) -> bytes:
+        return b"".join(line + b"\r\n" for _, line in self.lines)
+
+    def capture(self, comments: Iterable[str] = ()) -> str:
+        head = [FORMAT_LINE, "# driver: cammegh-ss2", *(f"# {c}" for c in comments)]
+        return (
+            "\n".join(head) + "\n" + "".join(format_line(at, "<", text) for at, text in self.lines)
+        )
