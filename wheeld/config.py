@@ -53,6 +53,21 @@ class TableConfig(_Section):
     _segment = field_validator("id")(check_topic_segment)
 
 
+class ControlConfig(_Section):
+    """``[wheel.control]``: drive a Cammegh SS2 instead of only listening to it."""
+
+    enabled: bool = False
+    #: The maker's value for a game server: 1159 = 1+2+4+128+1024.
+    operating_mode: int = Field(default=1159, ge=0, le=65535)
+    #: Send ``*u 1`` once bets have been open ``bets_open_s`` (manual-start mode).
+    start_games: bool = True
+    bets_open_s: float = Field(default=15.0, ge=0, le=3600)
+    #: Ask for ``*bs`` ball passes (``*I 4``), so revolutions are counted.
+    sensor_events: bool = True
+    #: ``*X`` poll interval when the mode has no automatic status (>= 0.1 s).
+    poll_s: float = Field(default=0.5, ge=0.1, le=60)
+
+
 class WheelConfig(_Section):
     driver: Literal["wrp", "cammegh-ss2"] = "wrp"
     port: str = "/dev/ttyUSB0"
@@ -61,6 +76,7 @@ class WheelConfig(_Section):
     pockets: Literal[37, 38] | None = None
     #: At start-up, wait for a missing port instead of exiting with an error.
     wait_for_device: bool = False
+    control: ControlConfig = ControlConfig()
 
 
 class TlsConfig(_Section):

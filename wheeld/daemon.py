@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wheeld import logs
 from wheeld.config import Config
@@ -29,6 +29,9 @@ from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.messages import game_payload, iso_utc
 from wheeld.notify import Notifier
 from wheeld.publisher import Publisher
+
+if TYPE_CHECKING:
+    from wheeld.drivers.cammegh_control import SS2Controller
 
 JOURNAL_FILE = "journal.sqlite3"
 #: How often the retained wheel state (with its counters) is refreshed.
@@ -59,9 +62,25 @@ class Daemon:
         self._link_timer: asyncio.TimerHandle | None = None
         self._wheel_info: dict[str, Any] = {}
         self._table_open = True
+        self._last_status_seen: object = None
         self._stop = asyncio.Event()
         self.publisher: Publisher | None = None
         self.link: WheelLink | None = None
+        self._control_timer: asyncio.TimerHandle | None = None
+        self.controller: SS2Controller | None = None
+        control = config.wheel.control
+        if config.wheel.driver == "cammegh-ss2" and control.enabled:
+            from wheeld.drivers.cammegh_control import ControlSettings, SS2Controller
+
+            self.controller = SS2Controller(
+                ControlSettings(
+                    operating_mode=control.operating_mode,
+                    start_games=control.start_games,
+                    bets_open_s=control.bets_open_s,
+                    sensor_events=control.sensor_events,
+                    poll_s=control.poll_s,
+                )
+            )
 
     # -- life cycle ----------------------------------------------------------
 
@@ -158,6 +177,8 @@ class Daemon:
         decisions: list[Decision] = []
         for event in self.decoder.feed(data, now):
             decisions += engine.on_event(event, now)
+            if self.controller is not None:
+                self._control(self.controller.on_event(event, now))
             if isinstance(event, WheelHello):
                 self._wheel_info.update(
                     model=event.model,
@@ -171,17 +192,60 @@ class Daemon:
         elif engine.state != self._saved_state:
             self._save_state()
         self._arm_link_timer()
+        if self.controller is not None:
+            self._control_after(decisions, now)
+
+    # -- live control (Cammegh SS2) -------------------------------------------------
+
+    def _control_after(self, decisions: list[Decision], now: float) -> None:
+        controller = self.controller
+        status = getattr(self.decoder, "last_status", None)
+        assert controller is not None
+        if status is not None and status is not self._last_status_seen:
+            self._last_status_seen = status
+            self._control(controller.on_status(status, now))
+        voided = any(isinstance(d, NoSpin) for d in decisions)
+        if voided and status is not None and status.state in (3, 4):
+            self._control(controller.void(now))  # acknowledge: the wheel re-spins
+
+    def _control(self, commands: list[bytes]) -> None:
+        controller = self.controller
+        assert controller is not None
+        if self.link is not None:
+            for command in commands:
+                self.link.write(command)
+        while controller.unanswered:
+            silent = controller.unanswered.pop(0)
+            self._decide([Alarm(time.time(), "wheel_not_answering", {"command": silent})])
+        if self._control_timer is not None:
+            self._control_timer.cancel()
+            self._control_timer = None
+        deadline = controller.next_deadline()
+        if deadline is not None:
+            loop = asyncio.get_running_loop()
+            delay = max(0.0, deadline - time.time())
+            self._control_timer = loop.call_at(loop.time() + delay, self._control_fired)
+
+    def _control_fired(self) -> None:
+        assert self.controller is not None
+        self._control_timer = None
+        self._control(self.controller.on_timer(time.time()))
 
     def _on_link_up(self) -> None:
         if self.config.wheel.driver == "wrp" and self.link is not None:
             from wheeld.drivers.wrp import encode_query
 
             self.link.write(encode_query())  # learn pockets, model and firmware
+        if self.controller is not None:
+            self._control(self.controller.on_connect(time.time()))
         self._publish_wheel_state()
         self.notifier.status(self._status_line())
 
     def _on_link_down(self, why: str) -> None:
         assert self.engine is not None
+        if self._control_timer is not None:
+            self._control_timer.cancel()
+            self._control_timer = None
         self._decide(self.engine.on_link_down(time.time()))
         self._publish_wheel_state()
         self.notifier.status(self._status_line())

@@ -90,12 +90,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="probability of line noise before each frame (default: 0)",
     )
     parser.add_argument("--quiet", action="store_true", help="do not print each game")
+    ss2 = parser.add_argument_group("cammegh-ss2 only (a wheel that answers commands)")
+    ss2.add_argument(
+        "--mode",
+        type=int,
+        default=128,
+        help="operating mode at power-up (default 128: status every 500 ms; "
+        "the controller sets its own with *o)",
+    )
+    ss2.add_argument(
+        "--busy", type=int, default=0, metavar="N", help="answer the first N commands with BUSY"
+    )
+    ss2.add_argument("--mute", action="store_true", help="answer no command at all")
+    ss2.add_argument(
+        "--miss-spin",
+        type=int,
+        action="append",
+        default=[],
+        metavar="GAME",
+        help="game GAME (1-based) miss-spins: flag 2 until *R (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``wheeld simulate``; returns the exit status."""
-    if args.driver != "wrp":
-        print("wheeld simulate: --driver cammegh-ss2 is not available yet", file=sys.stderr)
+    if args.driver != "wrp" and args.target != "pty":
+        print("wheeld simulate: --driver cammegh-ss2 plays on a pty only", file=sys.stderr)
         return 2
     if args.speed <= 0 or not 0 <= args.fault_rate <= 1 or not 0 <= args.noise_rate <= 1:
         print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
@@ -109,7 +129,35 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+async def _simulate_ss2(args: argparse.Namespace) -> int:
+    from wheeld.simulators.ss2_live import LiveSS2, SS2Faults
+    from wheeld.simulators.targets import PtySink
+
+    link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
+    pty = PtySink(link)
+    print(f'SS2 wheel on {pty.slave_name}: set wheel.port = "{link}"', flush=True)
+    await pty.wait_for_reader()
+    wheel = LiveSS2(
+        pty,
+        speed=args.speed,
+        mode=args.mode,
+        seed=args.seed,
+        faults=SS2Faults(
+            busy_replies=args.busy, mute=args.mute, miss_spin_games=tuple(args.miss_spin)
+        ),
+    )
+    try:
+        await wheel.run(args.games)
+    finally:
+        pty.close()
+    if not args.quiet:
+        print("commands heard: " + ", ".join(wheel.commands), flush=True)
+    return 0
+
+
 async def _simulate(args: argparse.Namespace) -> int:
+    if args.driver == "cammegh-ss2":
+        return await _simulate_ss2(args)
     from wheeld.simulators.physics import WheelSimulator
     from wheeld.simulators.targets import CaptureSink, PtySink, Sink, TcpSink, play
 

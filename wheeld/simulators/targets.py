@@ -37,6 +37,8 @@ class PtySink:
         self.link = link
         self.master = -1
         self.slave_name = ""
+        #: A wheel that answers commands reads them itself.
+        self.drain_input = True
         self._open()
 
     def _open(self) -> None:
@@ -66,8 +68,9 @@ class PtySink:
     def write(self, data: bytes) -> None:
         with contextlib.suppress(BlockingIOError):  # nobody reading: a wheel does not wait
             os.write(self.master, data)
-        with contextlib.suppress(BlockingIOError, OSError):
-            os.read(self.master, 4096)  # what the host sent (QRY): drained, unanswered
+        if self.drain_input:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.read(self.master, 4096)  # what the host sent: drained, unanswered
 
     async def disconnect(self, seconds: float) -> None:
         os.close(self.master)

@@ -1,0 +1,169 @@
+"""Live control of a Cammegh SS2: which command to send, and when. Sans-I/O.
+
+Fed the driver's events and the host time, it returns the command lines to
+write and the next moment it wants to be woken. One command is in flight at a
+time; each waits for its reply, is retried after a timeout a few times, and a
+``BUSY`` reply means "later". Polls are never closer than the maker's 100 ms.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from wheeld.drivers.cammegh_ss2 import Status, encode_command
+from wheeld.events import WheelEvent, WheelReply
+
+REPLY_TIMEOUT_S = 1.0
+RETRIES = 3
+BUSY_RETRY_S = 1.0
+MIN_POLL_S = 0.1
+AUTO_STATUS_BIT = 128
+MANUAL_START_BIT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ControlSettings:
+    """``[wheel.control]``: what wheeld does to the wheel, beyond listening."""
+
+    operating_mode: int = 1159
+    start_games: bool = True
+    bets_open_s: float = 15.0
+    sensor_events: bool = True
+    poll_s: float = 0.5
+
+
+@dataclass(slots=True)
+class _Pending:
+    command: str
+    sent_at: float
+    tries: int
+
+
+class WheelNotAnswering(Exception):
+    """A command went unanswered after every retry."""
+
+
+class SS2Controller:
+    """Decides the commands for a wheel wheeld controls."""
+
+    def __init__(self, settings: ControlSettings) -> None:
+        self.settings = settings
+        self._queue: deque[str] = deque()
+        self._pending: _Pending | None = None
+        self._not_before = 0.0
+        self._next_poll: float | None = None
+        self._last_status: Status | None = None
+        self._betting_since: float | None = None
+        self._start_sent_for: int | None = None
+        self.unanswered: list[str] = []
+        self.answers: list[tuple[str, str]] = []
+
+    @property
+    def polling(self) -> bool:
+        """Without automatic status (mode bit 128), wheeld polls ``*X``."""
+        return not self.settings.operating_mode & AUTO_STATUS_BIT
+
+    def on_connect(self, now: float) -> list[bytes]:
+        """The port opened: set the mode, power on, ask for sensor events."""
+        self._queue.clear()
+        self._pending = None
+        self._queue.append(f"*o {self.settings.operating_mode}")
+        self._queue.append("*P 1")
+        if self.settings.sensor_events:
+            self._queue.append("*I 4")
+        self._next_poll = now if self.polling else None
+        return self.on_timer(now)
+
+    def void(self, now: float) -> list[bytes]:
+        """A game was voided: acknowledge it, so the wheel re-spins."""
+        self._queue.append("*R")
+        return self.on_timer(now)
+
+    def on_status(self, status: Status, now: float) -> list[bytes]:
+        """A status frame arrived (as a broadcast or as a poll's answer)."""
+        if self._pending is not None and self._pending.command == "*X":
+            self._pending = None
+        self._last_status = status
+        if status.state in (3, 4, 5):
+            self._start_sent_for = None  # the game started: the next start is a new one
+        if status.state == 2 and not status.flags:
+            if self._betting_since is None:
+                self._betting_since = now
+        else:
+            self._betting_since = None
+        return self.on_timer(now)
+
+    def on_event(self, event: WheelEvent, now: float) -> list[bytes]:
+        """A reply from the wheel settles the command in flight."""
+        if not isinstance(event, WheelReply) or self._pending is None:
+            return []
+        if event.command != self._pending.command[1:2]:
+            return []
+        command = self._pending.command
+        self.answers.append((command, event.text))
+        self._pending = None
+        if event.text.startswith("BUSY"):
+            self._queue.appendleft(command)
+            self._not_before = now + BUSY_RETRY_S
+        return self.on_timer(now)
+
+    def on_timer(self, now: float) -> list[bytes]:
+        """Time passed: send what is due."""
+        out: list[bytes] = []
+        pending = self._pending
+        if pending is not None and now - pending.sent_at >= REPLY_TIMEOUT_S:
+            if pending.tries >= RETRIES:
+                self.unanswered.append(pending.command)
+                self._pending = None
+            else:
+                pending.tries += 1
+                pending.sent_at = now
+                out.append(encode_command(pending.command))
+        self._maybe_start(now)
+        if self._pending is None and now >= self._not_before:
+            if self._queue:
+                command = self._queue.popleft()
+                self._pending = _Pending(command, now, 1)
+                self._not_before = now + MIN_POLL_S
+                out.append(encode_command(command))
+            elif self._next_poll is not None and now >= self._next_poll:
+                self._pending = _Pending("*X", now, RETRIES)  # a lost poll is not retried
+                self._next_poll = now + max(MIN_POLL_S, self.settings.poll_s)
+                self._not_before = now + MIN_POLL_S
+                out.append(encode_command("*X"))
+        return out
+
+    def _maybe_start(self, now: float) -> None:
+        status = self._last_status
+        if (
+            not self.settings.start_games
+            or not self.settings.operating_mode & MANUAL_START_BIT
+            or status is None
+            or status.state != 2
+            or self._betting_since is None
+            or self._start_sent_for == status.spin
+            or now - self._betting_since < self.settings.bets_open_s
+        ):
+            return
+        self._start_sent_for = status.spin
+        self._queue.append("*u 1")
+
+    def next_deadline(self) -> float | None:
+        """When ``on_timer`` next has something to do."""
+        moments = []
+        if self._pending is not None:
+            moments.append(self._pending.sent_at + REPLY_TIMEOUT_S)
+        if self._queue:
+            moments.append(self._not_before)
+        if self._next_poll is not None:
+            moments.append(max(self._next_poll, self._not_before))
+        status = self._last_status
+        if (
+            self.settings.start_games
+            and self._betting_since is not None
+            and status is not None
+            and self._start_sent_for != status.spin
+        ):
+            moments.append(self._betting_since + self.settings.bets_open_s)
+        return min(moments) if moments else None
