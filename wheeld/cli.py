@@ -63,6 +63,28 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", type=Path, required=True, help="configuration file (TOML)")
     run.add_argument("--capture", type=Path, help="record the serial traffic to this capture file")
 
+    marquee = commands.add_parser(
+        "marquee",
+        help="serve the winning-number display board (a web page) for a table",
+        description="Subscribe to the table's topics and serve a full-screen, live board.",
+    )
+    marquee.add_argument("--config", type=Path, required=True)
+    marquee.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="where to serve (default: marquee.listen, 127.0.0.1:8080)",
+    )
+
+    display = commands.add_parser(
+        "display",
+        help="write each winning number to a passive display on a serial port",
+        description="Write each new winning number as the two-character line passive "
+        "winning-number displays read (' 7\\r\\n', '17\\r\\n').",
+    )
+    display.add_argument("--config", type=Path, required=True)
+    display.add_argument("--port", required=True, help="the display's serial port or URL")
+    display.add_argument("--baudrate", type=int, default=9600)
+
     from wheeld.simulators import cli as simulate
 
     simulate.add_parser(commands)
@@ -153,6 +175,39 @@ def _simulate(args: argparse.Namespace) -> int:
     return simulate.run(args)
 
 
+def _marquee(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from wheeld import logs
+    from wheeld.marquee.app import run
+
+    config = _load_config(args.config)
+    logs.configure(config.log.level, config.log.format)
+    listen = args.listen or config.marquee.listen
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise CommandError(f"--listen: {listen!r} is not HOST:PORT", EXIT_USAGE)
+    try:
+        return asyncio.run(run(config, host, int(port), logs.get("wheeld.marquee")))
+    except OSError as exc:
+        raise CommandError(f"marquee.listen: {listen}: {exc.strerror or exc}") from None
+
+
+def _display(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from wheeld import logs
+    from wheeld.display import run
+    from wheeld.link import LinkOpenError
+
+    config = _load_config(args.config)
+    logs.configure(config.log.level, config.log.format)
+    try:
+        return asyncio.run(run(config, args.port, args.baudrate, logs.get("wheeld.display")))
+    except LinkOpenError as exc:
+        raise CommandError(f"--port: {exc}") from None
+
+
 def _demo(args: argparse.Namespace) -> int:
     from wheeld import demo
 
@@ -160,6 +215,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {
+    "marquee": _marquee,
+    "display": _display,
     "demo": _demo,
     "replay": _replay,
     "check-config": _check_config,

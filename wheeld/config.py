@@ -49,6 +49,10 @@ class _Section(BaseModel):
 class TableConfig(_Section):
     id: str = "T1"
     name: str | None = None
+    #: Table limits, shown on the marquee.
+    min_bet: float | None = Field(default=None, ge=0)
+    max_bet: float | None = Field(default=None, ge=0)
+    currency: str = ""
 
     _segment = field_validator("id")(check_topic_segment)
 
@@ -116,6 +120,25 @@ class StateConfig(_Section):
     dir: Path = Path("/var/lib/wheeld")
 
 
+class MarqueeConfig(_Section):
+    """``[marquee]``: the winning-number display board (``wheeld marquee``)."""
+
+    listen: str = "127.0.0.1:8080"
+    language: Literal["es", "en"] = "es"
+    #: Games the hot/cold numbers and percentages are taken over.
+    stats_games: int = Field(default=100, ge=1, le=1000)
+    #: How many of the last numbers the board lists.
+    history_shown: int = Field(default=20, ge=1, le=100)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be HOST:PORT")
+        return value
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     #: "auto": readable lines on a terminal, JSON lines otherwise (journald).
@@ -128,6 +151,7 @@ class Config(_Section):
     mqtt: MqttConfig = MqttConfig()
     state: StateConfig = StateConfig()
     log: LogConfig = LogConfig()
+    marquee: MarqueeConfig = MarqueeConfig()
     rules: RulesConfig = RulesConfig()
 
     @property

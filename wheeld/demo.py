@@ -123,10 +123,27 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+async def _spawn(log: Path, *args: str) -> asyncio.subprocess.Process:
+    """``wheeld <args>`` as a child that dies with the demo."""
+    with log.open("ab") as stream:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "wheeld",
+            *args,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=stream,
+            preexec_fn=_die_with_parent,
+        )
+
+
 async def _demo(args: argparse.Namespace) -> int:
     import aiomqtt
 
-    work = Path(tempfile.mkdtemp(prefix="wheeld-demo-"))
+    # One place per user, kept between runs: game ids go on where the broker's
+    # retained history left them.
+    work = Path(tempfile.gettempdir()) / f"wheeld-demo-{os.getuid()}"
+    work.mkdir(mode=0o700, exist_ok=True)
     broker = None
     if args.broker == "auto" and _listening(1883):
         port, protocol = 1883, "5"
@@ -147,19 +164,18 @@ async def _demo(args: argparse.Namespace) -> int:
     )
     print(f"simulated wheel on {sink.slave_name}; daemon log in {work / 'wheeld.log'}")
     print(f"watch it elsewhere: mosquitto_sub -h 127.0.0.1 -p {port} -t '{BASE}/#' -v")
-    print("Ctrl-C stops everything.\n", flush=True)
-    with (work / "wheeld.log").open("ab") as log:
-        daemon = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "wheeld",
-            "run",
-            "--config",
-            str(config),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=log,
-            preexec_fn=_die_with_parent,
-        )
+    print("Ctrl-C stops everything.", flush=True)
+    daemon = await _spawn(work / "wheeld.log", "run", "--config", str(config))
+    board_port = 8080 if not _listening(8080) else _free_port()
+    marquee = await _spawn(
+        work / "marquee.log",
+        "marquee",
+        "--config",
+        str(config),
+        "--listen",
+        f"127.0.0.1:{board_port}",
+    )
+    print(f"the marquee (winning-number board): http://127.0.0.1:{board_port}/\n", flush=True)
     simulator = WheelSimulator(
         SimulatorSettings(seed=args.seed, fault_rate=args.fault_rate, noise_rate=0.01)
     )
@@ -194,20 +210,21 @@ async def _demo(args: argparse.Namespace) -> int:
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait([stopper, tasks[2]], return_when=asyncio.FIRST_COMPLETED)
     print("\nstopping...", flush=True)
-    if daemon.returncode is None:
-        daemon.terminate()
-        try:
-            await asyncio.wait_for(daemon.wait(), 10)
-        except TimeoutError:
-            daemon.kill()
-            await daemon.wait()
+    for process in (marquee, daemon):
+        if process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 10)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
     for task in [*tasks, stopper]:
         task.cancel()
     await asyncio.gather(*tasks, stopper, return_exceptions=True)
     sink.close()
     if broker is not None:
         await broker.shutdown()
-    print("stopped: daemon, wheel and broker", flush=True)
+    print("stopped: daemon, marquee, wheel and broker", flush=True)
     return 0
 
 

@@ -1,0 +1,1 @@
+"""The marquee: the winning-number display board, an MQTT consumer apart from the daemon."""

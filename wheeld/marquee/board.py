@@ -1,0 +1,140 @@
+"""What the board shows, folded from the table's MQTT messages. Pure: no I/O.
+
+``Board.apply(topic, payload)`` takes each message; ``snapshot()`` is the
+JSON the page renders. Starts from the retained ``history``, ``result`` and
+``status``, then follows ``game`` live.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from wheeld.layout import DOUBLE_ZERO
+from wheeld.marquee.labels import LABELS, REASONS
+
+
+def _color(number: str) -> str:
+    return DOUBLE_ZERO.facts(number).color if DOUBLE_ZERO.has_pocket(number) else "green"
+
+
+@dataclass
+class Board:
+    """The marquee's state for one table."""
+
+    base: str
+    language: str = "es"
+    shown: int = 20
+    stats_games: int = 100
+    table: dict[str, Any] = field(default_factory=dict)
+    online: bool | None = None
+    closed: bool = False
+    phase: str = "bets_open"
+    last: str | None = None
+    history: list[str] = field(default_factory=list)
+    no_spin: str | None = None
+    version: int = 0
+    #: The game id of the last result folded in: a repeat is not a new number.
+    _last_game: Any = None
+
+    def apply(self, topic: str, payload: Any) -> bool:
+        """Fold one message in; True when the board changed."""
+        if not isinstance(payload, dict) or not topic.startswith(self.base + "/"):
+            return False
+        kind = topic[len(self.base) + 1 :]
+        before = self.snapshot()
+        if kind == "status":
+            self.online = payload.get("state") == "online"
+        elif kind == "history":
+            numbers = payload.get("numbers")
+            if isinstance(numbers, list):
+                self.history = [str(n) for n in numbers][: max(self.stats_games, self.shown)]
+                if self.history and self.last is None:
+                    self.last = self.history[0]
+        elif kind == "result":
+            self._result(payload)
+        elif kind == "game":
+            self._game(payload)
+        elif kind == "table":
+            self.closed = payload.get("state") == "closed"
+        changed = self.snapshot() != before
+        if changed:
+            self.version += 1
+        return changed
+
+    def _result(self, payload: dict[str, Any]) -> None:
+        # The retained latest result: the history list comes with its own topic.
+        number = payload.get("number")
+        if isinstance(number, str):
+            self.last = number
+            self._last_game = payload.get("game_id")
+
+    def _game(self, payload: dict[str, Any]) -> None:
+        event = payload.get("event")
+        if event == "spinning":
+            self.phase = "spinning"
+            self.no_spin = None
+        elif event == "no_more_bets":
+            self.phase = "no_more_bets"
+        elif event == "result" and isinstance(payload.get("number"), str):
+            self.phase = "bets_open"
+            self.no_spin = None
+            if payload.get("game_id") != self._last_game:
+                self.history.insert(0, payload["number"])
+                del self.history[max(self.stats_games, self.shown) :]
+            self.last = payload["number"]
+            self._last_game = payload.get("game_id")
+        elif event == "no_spin":
+            self.phase = "bets_open"
+            self.no_spin = str(payload.get("reason"))
+
+    def stats(self) -> dict[str, Any]:
+        """Percentages and hot/cold numbers over the last ``stats_games`` results."""
+        window = self.history[: self.stats_games]
+        total = len(window)
+        if not total:
+            return {"games": 0}
+
+        def pct(count: int) -> int:
+            return round(100 * count / total)
+
+        colours = Counter(_color(n) for n in window)
+        numbered = [int(n) for n in window if n not in ("0", "00")]
+        frequency = Counter(window)
+        pockets = [str(n) for n in range(37)] + (["00"] if "00" in window else [])
+        by_heat = sorted(pockets, key=lambda p: (-frequency[p], int(p) if p != "00" else -1))
+        by_cold = sorted(pockets, key=lambda p: (frequency[p], int(p) if p != "00" else -1))
+        return {
+            "games": total,
+            "red": pct(colours["red"]),
+            "black": pct(colours["black"]),
+            "green": pct(colours["green"]),
+            "odd": pct(sum(1 for n in numbered if n % 2)),
+            "even": pct(sum(1 for n in numbered if not n % 2)),
+            "dozens": [pct(sum(1 for n in numbered if (n - 1) // 12 == d)) for d in range(3)],
+            "hot": [{"number": p, "color": _color(p)} for p in by_heat[:5]],
+            "cold": [{"number": p, "color": _color(p)} for p in by_cold[:5]],
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the page needs, as JSON-ready data."""
+        language = self.language if self.language in LABELS else "es"
+        return {
+            "table": self.table,
+            "labels": LABELS[language],
+            "online": self.online,
+            "closed": self.closed,
+            "phase": self.phase,
+            "last": None
+            if self.last is None
+            else {"number": self.last, "color": _color(self.last)},
+            "history": [{"number": n, "color": _color(n)} for n in self.history[: self.shown]],
+            "no_spin": None
+            if self.no_spin is None
+            else {
+                "reason": self.no_spin,
+                "text": REASONS[language].get(self.no_spin, self.no_spin),
+            },
+            "stats": self.stats(),
+        }
