@@ -217,14 +217,9 @@ class Daemon:
         while controller.unanswered:
             silent = controller.unanswered.pop(0)
             self._decide([Alarm(time.time(), "wheel_not_answering", {"command": silent})])
-        if self._control_timer is not None:
-            self._control_timer.cancel()
-            self._control_timer = None
-        deadline = controller.next_deadline()
-        if deadline is not None:
-            loop = asyncio.get_running_loop()
-            delay = max(0.0, deadline - time.time())
-            self._control_timer = loop.call_at(loop.time() + delay, self._control_fired)
+        self._control_timer = _rearm(
+            self._control_timer, controller.next_deadline(), self._control_fired
+        )
 
     def _control_fired(self) -> None:
         assert self.controller is not None
@@ -252,14 +247,9 @@ class Daemon:
 
     def _arm_link_timer(self) -> None:
         assert self.engine is not None
-        deadline = self.engine.link_deadline()
-        if self._link_timer is not None:
-            self._link_timer.cancel()
-            self._link_timer = None
-        if deadline is not None:
-            loop = asyncio.get_running_loop()
-            delay = max(0.0, deadline - time.time())
-            self._link_timer = loop.call_at(loop.time() + delay, self._link_timer_fired)
+        self._link_timer = _rearm(
+            self._link_timer, self.engine.link_deadline(), self._link_timer_fired
+        )
 
     def _link_timer_fired(self) -> None:
         assert self.engine is not None
@@ -409,3 +399,15 @@ class Daemon:
         except CommandError as exc:
             self.log.warning("command refused", command=name, error=str(exc))
             return {"ok": False, "error": str(exc)}
+
+
+def _rearm(
+    handle: asyncio.TimerHandle | None, deadline: float | None, callback: Callable[[], None]
+) -> asyncio.TimerHandle | None:
+    """Cancel ``handle`` and, if there is a ``deadline`` (host time), set a new timer."""
+    if handle is not None:
+        handle.cancel()
+    if deadline is None:
+        return None
+    loop = asyncio.get_running_loop()
+    return loop.call_at(loop.time() + max(0.0, deadline - time.time()), callback)

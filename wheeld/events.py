@@ -1,8 +1,11 @@
 """Wheel events: what a driver tells the game engine, whatever the wheel's protocol.
 
-Small slotted, immutable classes: one is built for every frame on the hot path,
-so they stay plain dataclasses (no validation, no pydantic). ``tick`` is the
-wheel's own millisecond clock; every rule duration is measured in it.
+Small slotted classes: one is built for every frame on the hot path, so they
+stay plain dataclasses (no validation, no pydantic) and the per-frame ones are
+not frozen, because a frozen dataclass's ``__init__`` costs about three times
+as much. Treat them as immutable all the same: nothing in wheeld changes an
+event after it is made. ``tick`` is the wheel's own millisecond clock; every
+rule duration is measured in it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ IncidentCode = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WheelHello:
     """The wheel introduced itself (power-up, or a reply to a query)."""
 
@@ -36,7 +39,7 @@ class WheelHello:
     serial: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Heartbeat:
     """Nothing happened; wheel time moved on."""
 
@@ -44,7 +47,7 @@ class Heartbeat:
     tick: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RotorDatum:
     """The rotor's pocket-0 datum passed its sensor: one rotor revolution."""
 
@@ -54,7 +57,7 @@ class RotorDatum:
     period_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BallPassed:
     """The ball passed the in-rim sensor; ``period_ms`` 0 marks a launch."""
 
@@ -64,7 +67,7 @@ class BallPassed:
     period_ms: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PocketReading:
     """The pocket sensor's reading changed; ``pocket`` None means no ball in a pocket."""
 
@@ -73,7 +76,7 @@ class PocketReading:
     pocket: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WheelIncident:
     """A discrete event reported by the wheel (foreign object, ball out, faults, cover)."""
 
@@ -82,7 +85,7 @@ class WheelIncident:
     code: IncidentCode
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SequenceGap:
     """Frames were lost on the link: ``lost`` sequence numbers never arrived."""
 
@@ -91,7 +94,7 @@ class SequenceGap:
     lost: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FrameDropped:
     """A frame arrived but could not be used (bad checksum, malformed fields)."""
 

@@ -7,9 +7,21 @@ module here, its captures and its tests.
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import fields
+from typing import Any, Protocol
 
 from wheeld.events import WheelEvent
+
+
+class CounterSet:
+    """Base for a driver's slotted counters dataclass: ``as_dict`` for status payloads."""
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain mapping, for status payloads and logs."""
+        this: Any = self
+        return {f.name: getattr(self, f.name) for f in fields(this)}
 
 
 class Counters(Protocol):

@@ -16,8 +16,9 @@ captures show) is counted and skipped, never fatal.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
+from wheeld.drivers import CounterSet
 from wheeld.events import (
     AlternationUnknown,
     BallLaunched,
@@ -88,7 +89,7 @@ class Status:
 
 
 @dataclass(slots=True)
-class CammeghCounters:
+class CammeghCounters(CounterSet):
     """What the decoder has seen since it started."""
 
     frames: int = 0
@@ -103,9 +104,6 @@ class CammeghCounters:
     overlong_lines: int = 0
     status_gaps: int = 0
     spins_missed: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def parse_status(line: bytes) -> Status | None:

@@ -12,8 +12,9 @@ comes first, and is judged once that end (or the 82-byte limit) is in view.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
+from wheeld.drivers import CounterSet
 from wheeld.events import (
     BallPassed,
     Direction,
@@ -60,7 +61,7 @@ class _UnknownIncident(Exception):
 
 
 @dataclass(slots=True)
-class DecoderCounters:
+class DecoderCounters(CounterSet):
     """What the decoder has seen since it started; published with the wheel state."""
 
     frames: int = 0
@@ -73,10 +74,6 @@ class DecoderCounters:
     sequence_gaps: int = 0
     frames_lost: int = 0
 
-    def as_dict(self) -> dict[str, int]:
-        """The counters as a plain mapping, for status payloads and logs."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 def checksum(body: bytes) -> int:
     """XOR of every byte between ``$`` and ``*``."""
@@ -86,60 +83,54 @@ def checksum(body: bytes) -> int:
     return value
 
 
-def _number(text: str, maximum: int) -> int:
-    # str.isdigit() alone would accept non-ASCII digits; the body is ASCII already.
-    if not text.isdigit() or len(text) > 10:
+# Each parser takes the frame's fields after the tick (``parts[3:]``, not sliced)
+# and raises _Malformed on anything it cannot read. ``str.isdigit`` keeps out
+# signs, spaces and underscores that ``int()`` would accept; the body is ASCII.
+
+
+def _hello(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+    if len(parts) != 7 or not parts[3].isdigit():
         raise _Malformed
-    value = int(text)
-    if value > maximum:
-        raise _Malformed
-    return value
+    return WheelHello(seq, tick, int(parts[3]), parts[4], parts[5], parts[6])
 
 
-def _direction(text: str) -> Direction:
-    try:
-        return _DIRECTIONS[text]
-    except KeyError:
-        raise _Malformed from None
-
-
-def _hello(seq: int, tick: int, args: list[str]) -> WheelEvent:
-    if len(args) != 4:
-        raise _Malformed
-    pockets = _number(args[0], 99)
-    return WheelHello(seq, tick, pockets, args[1], args[2], args[3])
-
-
-def _heartbeat(seq: int, tick: int, args: list[str]) -> WheelEvent:
-    if args:
+def _heartbeat(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+    if len(parts) != 3:
         raise _Malformed
     return Heartbeat(seq, tick)
 
 
-def _rotor(seq: int, tick: int, args: list[str]) -> WheelEvent:
-    if len(args) != 2:
+def _rotor(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+    direction = _DIRECTIONS.get(parts[3]) if len(parts) == 5 else None
+    text = parts[-1]
+    period = int(text) if text.isdigit() else -1
+    if direction is None or not 0 <= period <= _TICK_MAX:
         raise _Malformed
-    return RotorDatum(seq, tick, _direction(args[0]), _number(args[1], _TICK_MAX))
+    return RotorDatum(seq, tick, direction, period)
 
 
-def _ball(seq: int, tick: int, args: list[str]) -> WheelEvent:
-    if len(args) != 2:
+def _ball(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+    direction = _DIRECTIONS.get(parts[3]) if len(parts) == 5 else None
+    text = parts[-1]
+    period = int(text) if text.isdigit() else -1
+    if direction is None or not 0 <= period <= _TICK_MAX:
         raise _Malformed
-    return BallPassed(seq, tick, _direction(args[0]), _number(args[1], _TICK_MAX))
+    return BallPassed(seq, tick, direction, period)
 
 
-def _pocket(seq: int, tick: int, args: list[str]) -> WheelEvent:
-    if len(args) != 1 or not args[0]:
+def _pocket(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+    if len(parts) != 4 or not parts[3]:
         raise _Malformed
     # Any non-empty reading passes: whether the wheel has that pocket is a game
     # rule (invalid_pocket), not a framing question.
-    return PocketReading(seq, tick, None if args[0] == "-" else args[0])
+    pocket = parts[3]
+    return PocketReading(seq, tick, None if pocket == "-" else pocket)
 
 
-def _incident(seq: int, tick: int, args: list[str]) -> WheelEvent:
-    if len(args) != 1:
+def _incident(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+    if len(parts) != 4:
         raise _Malformed
-    code = _INCIDENTS.get(args[0])
+    code = _INCIDENTS.get(parts[3])
     if code is None:
         raise _UnknownIncident
     return WheelIncident(seq, tick, code)
@@ -236,20 +227,26 @@ class WrpDecoder:
             counters.malformed += 1
             out.append(FrameDropped("malformed"))
             return
-        try:
-            seq = _number(parts[1], _SEQ_MOD - 1)
-            tick = _number(parts[2], _TICK_MAX)
-        except _Malformed:
+        seq_text, tick_text = parts[1], parts[2]
+        if not (seq_text.isdigit() and tick_text.isdigit()):
             counters.malformed += 1
             out.append(FrameDropped("malformed"))
             return
-        self._track_sequence(seq, parts[0] == "WRHEL", out)
+        seq, tick = int(seq_text), int(tick_text)
+        if seq >= _SEQ_MOD or tick > _TICK_MAX:
+            counters.malformed += 1
+            out.append(FrameDropped("malformed"))
+            return
+        last = self._last_seq
+        self._last_seq = seq
+        if last is not None and seq != (last + 1) % _SEQ_MOD:
+            self._sequence_jump(last, seq, parts[0] == "WRHEL", out)
         parse = _SENTENCES.get(parts[0])
         if parse is None:
             counters.unknown_types += 1
             return
         try:
-            event = parse(seq, tick, parts[3:])
+            event = parse(seq, tick, parts)
         except _UnknownIncident:
             counters.unknown_events += 1
             return
@@ -260,17 +257,14 @@ class WrpDecoder:
         counters.frames += 1
         out.append(event)
 
-    def _track_sequence(self, seq: int, hello: bool, out: list[WheelEvent]) -> None:
-        last = self._last_seq
-        self._last_seq = seq
-        if last is None or (hello and seq == 0):
-            return  # first frame heard, or the head rebooted and restarted at 0
+    def _sequence_jump(self, last: int, seq: int, hello: bool, out: list[WheelEvent]) -> None:
+        if hello and seq == 0:
+            return  # the head rebooted and restarted at 0
         expected = (last + 1) % _SEQ_MOD
-        if seq != expected:
-            lost = (seq - expected) % _SEQ_MOD
-            self.counters.sequence_gaps += 1
-            self.counters.frames_lost += lost
-            out.append(SequenceGap(expected, seq, lost))
+        lost = (seq - expected) % _SEQ_MOD
+        self.counters.sequence_gaps += 1
+        self.counters.frames_lost += lost
+        out.append(SequenceGap(expected, seq, lost))
 
 
 def encode(sentence: str, seq: int, tick: int, *args: str) -> bytes:

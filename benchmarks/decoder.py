@@ -1,0 +1,67 @@
+"""WRP/1 decoder throughput, against pynmea2 parsing comparable NMEA sentences."""
+
+from __future__ import annotations
+
+import time
+
+from wheeld.drivers.wrp import WrpDecoder, encode
+
+
+def wrp_stream(count: int) -> bytes:
+    frames = []
+    for seq in range(count):
+        kind = seq % 4
+        if kind == 0:
+            frames.append(encode("HBT", seq, seq * 250))
+        elif kind == 1:
+            frames.append(encode("ROT", seq, seq * 250, "CW", "2400"))
+        elif kind == 2:
+            frames.append(encode("BAL", seq, seq * 250, "CCW", "1350"))
+        else:
+            frames.append(encode("POC", seq, seq * 250, "17"))
+    return b"".join(frames)
+
+
+def wrp_rate(count: int = 200_000) -> float:
+    data = wrp_stream(count)
+    chunks = [data[i : i + 4096] for i in range(0, len(data), 4096)]
+    decoder = WrpDecoder()
+    start = time.perf_counter()
+    for chunk in chunks:
+        decoder.feed(chunk)
+    elapsed = time.perf_counter() - start
+    assert decoder.counters.frames == count
+    return count / elapsed
+
+
+def pynmea2_rate(count: int = 100_000) -> float | None:
+    try:
+        import pynmea2  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    sentences = [
+        "$GPGGA,184353.07,1929.045,S,02410.506,E,1,04,2.6,100.00,M,-33.9,M,,0000*6D",
+        "$GPRMC,225446,A,4916.45,N,12311.12,W,000.5,054.7,191194,020.3,E*68",
+        "$GPGLL,4916.45,N,12311.12,W,225444,A*31",
+        "$GPVTG,054.7,T,034.4,M,005.5,N,010.2,K*48",
+    ]
+    lines = [sentences[i % 4] for i in range(count)]
+    start = time.perf_counter()
+    for line in lines:
+        pynmea2.parse(line)
+    return count / (time.perf_counter() - start)
+
+
+def main() -> None:
+    ours = wrp_rate()
+    theirs = pynmea2_rate()
+    print(f"wheeld WRP/1 decoder: {ours:,.0f} frames/s (framing, checksum, typed events)")
+    if theirs is None:
+        print("pynmea2 not installed: pip install pynmea2 to compare")
+        return
+    print(f"pynmea2.parse:        {theirs:,.0f} sentences/s")
+    print(f"ratio: {ours / theirs:.2f}x (target >= 3x)")
+
+
+if __name__ == "__main__":
+    main()
