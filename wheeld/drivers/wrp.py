@@ -11,6 +11,7 @@ comes first, and is judged once that end (or the 82-byte limit) is in view.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -38,6 +39,13 @@ _SEQ_MOD = 1 << 16
 _TICK_MAX = (1 << 32) - 1
 
 _HEX_PAIRS = {f"{i:02X}".encode(): i for i in range(256)}
+#: The common sentences in their usual shape, fields captured in one C call:
+#: body, type, seq, tick, first field, second field, checksum digits.
+_USUAL_FRAME = re.compile(
+    rb"\$(WR(HBT|ROT|BAL|POC|EVT),(\d{1,5}),(\d{1,10})(?:,([A-Z0-9_-]{1,12})(?:,(\d{1,10}))?)?)"
+    rb"\*([0-9A-F]{2})\r?\n"
+)
+_DIRECTION_BYTES: dict[bytes, Direction] = {b"CW": "cw", b"CCW": "ccw"}
 _PRINTABLE = bytes(range(0x20, 0x7F))
 _DIRECTIONS: dict[str, Direction] = {"CW": "cw", "CCW": "ccw"}
 _DIRECTION_WIRE = {"cw": "CW", "ccw": "CCW"}
@@ -136,6 +144,8 @@ def _incident(seq: int, tick: int, parts: list[str]) -> WheelEvent:
     return WheelIncident(seq, tick, code)
 
 
+_INCIDENT_BYTES = {code.encode(): name for code, name in _INCIDENTS.items()}
+
 _SENTENCES: dict[str, Callable[[int, int, list[str]], WheelEvent]] = {
     "WRHEL": _hello,
     "WRHBT": _heartbeat,
@@ -168,6 +178,12 @@ class WrpDecoder:
         counters = self.counters
         pos = 0
         end = len(buf)
+        # Fast path: a run of frames in their usual shape, each matched whole by one
+        # regex in C. Anything unusual stops it and goes the general way below.
+        match = _USUAL_FRAME.match(buf) if not self._skipping else None
+        while match is not None and match.end() - pos <= MAX_FRAME and self._usual(match, out):
+            pos = match.end()
+            match = _USUAL_FRAME.match(buf, pos)
         while pos < end:
             if self._skipping:
                 # After an over-long line, everything up to the next '$' is discarded.
@@ -212,12 +228,49 @@ class WrpDecoder:
         return out
 
     def _judge(self, line: bytes, size: int, out: list[WheelEvent]) -> None:
-        counters = self.counters
         wanted = _HEX_PAIRS.get(line[-2:]) if len(line) >= 4 and line[-3] == 0x2A else None
         body = line[1:-3]
         if wanted is None or body.translate(None, _PRINTABLE):
-            counters.garbage_bytes += size
+            self.counters.garbage_bytes += size
             return
+        self._checked(body, wanted, out)
+
+    def _usual(self, match: re.Match[bytes], out: list[WheelEvent]) -> bool:
+        """Decode a frame of the usual shape; False (nothing done) if it is not one."""
+        body, kind, seq_digits, tick_digits, first, second, digits = match.groups()
+        seq, tick = int(seq_digits), int(tick_digits)
+        if seq >= _SEQ_MOD or tick > _TICK_MAX:
+            return False
+        event: WheelEvent
+        if kind == b"HBT" and first is None:
+            event = Heartbeat(seq, tick)
+        elif kind == b"BAL" and second is not None and first in _DIRECTION_BYTES:
+            event = BallPassed(seq, tick, _DIRECTION_BYTES[first], int(second))
+        elif kind == b"ROT" and second is not None and first in _DIRECTION_BYTES:
+            event = RotorDatum(seq, tick, _DIRECTION_BYTES[first], int(second))
+        elif kind == b"POC" and first is not None and second is None:
+            event = PocketReading(seq, tick, None if first == b"-" else first.decode())
+        elif kind == b"EVT" and second is None and first in _INCIDENT_BYTES:
+            event = WheelIncident(seq, tick, _INCIDENT_BYTES[first])
+        else:
+            return False
+        if second is not None and int(second) > _TICK_MAX:
+            return False
+        if checksum(body) != _HEX_PAIRS[digits]:
+            self.counters.bad_checksum += 1
+            out.append(FrameDropped("bad_checksum"))
+            return True
+        last = self._last_seq
+        self._last_seq = seq
+        if last is not None and seq != (last + 1) % _SEQ_MOD:
+            self._sequence_jump(last, seq, False, out)
+        self.counters.frames += 1
+        out.append(event)
+        return True
+
+    def _checked(self, body: bytes, wanted: int, out: list[WheelEvent]) -> None:
+        """A well-formed frame's body and checksum: verify, parse, track the sequence."""
+        counters = self.counters
         if checksum(body) != wanted:
             counters.bad_checksum += 1
             out.append(FrameDropped("bad_checksum"))
