@@ -390,3 +390,69 @@ def test_retained_topics_come_back_after_a_broker_restart(tmp_path: Path) -> Non
         table.sub = Subscriber(broker.port, f"{BASE}/none")
         table.close()
         broker.stop()
+
+
+def test_a_broker_down_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, persistent=False)  # not started yet
+    pty = PtyWheel(tmp_path / "wheel0")
+    notify = NotifySocket(tmp_path / "notify.sock")
+    config = write_config(
+        tmp_path / "c.toml", port=tmp_path / "wheel0", broker=broker.port, state=tmp_path / "state"
+    )
+    daemon = DaemonProcess(config, tmp_path, env={"NOTIFY_SOCKET": str(notify.path)})
+    try:
+        with running(daemon):
+            wait_for(lambda: any("READY=1" in m for m in notify.messages()), 10, "READY")
+            wait_for(lambda: "broker unavailable" in daemon.logs(), 10, "a retry")
+            broker.start()
+            sub = Subscriber(broker.port, f"{BASE}/status")
+            try:
+                sub.wait(f"{BASE}/status", lambda p: p == {"state": "online"}, timeout=15)
+            finally:
+                sub.close()
+    finally:
+        broker.stop()
+        pty.close()
+        notify.close()
+
+
+def test_a_wheel_behind_a_socket_url(tmp_path: Path, broker: Broker) -> None:
+    import asyncio
+    import threading
+
+    from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
+    from wheeld.simulators.targets import TcpSink, play
+
+    sink = TcpSink()
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(sink.start("127.0.0.1", 0))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    config = write_config(
+        tmp_path / "c.toml",
+        port=f"socket://127.0.0.1:{sink.port}",
+        broker=broker.port,
+        state=tmp_path / "state",
+    )
+    sub = Subscriber(broker.port, f"{BASE}/game")
+    daemon = DaemonProcess(config, tmp_path)
+    try:
+        with running(daemon):
+            wait_for(lambda: sink.clients, 10, "the daemon to connect")
+            simulator = WheelSimulator(SimulatorSettings(seed=9))
+            asyncio.run_coroutine_threadsafe(play(simulator, sink, speed=20, games=2), loop).result(
+                60
+            )
+            wait_for(
+                lambda: (
+                    len([p for p in sub.on(f"{BASE}/game") if p["event"] in ("result", "no_spin")])
+                    >= 2
+                ),
+                15,
+                "two games",
+            )
+            assert [p["event"] for p in sub.on(f"{BASE}/game")].count("result") == 2
+    finally:
+        sub.close()
+        loop.call_soon_threadsafe(sink.close)
+        loop.call_soon_threadsafe(loop.stop)

@@ -22,9 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
-from wheeld.simulators.targets import PtySink, play
-
 TABLE = "DEMO"
 BASE = f"wheeld/{TABLE}"
 _COLOURS = {"red": "\033[41;97m", "black": "\033[40;97m", "green": "\033[42;97m"}
@@ -139,6 +136,9 @@ async def _spawn(log: Path, *args: str) -> asyncio.subprocess.Process:
 
 async def _demo(args: argparse.Namespace) -> int:
     import aiomqtt
+
+    from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
+    from wheeld.simulators.targets import PtySink, play
 
     # One place per user, kept between runs: game ids go on where the broker's
     # retained history left them.

@@ -86,6 +86,7 @@ class Journal:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            self._durable = True
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"{path}: cannot open journal: {exc}") from None
@@ -143,8 +144,12 @@ class Journal:
         return ids
 
     def enqueue(self, messages: list[Outgoing]) -> None:
-        """Queue messages that are not decisions (wheel state, replies)."""
-        with self._transaction():
+        """Queue messages that are not decisions (wheel state, alarms, announcements).
+
+        Committed without an fsync of their own: they become durable with the
+        next decision, and a crash before that loses nothing a game needs.
+        """
+        with self._transaction(durable=False):
             for message in messages:
                 self._enqueue(message)
 
@@ -178,8 +183,12 @@ class Journal:
         return [OutboxEntry(r[0], Outgoing(r[1], r[2], r[3], bool(r[4]))) for r in rows]
 
     def acknowledge(self, entry: OutboxEntry) -> None:
-        """The broker has it: drop it from the outbox (and remember retained state)."""
-        with self._transaction():
+        """The broker has it: drop it from the outbox (and remember retained state).
+
+        No fsync: if a crash forgets the acknowledgement, the message is published
+        again, and consumers drop repeats by game id.
+        """
+        with self._transaction(durable=False):
             self._db.execute("DELETE FROM outbox WHERE id = ?", (entry.id,))
             if entry.message.retain:
                 self._db.execute(
@@ -193,7 +202,12 @@ class Journal:
         rows = self._db.execute("SELECT topic, payload FROM retained ORDER BY topic")
         return [Outgoing(topic, payload, 1, True) for topic, payload in rows]
 
-    def _transaction(self) -> _Transaction:
+    def _transaction(self, *, durable: bool = True) -> _Transaction:
+        if durable != self._durable:
+            # In WAL mode FULL fsyncs the log at every commit, NORMAL leaves it to
+            # the next FULL commit or checkpoint; a durable commit covers both.
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._durable = durable
         return _Transaction(self._db)
 
 

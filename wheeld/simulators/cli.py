@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from wheeld.simulators.physics import FAULTS, WHEEL_FAULTS, GamePlan, SimulatorSettings
+from wheeld.simulators.faults import FAULTS, WHEEL_FAULTS
+
+if TYPE_CHECKING:
+    from wheeld.simulators.physics import GamePlan
 
 EPILOG = f"""
 targets:
@@ -120,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     if args.speed <= 0 or not 0 <= args.fault_rate <= 1 or not 0 <= args.noise_rate <= 1:
         print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
         return 2
+    import asyncio
+
     try:
         return asyncio.run(_simulate(args))
     except KeyboardInterrupt:
@@ -158,7 +163,7 @@ async def _simulate_ss2(args: argparse.Namespace) -> int:
 async def _simulate(args: argparse.Namespace) -> int:
     if args.driver == "cammegh-ss2":
         return await _simulate_ss2(args)
-    from wheeld.simulators.physics import WheelSimulator
+    from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
     from wheeld.simulators.targets import CaptureSink, PtySink, Sink, TcpSink, play
 
     simulator = WheelSimulator(
