@@ -257,3 +257,11 @@ def test_garbage_between_frames_loses_no_valid_frame(
 @given(wheel_events)
 def test_every_event_roundtrips(event: WheelEvent) -> None:
     assert frames(WrpDecoder().feed(encode_event(event))) == [event]
+
+
+@given(st.binary(max_size=80))
+def test_checksum_is_the_xor_of_every_byte(body: bytes) -> None:
+    expected = 0
+    for byte in body:
+        expected ^= byte
+    assert checksum(body) == expected

@@ -84,11 +84,20 @@ class DecoderCounters(CounterSet):
 
 
 def checksum(body: bytes) -> int:
-    """XOR of every byte between ``$`` and ``*``."""
-    value = 0
-    for byte in body:
-        value ^= byte
-    return value
+    """XOR of every byte between ``$`` and ``*`` (at most 80 of them)."""
+    # Folding the body as one integer takes a handful of C-level operations
+    # instead of a Python step per byte: halves are XORed down to 64 bits,
+    # then the eight bytes of that word into one.
+    value = int.from_bytes(body, "little")
+    value ^= value >> 512
+    value ^= value >> 256
+    value ^= value >> 128
+    value ^= value >> 64
+    value &= 0xFFFF_FFFF_FFFF_FFFF
+    value ^= value >> 32
+    value ^= value >> 16
+    value ^= value >> 8
+    return value & 0xFF
 
 
 # Each parser takes the frame's fields after the tick (``parts[3:]``, not sliced)
