@@ -16,6 +16,13 @@ from wheeld.rules import RulesConfig
 from wheeld.simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 
+def _launch(wheel: ScriptedWheel) -> None:
+    """The ball is picked up and launched against the rotor: a game is open."""
+    wheel.pocket(None)
+    wheel.advance(500)
+    wheel.launch()
+
+
 def _result_then_reverse(wheel: ScriptedWheel, number: str = "17") -> None:
     """Game 1: a clean result with the rotor clockwise; then the rotor reverses."""
     wheel.game(number)
@@ -43,9 +50,7 @@ def test_a_clean_game_goes_spinning_no_more_bets_result() -> None:
 
 def test_no_more_bets_comes_at_the_threshold_period() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 900, 1399])
     before = decide(wheel)
     wheel.run_ball("ccw", [1400])
@@ -68,9 +73,7 @@ def test_bounces_between_pockets_settle_on_the_last() -> None:
 
 def test_a_reading_must_hold_for_the_settle_time() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
     wheel.pocket("8")
     wheel.heartbeat_ms = None
@@ -107,9 +110,7 @@ def test_ball_launched_with_the_rotor_is_void() -> None:
 
 def test_ball_turning_with_the_rotor_midway_is_void() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 650])
     wheel.run_ball("cw", [700])
     assert _fault_then_clean(wheel) == [(1, "ball_same_direction"), (2, "26")]
@@ -197,9 +198,7 @@ def test_fewer_than_three_revolutions_cannot_be_configured() -> None:
 )
 def test_an_incident_during_the_game_voids_it(code: str, reason: str) -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 650, 700])
     wheel.incident(code)  # type: ignore[arg-type]
     wheel.run_ball("ccw", [760, 830])
@@ -218,9 +217,7 @@ def test_an_incident_between_games_voids_nothing() -> None:
 
 def test_the_rotor_changing_direction_during_the_game_is_a_malfunction() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 650, 700])
     wheel.set_rotor("ccw")
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS[3:])
@@ -236,9 +233,7 @@ def test_the_rotor_changing_direction_during_the_game_is_a_malfunction() -> None
 
 def test_a_suspended_ball_is_void_after_the_result_timeout() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
     wheel.advance(14_900)
     assert outcomes(decide(wheel)) == []
@@ -248,9 +243,7 @@ def test_a_suspended_ball_is_void_after_the_result_timeout() -> None:
 
 def test_a_ball_that_never_stops_bouncing_is_not_settled() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
     for _ in range(40):
         wheel.pocket("7")
@@ -287,9 +280,7 @@ def test_a_launch_before_any_rotor_frame_is_void() -> None:
 
 def test_the_rotor_stopping_during_the_game_voids_it() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.set_rotor(None)
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
     wheel.drop("17")
@@ -320,9 +311,7 @@ def test_a_ball_that_rested_before_the_rotor_timeout_keeps_its_result() -> None:
 
 def test_a_respin_needs_three_rotor_revolutions_after_a_no_spin() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
     wheel.incident("ball_out")  # no-spin
     wheel.pocket(None)
@@ -370,9 +359,7 @@ def test_pockets_come_from_the_wheel_hello_when_not_configured() -> None:
 
 def test_a_sequence_gap_during_a_game_voids_it() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 650])
     wheel.lose_frame()
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS[2:])
@@ -383,9 +370,7 @@ def test_a_sequence_gap_during_a_game_voids_it() -> None:
 
 def test_a_bad_checksum_during_a_game_voids_it() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 650])
     wheel.corrupt_next()
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS[2:])
@@ -404,9 +389,7 @@ def test_frames_lost_between_games_void_nothing() -> None:
 
 def test_noise_between_frames_voids_nothing() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.noise(b"\x00\xff garbage $$ \x1b[0m")
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
     wheel.noise(b"~~~")
@@ -420,9 +403,7 @@ def test_noise_between_frames_voids_nothing() -> None:
 
 def test_silence_past_the_link_timeout_during_a_game_voids_it() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 650])
     wheel.silence(2500)
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS[2:])
@@ -433,9 +414,7 @@ def test_silence_past_the_link_timeout_during_a_game_voids_it() -> None:
 
 def test_silence_shorter_than_the_link_timeout_is_tolerated() -> None:
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     wheel.run_ball("ccw", [600, 650])
     wheel.silence(1500)
     wheel.run_ball("ccw", DEFAULT_BALL_PERIODS[2:])
@@ -447,9 +426,7 @@ def test_silence_shorter_than_the_link_timeout_is_tolerated() -> None:
 def test_link_lost_is_judged_in_host_time_and_stamped_at_the_deadline() -> None:
     engine = GameEngine(RulesConfig())
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     decide(wheel, engine=engine)
     heard = wheel.lines[-1][0]
     assert engine.link_deadline() == pytest.approx(heard + 2.0)
@@ -462,9 +439,7 @@ def test_link_lost_is_judged_in_host_time_and_stamped_at_the_deadline() -> None:
 def test_the_port_going_away_during_a_game_voids_it() -> None:
     engine = GameEngine(RulesConfig())
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     decide(wheel, engine=engine)
     (void,) = engine.on_link_down(wheel.host_time())
     assert isinstance(void, NoSpin) and void.reason == "wheel_link_lost"
@@ -477,9 +452,7 @@ def test_the_port_going_away_during_a_game_voids_it() -> None:
 def test_the_pit_boss_declares_a_no_spin_with_a_note() -> None:
     engine = GameEngine(RulesConfig())
     wheel = warmed_up()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     decide(wheel, engine=engine)
     (void,) = engine.declare_no_spin("chip on the wheelhead", wheel.host_time())
     assert isinstance(void, NoSpin)
@@ -508,9 +481,7 @@ def test_after_a_restart_play_continues_with_fresh_ids() -> None:
     wheel = warmed_up()
     wheel.game("17")
     wheel.reverse_rotor()
-    wheel.pocket(None)
-    wheel.advance(500)
-    wheel.launch()
+    _launch(wheel)
     decide(wheel, engine=first)
     assert first.state.open_game == 2
     stored = EngineState.from_dict(first.state.to_dict())

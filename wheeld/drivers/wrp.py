@@ -117,22 +117,22 @@ def _heartbeat(seq: int, tick: int, parts: list[str]) -> WheelEvent:
     return Heartbeat(seq, tick)
 
 
-def _rotor(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+def _direction_and_period(parts: list[str]) -> tuple[Direction, int]:
+    """The ``dir,period_ms`` fields that ROT and BAL share."""
     direction = _DIRECTIONS.get(parts[3]) if len(parts) == 5 else None
     text = parts[-1]
     period = int(text) if text.isdigit() else -1
     if direction is None or not 0 <= period <= _TICK_MAX:
         raise _Malformed
-    return RotorDatum(seq, tick, direction, period)
+    return direction, period
+
+
+def _rotor(seq: int, tick: int, parts: list[str]) -> WheelEvent:
+    return RotorDatum(seq, tick, *_direction_and_period(parts))
 
 
 def _ball(seq: int, tick: int, parts: list[str]) -> WheelEvent:
-    direction = _DIRECTIONS.get(parts[3]) if len(parts) == 5 else None
-    text = parts[-1]
-    period = int(text) if text.isdigit() else -1
-    if direction is None or not 0 <= period <= _TICK_MAX:
-        raise _Malformed
-    return BallPassed(seq, tick, direction, period)
+    return BallPassed(seq, tick, *_direction_and_period(parts))
 
 
 def _pocket(seq: int, tick: int, parts: list[str]) -> WheelEvent:
