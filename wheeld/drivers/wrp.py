@@ -251,19 +251,24 @@ class WrpDecoder:
         if seq >= _SEQ_MOD or tick > _TICK_MAX:
             return False
         event: WheelEvent
-        if kind == b"HBT" and first is None:
+        if second is not None:
+            period = int(second)
+            direction = _DIRECTION_BYTES.get(first)
+            if direction is None or period > _TICK_MAX:
+                return False
+            if kind == b"BAL":
+                event = BallPassed(seq, tick, direction, period)
+            elif kind == b"ROT":
+                event = RotorDatum(seq, tick, direction, period)
+            else:
+                return False
+        elif kind == b"HBT" and first is None:
             event = Heartbeat(seq, tick)
-        elif kind == b"BAL" and second is not None and first in _DIRECTION_BYTES:
-            event = BallPassed(seq, tick, _DIRECTION_BYTES[first], int(second))
-        elif kind == b"ROT" and second is not None and first in _DIRECTION_BYTES:
-            event = RotorDatum(seq, tick, _DIRECTION_BYTES[first], int(second))
-        elif kind == b"POC" and first is not None and second is None:
+        elif kind == b"POC" and first is not None:
             event = PocketReading(seq, tick, None if first == b"-" else first.decode())
-        elif kind == b"EVT" and second is None and first in _INCIDENT_BYTES:
+        elif kind == b"EVT" and first in _INCIDENT_BYTES:
             event = WheelIncident(seq, tick, _INCIDENT_BYTES[first])
         else:
-            return False
-        if second is not None and int(second) > _TICK_MAX:
             return False
         if checksum(body) != _HEX_PAIRS[digits]:
             self.counters.bad_checksum += 1
