@@ -61,7 +61,6 @@ class Daemon:
         self._saved_state: EngineState | None = None
         self._link_timer: asyncio.TimerHandle | None = None
         self._wheel_info: dict[str, Any] = {}
-        self._table_open = True
         self._last_status_seen: object = None
         self._stop = asyncio.Event()
         self.publisher: Publisher | None = None

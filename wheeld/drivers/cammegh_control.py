@@ -57,7 +57,6 @@ class SS2Controller:
         self._betting_since: float | None = None
         self._start_sent_for: int | None = None
         self.unanswered: list[str] = []
-        self.answers: list[tuple[str, str]] = []
 
     @property
     def polling(self) -> bool:
@@ -101,7 +100,6 @@ class SS2Controller:
         if event.command != self._pending.command[1:2]:
             return []
         command = self._pending.command
-        self.answers.append((command, event.text))
         self._pending = None
         if event.text.startswith("BUSY"):
             self._queue.appendleft(command)

@@ -175,10 +175,6 @@ class CammeghDecoder:
                 self._line(line, tick, out)
         return out
 
-    def sent(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
-        """What the host sent the wheel (capture ``>`` lines); nothing for the rules."""
-        return []
-
     # -- lines ---------------------------------------------------------------
 
     def _line(self, line: bytes, tick: int, out: list[WheelEvent]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from wheeld.events import Direction
 from wheeld.layout import layout_for
@@ -55,7 +55,6 @@ class SimulatorSettings:
     max_rpm: float = 30.0
     #: Wall-clock length of a disconnect fault.
     disconnect_ms: int = 3000
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 class WheelSimulator:
