@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheeld.journal import Outgoing
@@ -27,6 +28,19 @@ MAX_NOTE = 500
 
 class CommandError(Exception):
     """The command cannot be carried out; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorCommand:
+    """A command as it arrived from the broker, before it is judged."""
+
+    #: The last topic level: ``no_spin``, ``open``, ``close``.
+    name: str
+    payload: bytes
+    #: A retained message is the broker's memory, not an operator's act: never obeyed.
+    retained: bool = False
+    #: Who sent it: the MQTT 5 user property ``operator`` (or ``user``), else None.
+    sender: str | None = None
 
 
 def _object(payload: bytes) -> dict[str, Any]:
