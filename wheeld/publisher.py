@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     import aiomqtt
 
     from wheeld.config import Config
+    from wheeld.mqtt_client import Client
 
 ONLINE = json.dumps({"state": "online"})
 OFFLINE = json.dumps({"state": "offline"})
@@ -55,43 +55,14 @@ class Publisher:
         """New entries are in the outbox."""
         self._wake.set()
 
-    def _make_client(self) -> aiomqtt.Client:
+    def _make_client(self) -> Client:
         import aiomqtt
-        from paho.mqtt.packettypes import PacketTypes
-        from paho.mqtt.properties import Properties
 
-        mqtt = self._config.mqtt
-        v5 = mqtt.protocol == "5"
-        tls_params = None
-        if mqtt.tls.ca_file or mqtt.tls.cert_file:
-            tls_params = aiomqtt.TLSParameters(
-                ca_certs=str(mqtt.tls.ca_file) if mqtt.tls.ca_file else None,
-                certfile=str(mqtt.tls.cert_file) if mqtt.tls.cert_file else None,
-                keyfile=str(mqtt.tls.key_file) if mqtt.tls.key_file else None,
-                cert_reqs=ssl.CERT_REQUIRED,
-                tls_version=ssl.PROTOCOL_TLS_CLIENT,
-            )
-        properties = None
-        if v5:
-            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            properties.SessionExpiryInterval = mqtt.session_expiry_s
-        # A persistent session: never a clean start, in either protocol (paho
-        # refuses the MQTT 5 option on 3.1.1, where clean_session says it).
-        session: dict[str, Any] = {"clean_start": False} if v5 else {"clean_session": False}
-        return aiomqtt.Client(
-            mqtt.host,
-            mqtt.port,
-            username=mqtt.username,
-            password=mqtt.password,
-            identifier=self._config.client_id,
-            protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
-            will=aiomqtt.Will(f"{self._base}/status", OFFLINE, qos=1, retain=True),
-            **session,
-            properties=properties,
-            keepalive=mqtt.keepalive_s,
-            tls_params=tls_params,
-            tls_insecure=mqtt.tls.insecure if tls_params else None,
-            timeout=10,
+        from wheeld.mqtt_client import make_client
+
+        will = aiomqtt.Will(f"{self._base}/status", OFFLINE, qos=1, retain=True)
+        return make_client(
+            self._config, client_id=self._config.client_id, will=will, persistent=True
         )
 
     async def run(self) -> None:

@@ -1,0 +1,147 @@
+"""The one place wheeld's MQTT clients are made: the daemon, the marquee, the display, the demo.
+
+``make_client`` reads everything about the broker from ``[mqtt]``: host and
+port, TLS (``mqtt.tls.*``; any of its keys turns TLS on), username and password
+(the configuration has already read ``mqtt.password_file`` into
+``mqtt.password``), MQTT 5 or 3.1.1, keepalive, and the session:
+
+- ``persistent=True`` (the daemon): never a clean start, and on MQTT 5 the
+  broker keeps the session ``mqtt.session_expiry_s`` while we are away, so
+  commands sent meanwhile and in-flight messages survive a reconnect;
+- ``persistent=False`` (followers): a clean session that ends with the
+  connection.
+
+Use it as aiomqtt's client: ``async with make_client(config, client_id="") as client:``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import TYPE_CHECKING, Any
+
+import aiomqtt
+import paho.mqtt.client as paho
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+if TYPE_CHECKING:
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    from wheeld.config import Config
+
+#: How long connecting, and waiting for any acknowledgement, may take.
+TIMEOUT_S = 10.0
+
+
+class Client(aiomqtt.Client):
+    """aiomqtt's client, which can also tell a refused publish from a delivered one.
+
+    aiomqtt (2.5) drops the reason code paho hands its ``on_publish`` callback,
+    so a QoS 1 message the broker refused (MQTT 5 PUBACK 0x87 Not authorized,
+    0x97 Quota exceeded, ...) would look delivered. ``publish_acknowledged``
+    returns that code.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pubacks: dict[int, asyncio.Future[ReasonCode]] = {}
+
+    async def publish_acknowledged(
+        self,
+        topic: str,
+        payload: str | bytes,
+        *,
+        retain: bool = False,
+        properties: Properties | None = None,
+    ) -> ReasonCode:
+        """Publish at QoS 1 and return the broker's PUBACK reason code.
+
+        ``code.is_failure`` (>= 0x80) means the broker refused the message.
+        MQTT 3.1.1 has no reason codes: a PUBACK there is always a success.
+        Raises ``aiomqtt.MqttError`` when the message cannot be sent or no
+        PUBACK arrives within the client's timeout.
+        """
+        # paho's publish, not aiomqtt's: only paho's answer carries the message id.
+        info = self._client.publish(topic, payload, 1, retain, properties)
+        if info.rc != paho.MQTT_ERR_SUCCESS:
+            raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+        # No PUBACK can be read before the next await: registering now is in time.
+        puback = asyncio.get_running_loop().create_future()
+        self._pubacks[info.mid] = puback
+        try:
+            return await asyncio.wait_for(puback, self.timeout)
+        except TimeoutError:
+            raise aiomqtt.MqttError(f"no PUBACK for {topic} within {self.timeout} s") from None
+        finally:
+            self._pubacks.pop(info.mid, None)
+
+    def _on_publish(
+        self,
+        client: paho.Client,
+        userdata: Any,
+        mid: int,
+        reason_code: ReasonCode,
+        properties: Properties,
+    ) -> None:
+        puback = self._pubacks.pop(mid, None)
+        if puback is not None and not puback.done():
+            puback.set_result(reason_code)
+        super()._on_publish(client, userdata, mid, reason_code, properties)
+
+
+def make_client(
+    config: Config,
+    *,
+    client_id: str,
+    will: aiomqtt.Will | None = None,
+    persistent: bool = False,
+    timeout: float = TIMEOUT_S,
+) -> Client:
+    """A client for the broker of ``config.mqtt``, not yet connected.
+
+    ``client_id``: the daemon's stable ``config.client_id`` (a persistent
+    session needs one), or ``""`` for one the broker or paho makes up.
+    ``will``: the last will, if any. ``persistent``: keep the session across
+    connections (see the module documentation). ``timeout``: seconds for the
+    connection and for each acknowledgement.
+    """
+    mqtt = config.mqtt
+    v5 = mqtt.protocol == "5"
+    tls = mqtt.tls
+    tls_params = None
+    if tls.ca_file or tls.cert_file or tls.key_file or tls.insecure:
+        tls_params = aiomqtt.TLSParameters(
+            # None: the system's trusted CAs.
+            ca_certs=str(tls.ca_file) if tls.ca_file else None,
+            certfile=str(tls.cert_file) if tls.cert_file else None,
+            keyfile=str(tls.key_file) if tls.key_file else None,
+            cert_reqs=ssl.CERT_REQUIRED,
+            tls_version=ssl.PROTOCOL_TLS_CLIENT,
+        )
+    properties = None
+    session: dict[str, Any]
+    if v5:
+        # paho refuses clean_session on MQTT 5, where clean_start says it.
+        session = {"clean_start": not persistent}
+        if persistent:
+            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            properties.SessionExpiryInterval = mqtt.session_expiry_s
+    else:
+        session = {"clean_session": not persistent}
+    return Client(
+        mqtt.host,
+        mqtt.port,
+        username=mqtt.username,
+        password=mqtt.password,
+        identifier=client_id,
+        protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
+        will=will,
+        properties=properties,
+        keepalive=mqtt.keepalive_s,
+        tls_params=tls_params,
+        # Hostname checking off: the certificate is still checked against the CA.
+        tls_insecure=tls.insecure if tls_params else None,
+        timeout=timeout,
+        **session,
+    )
