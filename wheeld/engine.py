@@ -83,22 +83,39 @@ class EngineState:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EngineState:
-        """Rebuild a stored state; raises ValueError on anything malformed."""
-        try:
-            next_id = int(data["next_game_id"])
-            rotor = data.get("last_result_rotor")
-            open_game = data.get("open_game")
-            revolutions = data.get("rotor_revolutions_since_no_spin")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"stored engine state is malformed: {exc}") from None
-        if next_id < 1 or rotor not in (None, "cw", "ccw"):
-            raise ValueError("stored engine state is malformed")
-        if open_game is not None and (not isinstance(open_game, int) or open_game >= next_id):
-            raise ValueError("stored engine state names an impossible open game")
-        if revolutions is not None and not isinstance(revolutions, int):
-            raise ValueError("stored engine state has a malformed rotor count")
+    def from_dict(cls, data: object) -> EngineState:
+        """Rebuild a stored state; raises ValueError naming the first malformed field."""
+        if not isinstance(data, dict):
+            raise ValueError("stored engine state is not a JSON object")
+        next_id = _stored_count(data, "next_game_id", minimum=1)
+        if next_id is None:
+            raise ValueError("stored engine state has no next_game_id")
+        rotor = data.get("last_result_rotor")
+        if rotor not in (None, "cw", "ccw"):
+            raise ValueError(f"stored engine state has a malformed last_result_rotor: {rotor!r}")
+        open_game = _stored_count(data, "open_game", minimum=1)
+        if open_game is not None and open_game >= next_id:
+            raise ValueError(
+                f"stored engine state names an impossible open game {open_game}"
+                f" (next game id {next_id})"
+            )
+        revolutions = _stored_count(data, "rotor_revolutions_since_no_spin", minimum=0)
         return cls(next_id, rotor, open_game, revolutions)
+
+
+#: Stored integers stay below 2**53 so every JSON reader (JavaScript too) reads them exactly.
+_STORED_INT_LIMIT = 1 << 53
+
+
+def _stored_count(data: dict[str, Any], key: str, *, minimum: int) -> int | None:
+    """An optional stored integer, exact: 2.7, 1e300, true and "3" are refused."""
+    value = data.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass: a stored true must not become game 1.
+    if type(value) is not int or not minimum <= value < _STORED_INT_LIMIT:
+        raise ValueError(f"stored engine state has a malformed {key}: {value!r}")
+    return value
 
 
 @dataclass(slots=True)

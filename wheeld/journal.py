@@ -4,48 +4,88 @@ SQLite in WAL mode with ``synchronous=FULL``: a commit is on disk (fsync'd)
 when ``record`` returns. The ``outbox`` table is the publisher's queue: an
 entry leaves it only once the broker has acknowledged it, so nothing decided
 is lost to a broker outage, a crash or a power cut.
+
+Beside the database, in the same state directory:
+
+- ``lock``: held with ``flock`` while a journal is open, so two daemons never
+  share one state directory; it holds the owner's pid for the error message.
+- ``game-ids``: the highest game id ever used, one decimal line, replaced
+  atomically whenever it grows. Game ids are never reused: a journal that is
+  deleted, emptied or moved aside does not restart them at 1.
+
+A journal that is not an SQLite database, fails ``PRAGMA quick_check`` or does
+not hold wheeld's tables is refused at open with one line saying so: a daemon
+that decided games it could not journal would never publish them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
+import os
+import re
 import sqlite3
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from wheeld.engine import EngineState
 
+#: Files the journal keeps beside its database, in the state directory.
+GAME_IDS_FILE = "game-ids"
+LOCK_FILE = "lock"
+
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS decisions (
+CREATE TABLE decisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     game_id INTEGER NOT NULL,
     event TEXT NOT NULL,
     payload TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS results (
+CREATE TABLE results (
     game_id INTEGER PRIMARY KEY,
     number TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS outbox (
+CREATE TABLE outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     topic TEXT NOT NULL,
     payload TEXT NOT NULL,
     qos INTEGER NOT NULL,
     retain INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS retained (
+CREATE TABLE retained (
     topic TEXT PRIMARY KEY,
     payload TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS state (
+CREATE TABLE state (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
 """
 
+#: The first 16 bytes of every SQLite 3 database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Same bound as the engine's stored integers: exact in every JSON reader.
+_GAME_ID_LIMIT = 1 << 53
+_GAME_IDS_LINE = re.compile(r"\s*([0-9]{1,16})\s*", re.ASCII)
+
+_Columns = list[tuple[str, str, int, int]]
+
 
 class JournalError(Exception):
-    """The journal cannot be opened or read; the message names the file."""
+    """The journal cannot be opened or read; the message is one line naming the file."""
+
+
+class JournalWriteError(JournalError):
+    """A write failed (disk full, I/O error): nothing of it was kept.
+
+    The database is as it was before the write and the journal stays open;
+    ``Journal.writable()`` says when writing works again.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,39 +117,228 @@ class GameRecord:
 
 
 class Journal:
-    """The daemon's durable memory: decisions, engine state and the outbox."""
+    """The daemon's durable memory: decisions, engine state and the outbox.
+
+    ``warnings`` lists, one line each, what the operator should hear about
+    from opening (a journal found missing or behind the game-id mark); the
+    daemon raises them as alarms.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.warnings: list[str] = []
+        state_dir = path.parent
+        self._game_ids_path = state_dir / GAME_IDS_FILE
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JournalError(f"{state_dir}: cannot create the state directory: {exc}") from None
+        self._lock_fd: int | None = _lock_state_dir(state_dir)
+        try:
+            self._high_water = self._read_high_water()
+            self._db = self._connect()
             self._durable = True
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise JournalError(f"{path}: cannot open journal: {exc}") from None
+            self._check_game_ids()
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        """Checkpoint and close."""
-        self._db.close()
+        """Close the database and release the state directory; safe to call twice."""
+        db = getattr(self, "_db", None)
+        if db is not None:
+            db.close()
+            del self._db
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    # -- opening -------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        path = self.path
+        try:
+            fresh = not path.exists() or path.stat().st_size == 0
+            if fresh:
+                self._forget_stale_log()
+            else:
+                with path.open("rb") as file:
+                    if file.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+                        raise JournalError(
+                            f"{path}: not an SQLite database; move it aside to start a new"
+                            f" journal; {self._continuation()}"
+                        )
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise JournalError(f"{path}: cannot open journal: {exc}") from None
+        try:
+            self._check_integrity(db)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            db.close()
+            raise self._corrupt(str(exc)) from None
+        except JournalError:
+            db.close()
+            raise
+        if fresh and self._high_water > 0:
+            self.warnings.append(
+                f"{path}: journal was missing or empty, a new one was started;"
+                f" game ids continue from {self._high_water + 1} ({self._game_ids_path})"
+            )
+        return db
+
+    def _forget_stale_log(self) -> None:
+        """Remove the write-ahead log of a journal that is gone.
+
+        Its pages belong to the old database: replayed into a new one they
+        would corrupt it.
+        """
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                self.path.with_name(self.path.name + suffix).unlink()
+
+    def _check_integrity(self, db: sqlite3.Connection) -> None:
+        problems = [row[0] for row in db.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise self._corrupt(f"quick_check: {problems[0]}")
+        found = _tables(db)
+        if not found:
+            self._create(db)
+            return
+        expected = _expected_tables()
+        if not found.keys() & expected.keys():
+            raise JournalError(
+                f"{self.path}: not a wheeld journal (it holds the tables"
+                f" {', '.join(sorted(found))}); give wheeld its own state directory"
+            )
+        for name, columns in expected.items():
+            if name not in found:
+                raise self._corrupt(f"table {name} is missing")
+            if found[name] != columns:
+                raise self._corrupt(f"table {name} does not have wheeld's columns")
+        for name in found.keys() - expected.keys():
+            raise self._corrupt(f"unexpected table {name}")
+
+    def _create(self, db: sqlite3.Connection) -> None:
+        """wheeld's tables in a new database, all or none."""
+        try:
+            with _transaction(db):
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot create the journal: {exc}") from None
+
+    def _corrupt(self, what: str) -> JournalError:
+        return JournalError(
+            f"{self.path}: journal is corrupt ({what}); move it aside to start a new one;"
+            f" {self._continuation()}"
+        )
+
+    def _continuation(self) -> str:
+        if self._high_water > 0:
+            return f"game ids continue from {self._high_water + 1}"
+        return (
+            f"game ids would restart at 1: write the last game id used into"
+            f" {self._game_ids_path} first"
+        )
+
+    # -- the game-id high-water mark -----------------------------------------------
+
+    def _read_high_water(self) -> int:
+        """The highest game id ever used, from ``game-ids``; 0 when there is none."""
+        try:
+            text = self._game_ids_path.read_text(encoding="ascii", errors="replace")
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise JournalError(f"{self._game_ids_path}: cannot read: {exc}") from None
+        match = _GAME_IDS_LINE.fullmatch(text)
+        if match is None or int(match[1]) >= _GAME_ID_LIMIT:
+            raise JournalError(
+                f"{self._game_ids_path}: malformed: it must hold one number, the highest"
+                f" game id ever used (0 for none)"
+            )
+        return int(match[1])
+
+    def _check_game_ids(self) -> None:
+        """Reconcile the journal's next game id with ``game-ids``, warning when behind."""
+        stored = self._stored_state()
+        if stored is None:
+            return
+        used = stored.next_game_id - 1
+        if used > self._high_water:
+            # A journal from before game-ids existed, or game-ids was deleted.
+            self._raise_high_water(used)
+        elif used < self._high_water:
+            self.warnings.append(
+                f"{self.path}: the journal ends at game {used} but {self._game_ids_path}"
+                f" says game {self._high_water} was used (an older journal?);"
+                f" game ids continue from {self._high_water + 1}"
+            )
+
+    def _raise_high_water(self, used: int) -> None:
+        """Atomically replace ``game-ids``: the old or the new mark survives a crash."""
+        target = self._game_ids_path
+        temporary = target.with_name(target.name + ".tmp")
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, f"{used}\n".encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temporary, target)
+            directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(directory)  # makes the rename itself durable
+            finally:
+                os.close(directory)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise JournalWriteError(
+                f"{target}: cannot record game id {used}: {exc}; nothing was recorded"
+            ) from None
+        self._high_water = used
+
+    def _note_game_ids(self, games: list[GameRecord], state: EngineState) -> None:
+        used = max([state.next_game_id - 1, *(game.game_id for game in games)])
+        # Written before the decision is committed: a crash between the two
+        # skips an id, never reuses one. Only a new game pays for it.
+        if used > self._high_water:
+            self._raise_high_water(used)
 
     # -- state -------------------------------------------------------------
 
     def load_state(self) -> EngineState | None:
-        """The engine state stored by the last run, if any."""
-        row = self._db.execute("SELECT value FROM state WHERE key = 'engine'").fetchone()
-        if row is None:
+        """The engine state to resume from: the last run's, never behind ``game-ids``.
+
+        None on a first start (no journal state and no game id ever used).
+        """
+        state = self._stored_state()
+        if state is None:
+            if self._high_water == 0:
+                return None
+            state = EngineState()
+        if state.next_game_id <= self._high_water:
+            state = replace(state, next_game_id=self._high_water + 1)
+        return state
+
+    def _stored_state(self) -> EngineState | None:
+        rows = self._read("SELECT value FROM state WHERE key = 'engine'")
+        if not rows:
             return None
         try:
-            return EngineState.from_dict(json.loads(row[0]))
-        except (ValueError, TypeError) as exc:
-            raise JournalError(f"{self.path}: {exc}") from None
+            return EngineState.from_dict(json.loads(rows[0][0]))
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise self._corrupt(str(exc)) from None
 
     def save_state(self, state: EngineState) -> None:
         """Store the engine state on its own (no decision came with the change)."""
-        with self._transaction():
+        self._note_game_ids([], state)
+        with self._writing():
             self._put_state(state)
 
     def _put_state(self, state: EngineState) -> None:
@@ -119,6 +348,24 @@ class Journal:
             (json.dumps(state.to_dict(), sort_keys=True),),
         )
 
+    def writable(self) -> bool:
+        """Whether durable writes work again: tries one tiny write of each kind.
+
+        For the daemon to poll while writes are failing; the probe leaves only
+        a ``write_probe`` row (the time of the last success) in the state table.
+        """
+        try:
+            with self._writing():
+                self._db.execute(
+                    "INSERT INTO state (key, value) VALUES ('write_probe', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (repr(time.time()),),
+                )
+            self._raise_high_water(self._high_water)
+        except JournalWriteError:
+            return False
+        return True
+
     # -- decisions -----------------------------------------------------------
 
     def record(
@@ -126,9 +373,11 @@ class Journal:
     ) -> list[int]:
         """Write decisions, their messages and the new state in one durable commit.
 
-        Returns the outbox ids of the messages, in order.
+        Returns the outbox ids of the messages, in order. Raises
+        JournalWriteError, with nothing recorded, when the disk refuses.
         """
-        with self._transaction():
+        self._note_game_ids(games, state)
+        with self._writing():
             for game in games:
                 self._db.execute(
                     "INSERT INTO decisions (game_id, event, payload) VALUES (?, ?, ?)",
@@ -144,12 +393,15 @@ class Journal:
         return ids
 
     def enqueue(self, messages: list[Outgoing]) -> None:
-        """Queue messages that are not decisions (wheel state, alarms, announcements).
+        """Queue messages that need no durability of their own (wheel state, table).
 
-        Committed without an fsync of their own: they become durable with the
-        next decision, and a crash before that loses nothing a game needs.
+        Committed without an fsync: a crash of the daemon loses nothing (the
+        commit is in the write-ahead log), but a power cut before the next
+        durable commit can lose them. Anything that must survive that, alarms
+        included, goes through ``record`` instead: the daemon journals the
+        engine's alarms there, with the decisions they came with.
         """
-        with self._transaction(durable=False):
+        with self._writing(durable=False):
             for message in messages:
                 self._enqueue(message)
 
@@ -163,20 +415,21 @@ class Journal:
 
     def history(self, length: int) -> list[str]:
         """The last ``length`` winning numbers, newest first."""
-        rows = self._db.execute(
-            "SELECT number FROM results ORDER BY game_id DESC LIMIT ?", (length,)
-        )
+        rows = self._read("SELECT number FROM results ORDER BY game_id DESC LIMIT ?", (length,))
         return [row[0] for row in rows]
 
     def decisions(self) -> list[tuple[int, str, str]]:
         """Every journalled game decision: (game id, event, payload), oldest first."""
-        return list(self._db.execute("SELECT game_id, event, payload FROM decisions ORDER BY id"))
+        return [
+            (row[0], row[1], row[2])
+            for row in self._read("SELECT game_id, event, payload FROM decisions ORDER BY id")
+        ]
 
     # -- the outbox ------------------------------------------------------------
 
     def pending(self, after: int = 0, limit: int = 100) -> list[OutboxEntry]:
         """Unacknowledged messages in the order they were decided."""
-        rows = self._db.execute(
+        rows = self._read(
             "SELECT id, topic, payload, qos, retain FROM outbox WHERE id > ? ORDER BY id LIMIT ?",
             (after, limit),
         )
@@ -188,7 +441,7 @@ class Journal:
         No fsync: if a crash forgets the acknowledgement, the message is published
         again, and consumers drop repeats by game id.
         """
-        with self._transaction(durable=False):
+        with self._writing(durable=False):
             self._db.execute("DELETE FROM outbox WHERE id = ?", (entry.id,))
             if entry.message.retain:
                 self._db.execute(
@@ -199,26 +452,101 @@ class Journal:
 
     def retained(self) -> list[Outgoing]:
         """The last acknowledged payload of every retained topic, to republish."""
-        rows = self._db.execute("SELECT topic, payload FROM retained ORDER BY topic")
+        rows = self._read("SELECT topic, payload FROM retained ORDER BY topic")
         return [Outgoing(topic, payload, 1, True) for topic, payload in rows]
 
-    def _transaction(self, *, durable: bool = True) -> _Transaction:
-        if durable != self._durable:
-            # In WAL mode FULL fsyncs the log at every commit, NORMAL leaves it to
-            # the next FULL commit or checkpoint; a durable commit covers both.
-            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-            self._durable = durable
-        return _Transaction(self._db)
+    # -- plumbing ----------------------------------------------------------------
+
+    def _read(self, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, parameters).fetchall()
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    @contextlib.contextmanager
+    def _writing(self, *, durable: bool = True) -> Iterator[None]:
+        """One transaction; any failure to write becomes JournalWriteError."""
+        try:
+            if self._db.in_transaction:
+                _rollback(self._db)  # a failed ROLLBACK earlier left one open
+            if durable != self._durable:
+                # In WAL mode FULL fsyncs the log at every commit, NORMAL leaves it to
+                # the next FULL commit or checkpoint; a durable commit covers both.
+                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+                self._durable = durable
+            with _transaction(self._db):
+                yield
+        except (sqlite3.Error, OSError) as exc:
+            raise JournalWriteError(
+                f"{self.path}: cannot write to the journal ({exc}); nothing of this write was kept"
+            ) from None
 
 
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error."""
+def _lock_state_dir(state_dir: Path) -> int:
+    """Hold ``lock`` exclusively for as long as the journal is open.
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+    flock is released by the kernel when the descriptor closes, the process
+    dies included: no stale lock to clean up after a crash.
+    """
+    lock_path = state_dir / LOCK_FILE
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise JournalError(f"{lock_path}: cannot open the lock file: {exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        os.close(fd)
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise JournalError(f"{lock_path}: cannot lock: {exc}") from None
+        who = f"another wheeld (pid {owner})" if owner.isdigit() else "another wheeld"
+        raise JournalError(f"{state_dir}: {who} is using this state directory") from None
+    # The pid is only for that message: a disk too full to hold it is no reason to stop.
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    return fd
 
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self._db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error (the COMMIT's own included)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        _rollback(db)
+        raise
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    # SQLite rolls back by itself after some errors (a full disk among them).
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+
+
+def _tables(db: sqlite3.Connection) -> dict[str, _Columns]:
+    """Every table of a database but SQLite's own, with (name, type, notnull, pk) columns."""
+    names = [
+        row[0]
+        for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    return {
+        name: [
+            (c[1], c[2], c[3], c[5])
+            for c in db.execute("SELECT * FROM pragma_table_info(?)", (name,))
+        ]
+        for name in names
+    }
+
+
+def _expected_tables() -> dict[str, _Columns]:
+    """wheeld's tables as SQLite describes them, from the schema itself."""
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        db.executescript(_SCHEMA)
+        return _tables(db)

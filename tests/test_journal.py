@@ -1,0 +1,417 @@
+"""The journal: integrity at open, game ids never reused, the lock, and full disks."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wheeld.engine import EngineState
+from wheeld.journal import (
+    GAME_IDS_FILE,
+    GameRecord,
+    Journal,
+    JournalError,
+    JournalWriteError,
+    Outgoing,
+)
+
+JOURNAL = "journal.sqlite3"
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def journal(state_dir: Path) -> Iterator[Journal]:
+    opened = Journal(state_dir / JOURNAL)
+    yield opened
+    opened.close()
+
+
+def play(journal: Journal, game_id: int, number: str = "17", payload: str = "{}") -> list[int]:
+    """Journal one whole game as the daemon does: its result and the next state."""
+    return journal.record(
+        [GameRecord(game_id, "Result", payload, number)],
+        [Outgoing("t/game", payload), Outgoing("t/result", payload, retain=True)],
+        EngineState(next_game_id=game_id + 1),
+    )
+
+
+def reopen(journal: Journal) -> Journal:
+    journal.close()
+    return Journal(journal.path)
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(JournalError) as caught:
+        Journal(path).close()
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+# -- decisions and the outbox, as the daemon uses them ------------------------------
+
+
+def test_decisions_outbox_and_state_survive_a_reopen(journal: Journal) -> None:
+    assert journal.load_state() is None
+    ids = play(journal, 1, "17")
+    play(journal, 2, "0")
+    journal.enqueue([Outgoing("t/wheel", '{"link": "up"}', retain=True)])
+    journal = reopen(journal)
+    assert journal.load_state() == EngineState(next_game_id=3)
+    assert journal.history(5) == ["0", "17"]
+    assert [game_id for game_id, _, _ in journal.decisions()] == [1, 2]
+    pending = journal.pending()
+    assert [entry.message.topic for entry in pending] == [
+        "t/game",
+        "t/result",
+        "t/game",
+        "t/result",
+        "t/wheel",
+    ]
+    assert pending[0].id == ids[0]
+    for entry in pending:
+        journal.acknowledge(entry)
+    assert journal.pending() == []
+    assert [m.topic for m in journal.retained()] == ["t/result", "t/wheel"]
+    assert journal.warnings == []
+    journal.close()
+
+
+# -- integrity at open ---------------------------------------------------------------
+
+
+def test_a_file_that_is_not_sqlite_is_refused(state_dir: Path) -> None:
+    state_dir.mkdir()
+    (state_dir / JOURNAL).write_text("wheel T1 games\n")
+    message = error_of(state_dir / JOURNAL)
+    assert message.startswith(f"{state_dir / JOURNAL}: not an SQLite database")
+
+
+def test_a_corrupt_page_is_refused_naming_where_game_ids_continue(journal: Journal) -> None:
+    for game_id in range(1, 40):
+        play(journal, game_id, payload="x" * 300)
+    journal.close()  # the last connection checkpoints: every page is in the file
+    path = journal.path
+    data = bytearray(path.read_bytes())
+    page_size = int.from_bytes(data[16:18], "big")
+    for page in range(2, len(data) // page_size):
+        start = page * page_size
+        data[start : start + 64] = b"\xa5" * 64
+    path.write_bytes(bytes(data))
+    message = error_of(path)
+    assert message.startswith(f"{path}: journal is corrupt (")
+    assert message.endswith("move it aside to start a new one; game ids continue from 40")
+
+
+def test_a_foreign_sqlite_database_is_refused(state_dir: Path) -> None:
+    state_dir.mkdir()
+    with sqlite3.connect(state_dir / JOURNAL) as db:
+        db.execute("CREATE TABLE customers (name TEXT)")
+    db.close()
+    assert "not a wheeld journal (it holds the tables customers)" in error_of(state_dir / JOURNAL)
+
+
+def test_a_journal_missing_a_table_is_corrupt(journal: Journal) -> None:
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DROP TABLE outbox")
+    db.close()
+    assert "journal is corrupt (table outbox is missing)" in error_of(journal.path)
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        '{"next_game_id": 2.7}',
+        '{"next_game_id": 1e300}',
+        '{"next_game_id": true}',
+        '{"next_game_id": "3"}',
+        '{"next_game_id": 0}',
+        '{"next_game_id": 9007199254740992}',
+        '{"next_game_id": 5, "open_game": 4.0}',
+        '{"next_game_id": 5, "open_game": 5}',
+        '{"next_game_id": 5, "rotor_revolutions_since_no_spin": false}',
+        '{"next_game_id": 5, "rotor_revolutions_since_no_spin": -1}',
+        '{"next_game_id": 5, "last_result_rotor": "up"}',
+        "[5]",
+        "{",
+    ],
+)
+def test_malformed_stored_state_is_one_clear_line(journal: Journal, stored: str) -> None:
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("INSERT INTO state (key, value) VALUES ('engine', ?)", (stored,))
+    db.close()
+    assert "journal is corrupt (" in error_of(journal.path)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"next_game_id": 2.7},
+        {"next_game_id": 1e300},
+        {"next_game_id": True},
+        {"next_game_id": "3"},
+        {"next_game_id": 2**53},
+        {"next_game_id": None},
+        {},
+        {"next_game_id": 9, "open_game": True},
+        {"next_game_id": 9, "open_game": 0},
+        {"next_game_id": 9, "rotor_revolutions_since_no_spin": 2.0},
+        {"next_game_id": 9, "rotor_revolutions_since_no_spin": "1"},
+    ],
+)
+def test_engine_state_refuses_inexact_integers(data: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="stored engine state"):
+        EngineState.from_dict(data)
+
+
+def test_engine_state_round_trips() -> None:
+    state = EngineState(2**53 - 1, "ccw", 2**53 - 2, 0)
+    assert EngineState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+# -- game ids are never reused ---------------------------------------------------------
+
+
+def test_game_ids_continue_after_the_journal_is_deleted(journal: Journal) -> None:
+    for game_id in (1, 2, 3):
+        play(journal, game_id)
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3\n"
+    journal.close()
+    for stale in journal.path.parent.glob(JOURNAL + "*"):
+        stale.unlink()
+    journal = Journal(journal.path)
+    state = journal.load_state()
+    assert state is not None and state.next_game_id == 4
+    assert journal.warnings == [
+        f"{journal.path}: journal was missing or empty, a new one was started;"
+        f" game ids continue from 4 ({journal.path.parent / GAME_IDS_FILE})"
+    ]
+    journal.close()
+
+
+def test_game_ids_continue_after_the_journal_is_truncated(journal: Journal) -> None:
+    play(journal, 1)
+    play(journal, 2)
+    journal.close()
+    journal.path.write_bytes(b"")  # its -wal stays behind: it must not be replayed
+    journal = Journal(journal.path)
+    state = journal.load_state()
+    assert state is not None and state.next_game_id == 3
+    assert len(journal.warnings) == 1
+    assert journal.decisions() == []
+    play(journal, 3)
+    journal = reopen(journal)
+    assert [game_id for game_id, _, _ in journal.decisions()] == [3]
+    assert journal.warnings == []
+    journal.close()
+
+
+def test_an_older_journal_does_not_rewind_game_ids(journal: Journal) -> None:
+    play(journal, 1)
+    journal.close()
+    (journal.path.parent / GAME_IDS_FILE).write_text("41\n")
+    journal = Journal(journal.path)
+    assert journal.load_state() == EngineState(next_game_id=42)
+    assert "the journal ends at game 1" in journal.warnings[0]
+    journal.close()
+
+
+def test_the_first_game_id_can_be_set_by_hand(state_dir: Path) -> None:
+    state_dir.mkdir()
+    (state_dir / GAME_IDS_FILE).write_text("999\n")
+    journal = Journal(state_dir / JOURNAL)
+    assert journal.load_state() == EngineState(next_game_id=1000)
+    journal.close()
+
+
+def test_a_journal_without_game_ids_writes_its_mark(journal: Journal) -> None:
+    play(journal, 1)
+    play(journal, 2)
+    journal.close()
+    (journal.path.parent / GAME_IDS_FILE).unlink()
+    Journal(journal.path).close()
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "2\n"
+
+
+@pytest.mark.parametrize(
+    "content", ["", "12 13\n", "-4\n", "1e3\n", "\uff19\n", "9007199254740992\n"]
+)
+def test_a_malformed_game_ids_file_is_refused(state_dir: Path, content: str) -> None:
+    state_dir.mkdir()
+    (state_dir / GAME_IDS_FILE).write_text(content)
+    assert f"{state_dir / GAME_IDS_FILE}: malformed" in error_of(state_dir / JOURNAL)
+
+
+# -- one daemon per state directory ----------------------------------------------------
+
+_HOLD_LOCK = """
+import sys
+from pathlib import Path
+from wheeld.journal import Journal
+journal = Journal(Path(sys.argv[1]))
+print("open", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_second_journal_on_one_state_directory_is_refused(journal: Journal) -> None:
+    message = error_of(journal.path)
+    assert message == (
+        f"{journal.path.parent}: another wheeld (pid {os.getpid()}) is using this state directory"
+    )
+    journal.close()
+    Journal(journal.path).close()
+
+
+def test_the_lock_names_the_other_process_and_dies_with_it(state_dir: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCK, str(state_dir / JOURNAL)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == b"open\n"
+        assert f"another wheeld (pid {holder.pid})" in error_of(state_dir / JOURNAL)
+    finally:
+        holder.kill()
+        holder.communicate(timeout=10)
+    Journal(state_dir / JOURNAL).close()
+
+
+# -- writes that fail ----------------------------------------------------------------------
+
+
+def test_a_full_database_loses_nothing_and_recovers(journal: Journal) -> None:
+    play(journal, 1)
+    before = (journal.decisions(), journal.pending())
+    # A genuine SQLITE_FULL: the database may not grow by another page.
+    pages = journal._db.execute("PRAGMA page_count").fetchone()[0]
+    journal._db.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(JournalWriteError, match="database or disk is full") as caught:
+        play(journal, 2, payload="x" * 20_000)
+    assert str(caught.value).startswith(f"{journal.path}: cannot write to the journal")
+    assert (journal.decisions(), journal.pending()) == before
+    # Game 2 was decided though not journalled: its id is spent, never reused.
+    assert journal.load_state() == EngineState(next_game_id=3)
+    journal._db.execute(f"PRAGMA max_page_count = {pages + 1000}")
+    assert journal.writable()
+    play(journal, 2, payload="x" * 20_000)
+    assert [game_id for game_id, _, _ in journal.decisions()] == [1, 2]
+
+
+_FILE_SIZE_LIMIT = """
+import json, resource, sys
+from pathlib import Path
+from wheeld.engine import EngineState
+from wheeld.journal import GameRecord, Journal, JournalWriteError, Outgoing
+
+journal = Journal(Path(sys.argv[1]))
+# Room for a few games in the write-ahead log, not for 99. Python ignores
+# SIGXFSZ: writes past the limit fail with EFBIG instead of killing it.
+limit = journal.path.stat().st_size + 65536
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+recorded, error = [], None
+for game_id in range(1, 100):
+    body = "x" * 1500
+    try:
+        journal.record(
+            [GameRecord(game_id, "Result", body, "7")],
+            [Outgoing("t/game", body)],
+            EngineState(next_game_id=game_id + 1),
+        )
+    except JournalWriteError as exc:
+        error = str(exc)
+        break
+    recorded.append(game_id)
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+recovered = journal.writable()
+after = [game_id for game_id, _, _ in journal.decisions()]
+print(json.dumps({"recorded": recorded, "error": error,
+                  "recovered": recovered, "after": after}))
+"""
+
+
+def test_a_file_size_limit_fails_writes_cleanly(state_dir: Path) -> None:
+    Journal(state_dir / JOURNAL).close()  # the schema, before the limit
+    done = subprocess.run(
+        [sys.executable, "-c", _FILE_SIZE_LIMIT, str(state_dir / JOURNAL)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    outcome = json.loads(done.stdout)
+    assert outcome["error"] is not None, "the limit was never reached"
+    assert outcome["error"].startswith(f"{state_dir / JOURNAL}: cannot write")
+    assert outcome["recorded"] and outcome["after"] == outcome["recorded"]
+    assert outcome["recovered"] is True
+    journal = Journal(state_dir / JOURNAL)  # consistent: it passes the integrity check
+    assert [game_id for game_id, _, _ in journal.decisions()] == outcome["recorded"]
+    journal.close()
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    mount_point = tmp_path / "tmpfs"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=True)
+
+
+def fill(directory: Path) -> Path:
+    """Write until the file system says it is full; the filler, to delete later."""
+    filler = directory / "filler"
+    with filler.open("wb") as file:
+        block = b"x" * 65536
+        try:
+            while True:
+                file.write(block)
+                file.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_file_system_fails_writes_cleanly(small_tmpfs: Path) -> None:
+    journal = Journal(small_tmpfs / "state" / JOURNAL)
+    try:
+        play(journal, 1)
+        filler = fill(small_tmpfs)
+        written = 1
+        with pytest.raises(JournalWriteError) as caught:
+            for game_id in range(2, 200):
+                play(journal, game_id, payload="x" * 2000)
+                written = game_id
+        assert "\n" not in str(caught.value)
+        assert [game_id for game_id, _, _ in journal.decisions()] == list(range(1, written + 1))
+        assert not journal.writable()
+        filler.unlink()
+        assert journal.writable()
+        play(journal, written + 1)
+        journal = reopen(journal)
+        assert journal.load_state() == EngineState(next_game_id=written + 2)
+    finally:
+        journal.close()
