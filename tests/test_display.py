@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.rig import Broker, PtyWheel, wait_for, write_config
-from wheeld.display import display_line
+from tests.test_marquee import MALFORMED
+from wheeld.config import load
+from wheeld.consumer import Follower
+from wheeld.display import BLANK_LINE, Display, display_line
 
 BASE = "wheeld/T9"
 
@@ -22,11 +27,59 @@ def test_display_lines_are_two_characters_right_justified() -> None:
     assert display_line("00") == b"00\r\n"
 
 
+class WrittenLink:
+    """Stands in for the display's port: keeps every line written."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.lines.append(data)
+
+
+def test_display_blanks_while_the_feed_is_gone_and_ignores_garbage(tmp_path: Path) -> None:
+    config = load(write_config(tmp_path / "c.toml", port="unused", broker=1, state=tmp_path))
+    link = WrittenLink()
+    display = Display(link)
+    follower = Follower(config, ("status", "result", "game"), display.on_message, WrittenLog())
+
+    def deliver(kind: str, payload: bytes) -> None:
+        follower.deliver(f"{BASE}/{kind}", payload)
+
+    display.on_up()
+    assert link.lines == [BLANK_LINE]  # nothing current before the broker is reached
+    display.on_feed(True)
+    deliver("result", b'{"event": "result", "game_id": 4, "number": "17"}')
+    for kind, payload, _ in MALFORMED:
+        deliver(kind, payload)
+    assert follower.drops.total == len(MALFORMED)
+    deliver("game", b'{"event": "result", "game_id": 5, "number": "5"}')
+    assert link.lines[1:] == [b"17\r\n", b" 5\r\n"]
+    del link.lines[:]
+    deliver("status", b'{"state": "offline"}')
+    deliver("game", b'{"event": "result", "game_id": 6, "number": "0"}')  # a late publish
+    deliver("status", b'{"state": "online"}')
+    display.on_feed(False)
+    display.on_up()  # the port replugged while the broker is away
+    display.on_feed(True)
+    assert link.lines == [BLANK_LINE, b" 0\r\n", BLANK_LINE, BLANK_LINE, b" 0\r\n"]
+
+
+class WrittenLog:
+    """Swallows log lines: what is dropped is counted by the follower."""
+
+    def info(self, event: str, **fields: object) -> None:
+        pass
+
+    def warning(self, event: str, **fields: object) -> None:
+        pass
+
+
 @pytest.fixture
-def broker(tmp_path: Path) -> Broker:
+def broker(tmp_path: Path) -> Iterator[Broker]:
     broker = Broker(tmp_path)
     broker.start()
-    yield broker  # type: ignore[misc]
+    yield broker
     broker.stop()
 
 
@@ -37,7 +90,7 @@ def test_display_writes_each_new_number_and_survives_a_replug(
     config = write_config(
         tmp_path / "c.toml", port=tmp_path / "unused", broker=broker.port, state=tmp_path / "state"
     )
-    client = paho.Client(paho.CallbackAPIVersion.VERSION2)
+    client = paho.Client(CallbackAPIVersion.VERSION2)
     client.connect("127.0.0.1", broker.port)
     client.loop_start()
 
@@ -70,12 +123,15 @@ def test_display_writes_each_new_number_and_survives_a_replug(
 
     try:
         wait_for(lambda: heard(b"17\r\n"), 10, "the retained number")
+        for kind, payload, _ in MALFORMED:
+            client.publish(f"{BASE}/{kind}", payload, qos=1).wait_for_publish(5)
         result(2, "5")
         wait_for(lambda: heard(b"17\r\n 5\r\n"), 5, "a new number")
         result(2, "5")  # the same game again: not a new number
         result(3, "0")
         wait_for(lambda: heard(b" 0\r\n"), 5, "the next number")
-        assert received == b"17\r\n 5\r\n 0\r\n"
+        # Blank until the broker is reached, then each number once.
+        assert received == BLANK_LINE + b"17\r\n 5\r\n 0\r\n"
         board.close()  # unplugged...
         board.open()  # ...and back: the display gets the number again
         received = b""

@@ -5,10 +5,17 @@ Screenshots of both layouts go to artifacts/ (kept by CI as test artifacts).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import http.client
 import json
+import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +23,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.rig import (
     Broker,
@@ -27,7 +35,19 @@ from tests.rig import (
     wait_for,
     write_config,
 )
+from wheeld.config import load
+from wheeld.consumer import (
+    DropCounter,
+    Dropped,
+    Follower,
+    Message,
+    NoMoreBetsMessage,
+    SpinningMessage,
+    parse,
+)
+from wheeld.marquee.app import Marquee
 from wheeld.marquee.board import Board
+from wheeld.marquee.server import Hub, MarqueeServer
 
 BASE = "wheeld/T9"
 ARTIFACTS = Path(__file__).parent.parent / "artifacts"
@@ -38,16 +58,21 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 # -- the board itself (pure) ----------------------------------------------------------
 
 
+def message(kind: str, body: object) -> Message:
+    return parse(BASE, "T9", f"{BASE}/{kind}", json.dumps(body).encode())
+
+
 def test_board_starts_from_retained_history_and_follows_games() -> None:
     board = Board(base=BASE, language="en")
-    board.apply(f"{BASE}/history", {"numbers": ["17", "0", "32"]})
-    board.apply(f"{BASE}/result", {"game_id": 3, "number": "17"})
+    board.apply(message("history", {"numbers": ["17", "0", "32"]}))
+    board.apply(message("result", {"event": "result", "game_id": 3, "number": "17"}))
     assert board.snapshot()["last"] == {"number": "17", "color": "black"}
-    board.apply(f"{BASE}/game", {"event": "spinning", "game_id": 4})
-    board.apply(f"{BASE}/game", {"event": "no_more_bets", "game_id": 4})
+    board.apply(message("game", {"event": "spinning", "game_id": 4}))
+    board.apply(message("game", {"event": "no_more_bets", "game_id": 4}))
     assert board.snapshot()["phase"] == "no_more_bets"
-    board.apply(f"{BASE}/game", {"event": "result", "game_id": 4, "number": "5"})
-    board.apply(f"{BASE}/game", {"event": "result", "game_id": 4, "number": "5"})  # a repeat
+    result = {"event": "result", "game_id": 4, "number": "5", "table": "T9"}
+    board.apply(message("game", result))
+    board.apply(message("game", result))  # a repeat
     snap = board.snapshot()
     assert [n["number"] for n in snap["history"]] == ["5", "17", "0", "32"]
     assert snap["stats"]["games"] == 4 and snap["stats"]["red"] == 50
@@ -55,13 +80,381 @@ def test_board_starts_from_retained_history_and_follows_games() -> None:
 
 def test_no_spin_banner_shows_until_the_next_game() -> None:
     board = Board(base=BASE, language="es")
-    board.apply(f"{BASE}/game", {"event": "no_spin", "game_id": 1, "reason": "foreign_object"})
+    board.apply(message("game", {"event": "no_spin", "game_id": 1, "reason": "foreign_object"}))
     assert board.snapshot()["no_spin"] == {
         "reason": "foreign_object",
         "text": "Objeto extraño en el cilindro",
     }
-    board.apply(f"{BASE}/game", {"event": "spinning", "game_id": 2})
+    board.apply(message("game", {"event": "spinning", "game_id": 2}))
     assert board.snapshot()["no_spin"] is None
+
+
+def test_board_is_offline_without_the_broker_or_the_daemon() -> None:
+    board = Board(base=BASE, connected=False)
+    assert board.snapshot()["online"] is False
+    assert board.feed(True)
+    assert board.snapshot()["online"] is None  # nothing said yet: not shown as offline
+    board.apply(message("status", {"state": "online"}))
+    assert board.snapshot()["online"] is True
+    board.apply(message("status", {"state": "offline"}))
+    assert board.snapshot()["online"] is False
+    board.apply(message("status", {"state": "online"}))
+    assert board.feed(False)
+    assert board.snapshot()["online"] is False
+    board.feed(True)
+    assert board.snapshot()["online"] is None  # the daemon's word before the outage is stale
+
+
+#: (topic, payload, what the drop reason says): every one must be dropped, none may crash.
+MALFORMED: list[tuple[str, bytes, str]] = [
+    ("game", b"", "empty"),
+    ("result", b"", "empty"),  # a retained clear
+    ("game", b"not json", "not JSON"),
+    ("game", b"\xff\xfe{}", "not UTF-8"),
+    ("game", b"[1, 2]", "list"),
+    ("game", b'"result"', "str"),
+    ("game", b"null", "NoneType"),
+    ("game", b"{", "not JSON"),
+    ("game", b"[" * 50_000, "nested"),
+    ("game", b'{"event": "result", "game_id": 1, "number": NaN}', "NaN"),
+    ("game", b"{" + b" " * 70_000 + b"}", "over"),
+    ("game", b'{"event": "result", "game_id": 5, "number": "abc"}', "not a pocket"),
+    ("game", b'{"event": "result", "game_id": 5, "number": "37"}', "not a pocket"),
+    ("game", b'{"event": "result", "game_id": 5, "number": 17}', "number"),
+    ("game", b'{"event": "result", "game_id": "5", "number": "17"}', "game_id"),
+    ("game", b'{"event": "result", "game_id": true, "number": "17"}', "game_id"),
+    ("game", b'{"event": "result", "game_id": 0, "number": "17"}', "game_id"),
+    ("game", b'{"event": "result", "number": "17"}', "game_id"),
+    ("game", b'{"event": "result", "game_id": 5}', "number"),
+    ("game", b'{"event": "jackpot", "game_id": 5}', "event"),
+    ("game", b'{"game_id": 5}', "event"),
+    ("game", b'{"event": "no_spin", "game_id": 5}', "reason"),
+    ("game", b'{"event": "result", "game_id": 5, "number": "8", "table": "T8"}', "T8"),
+    ("game", b'{"event": "spinning", "game_id": 5, "table": 9}', "table"),
+    ("result", b'{"event": "no_spin", "game_id": 5, "reason": "declared"}', "event"),
+    ("history", b'{"numbers": ["1", "abc"]}', "not a pocket"),
+    ("history", b'{"numbers": "1 2 3"}', "numbers"),
+    ("history", b'{"numbers": [1, 2]}', "numbers"),
+    ("status", b'{"state": "maybe"}', "state"),
+    ("status", b'{"state": null}', "state"),
+    ("status", b"{}", "state"),
+    ("table", b'{"state": 1}', "state"),
+]
+
+
+@pytest.mark.parametrize(("kind", "payload", "why"), MALFORMED)
+def test_malformed_messages_are_dropped_with_a_reason(kind: str, payload: bytes, why: str) -> None:
+    with pytest.raises(Dropped, match=re.escape(why)) as dropped:
+        parse(BASE, "T9", f"{BASE}/{kind}", payload)
+    assert "\n" not in str(dropped.value) and len(str(dropped.value)) < 200
+
+
+def test_payloads_that_are_not_bytes_and_foreign_topics_are_dropped() -> None:
+    with pytest.raises(Dropped, match="not bytes"):
+        parse(BASE, "T9", f"{BASE}/game", 17)
+    with pytest.raises(Dropped, match="not a topic"):
+        parse(BASE, "T9", "wheeld/T8/game", b'{"event": "spinning", "game_id": 1}')
+
+
+class RecordingLog:
+    """Stands in for a structlog logger: keeps every (level, event, fields)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, Any]]] = []
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self.lines.append(("debug", event, fields))
+
+    def info(self, event: str, **fields: Any) -> None:
+        self.lines.append(("info", event, fields))
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.lines.append(("warning", event, fields))
+
+    def error(self, event: str, **fields: Any) -> None:
+        self.lines.append(("error", event, fields))
+
+    def events(self, event: str) -> list[dict[str, Any]]:
+        return [fields for _, name, fields in self.lines if name == event]
+
+
+def test_drops_are_counted_and_logged_at_most_once_per_period() -> None:
+    log = RecordingLog()
+    now = [100.0]
+    drops = DropCounter(log, every_s=10.0, clock=lambda: now[0])
+    for _ in range(1000):
+        drops.drop(f"{BASE}/game", "payload is not JSON")
+    now[0] += 10.5
+    drops.drop(f"{BASE}/game", "payload is not JSON")
+    assert drops.total == 1001
+    logged = log.events("message dropped")
+    assert len(logged) == 2
+    assert logged[1]["dropped_total"] == 1001 and logged[1]["not_logged_since_last"] == 999
+
+
+def test_a_handler_that_fails_costs_one_message_not_the_feed(tmp_path: Path) -> None:
+    config = load(write_config(tmp_path / "c.toml", port="unused", broker=1, state=tmp_path))
+    log = RecordingLog()
+    seen: list[Message] = []
+
+    def handle(message: Message) -> None:
+        if isinstance(message, SpinningMessage):
+            raise RuntimeError("a bug")
+        seen.append(message)
+
+    follower = Follower(config, ("game",), handle, log)
+    follower.deliver(f"{BASE}/game", b'{"event": "spinning", "game_id": 1}')
+    follower.deliver(f"{BASE}/game", b'{"event": "no_more_bets", "game_id": 1}')
+    assert [type(m) for m in seen] == [NoMoreBetsMessage]
+    assert follower.drops.total == 1
+    assert "RuntimeError: a bug" in log.events("message dropped")[0]["reason"]
+
+
+# -- the marquee in this process, with a real broker -------------------------------------
+
+
+@contextlib.contextmanager
+def serving(marquee: Marquee) -> Iterator[Marquee]:
+    """Runs the marquee's loop in a thread of its own, as ``wheeld marquee`` would."""
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    thread = threading.Thread(target=loop.run_until_complete, args=(marquee.serve(stop),))
+    thread.start()
+    try:
+        yield marquee
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(10)
+        loop.close()
+
+
+def fetch(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def board_state(port: int) -> dict[str, Any]:
+    status, _, body = fetch(port, "/state")
+    assert status == 200
+    state: dict[str, Any] = json.loads(body)
+    return state
+
+
+@pytest.fixture
+def in_process(tmp_path: Path, broker: Broker) -> Iterator[tuple[Marquee, RecordingLog]]:
+    config = load(
+        write_config(tmp_path / "c.toml", port="unused", broker=broker.port, state=tmp_path)
+    )
+    log = RecordingLog()
+    with serving(Marquee(config, "127.0.0.1", 0, log)) as marquee:
+        yield marquee, log
+
+
+def test_a_flood_of_malformed_messages_then_a_good_result_shows_it(
+    broker: Broker, in_process: tuple[Marquee, RecordingLog]
+) -> None:
+    marquee, log = in_process
+    port = marquee.server.port
+    wait_for(lambda: marquee.follower.connected, 10, "the marquee's broker connection")
+    table = Table(broker)
+    try:
+        for kind, payload, _ in MALFORMED * 5:
+            table.publish_raw(kind, payload)
+        table.result(12, "26", ["26"])
+        wait_for(
+            lambda: (board_state(port)["last"] or {}).get("number") == "26", 10, "the good result"
+        )
+    finally:
+        table.close()
+    assert marquee.follower.drops.total == len(MALFORMED) * 5
+    assert [n["number"] for n in board_state(port)["history"]] == ["26"]
+    assert len(log.events("message dropped")) == 1  # rate-limited: one line, all counted
+
+
+def test_offline_without_the_broker_and_back_when_it_returns(
+    broker: Broker, in_process: tuple[Marquee, RecordingLog]
+) -> None:
+    marquee, _ = in_process
+    port = marquee.server.port
+    wait_for(lambda: board_state(port)["online"] is None, 10, "connected, status unknown")
+    table = Table(broker)
+    table.publish("status", {"state": "online"}, retain=True)
+    wait_for(lambda: board_state(port)["online"] is True, 5, "the daemon online")
+    table.publish("status", {"state": "offline"}, retain=True)
+    wait_for(lambda: board_state(port)["online"] is False, 5, "the daemon's last will")
+    table.publish("status", {"state": "online"}, retain=True)
+    wait_for(lambda: board_state(port)["online"] is True, 5, "the daemon back")
+    table.close()
+
+    broker.stop()
+    wait_for(lambda: board_state(port)["online"] is False, 10, "offline without a broker")
+    broker.start()
+    wait_for(lambda: marquee.follower.connected, 15, "the marquee to reconnect")
+    table = Table(broker)
+    try:
+        table.publish("status", {"state": "online"}, retain=True)
+        wait_for(lambda: board_state(port)["online"] is True, 5, "online again")
+        table.result(13, "8", ["8"])
+        wait_for(lambda: board_state(port)["last"] == {"number": "8", "color": "black"}, 5, "8")
+    finally:
+        table.close()
+
+
+# -- the web server facing a hostile network ---------------------------------------------
+
+
+@pytest.fixture
+def server() -> Iterator[MarqueeServer]:
+    hub = Hub()
+    hub.publish({"last": None})
+    server = MarqueeServer(
+        hub, "127.0.0.1", 0, log=RecordingLog(), request_timeout_s=1.0, max_event_clients=2
+    )
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_half_sent_requests_neither_block_others_nor_stay(server: MarqueeServer) -> None:
+    before = threading.active_count()
+    half_open = []
+    for _ in range(200):
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: marquee\r\n")  # never the blank line
+        half_open.append(sock)
+    dripper = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    started = time.monotonic()
+    status, _, _ = fetch(server.port, "/state")
+    assert status == 200 and time.monotonic() - started < 1.0
+
+    def cut_off(sock: socket.socket) -> bool:
+        try:
+            return sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    # A client sending a byte now and then, well inside any one read's
+    # timeout, is still cut off at the request deadline.
+    drip_until = time.monotonic() + 5
+    dripped_out = False
+    while not dripped_out and time.monotonic() < drip_until:
+        try:
+            dripper.sendall(b"X")
+        except (BrokenPipeError, ConnectionResetError):
+            dripped_out = True
+        else:
+            time.sleep(0.2)  # the drip itself, not a wait for a condition
+    assert dripped_out and time.monotonic() - started < 3.0
+    for sock in half_open:
+        sock.settimeout(5)
+        assert cut_off(sock)
+        sock.close()
+    dripper.close()
+    wait_for(lambda: threading.active_count() <= before, 5, "the handler threads to end")
+
+
+def test_five_hundred_clients_at_once_are_all_served(server: MarqueeServer) -> None:
+    clients = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(500)]
+    try:
+        for sock in clients:
+            sock.sendall(b"GET /state HTTP/1.0\r\n\r\n")
+        for sock in clients:
+            with sock.makefile("rb") as answer:
+                assert answer.readline().startswith(b"HTTP/1.0 200")
+    finally:
+        for sock in clients:
+            sock.close()
+
+
+def test_head_returns_the_headers_only(server: MarqueeServer) -> None:
+    status, headers, body = fetch(server.port, "/", "HEAD")
+    _, _, page = fetch(server.port, "/")
+    assert status == 200 and body == b""
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert int(headers["Content-Length"]) == len(page) > 0
+    status, headers, body = fetch(server.port, "/events", "HEAD")
+    assert status == 200 and body == b"" and headers["Content-Type"] == "text/event-stream"
+    assert fetch(server.port, "/nowhere", "HEAD")[::2] == (404, b"")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/../app.py",
+        "/static/../app.py",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "//etc/passwd",
+        "/..%2fapp.py",
+    ],
+)
+def test_nothing_but_the_page_is_served(server: MarqueeServer, path: str) -> None:
+    assert fetch(server.port, path)[0] == 404
+
+
+def _events(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /events HTTP/1.0\r\n\r\n")
+    return sock
+
+
+def test_event_streams_are_bounded_and_their_slots_come_back(server: MarqueeServer) -> None:
+    streams = [_events(server.port) for _ in range(2)]
+    for sock in streams:
+        assert sock.recv(4096).startswith(b"HTTP/1.0 200")
+    status, headers, _ = fetch(server.port, "/events")
+    assert status == 503 and headers["Retry-After"] == "5"
+    streams.pop().close()
+    server.hub.publish({"last": "a write, to notice the closed stream"})
+    wait_for(lambda: fetch(server.port, "/events", "HEAD")[0] == 200, 5, "HEAD")
+
+    def a_slot_free() -> bool:
+        sock = _events(server.port)
+        streams.append(sock)
+        return sock.recv(4096).startswith(b"HTTP/1.0 200")
+
+    wait_for(a_slot_free, 5, "the closed stream's slot")
+    for sock in streams:
+        sock.close()
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with a TCP reset, as a browser tab killed mid-transfer does."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_early_disconnects_leave_no_traceback(
+    server: MarqueeServer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    big = {"history": ["x" * 1000] * 2000}  # a snapshot bigger than any socket buffer
+    server.hub.publish(big)
+    for _ in range(20):
+        stream = _events(server.port)
+        stream.recv(10)
+        _reset(stream)
+        page = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        page.sendall(b"GET /state HTTP/1.0\r\n\r\n")
+        _reset(page)
+        half = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        half.sendall(b"GET /marq")
+        _reset(half)
+    server.hub.publish({"last": "after the resets"})
+    wait_for(lambda: fetch(server.port, "/state")[2].find(b"after the resets") > 0, 5, "state")
+    streams = [_events(server.port) for _ in range(2)]
+    try:
+        assert all(s.recv(4096).startswith(b"HTTP/1.0 200") for s in streams)  # slots freed
+    finally:
+        for sock in streams:
+            sock.close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Error" not in err, err
+    assert isinstance(server.httpd.log, RecordingLog)
+    assert not server.httpd.log.events("marquee request failed")
 
 
 # -- in the browser -----------------------------------------------------------------------
@@ -74,7 +467,7 @@ pytestmark_browser = pytest.mark.skipif(
 
 class Table:
     def __init__(self, broker: Broker) -> None:
-        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2)
+        self.client = paho.Client(CallbackAPIVersion.VERSION2)
         self.client.connect("127.0.0.1", broker.port)
         self.client.loop_start()
 
@@ -82,6 +475,9 @@ class Table:
         self.client.publish(
             f"{BASE}/{topic}", json.dumps(payload), qos=1, retain=retain
         ).wait_for_publish(5)
+
+    def publish_raw(self, topic: str, payload: bytes, retain: bool = False) -> None:
+        self.client.publish(f"{BASE}/{topic}", payload, qos=1, retain=retain).wait_for_publish(5)
 
     def result(self, game_id: int, number: str, history: list[str]) -> None:
         body = {"event": "result", "game_id": game_id, "table": "T9", "number": number}

@@ -1,52 +1,273 @@
-"""Following a table's topics as a consumer (the marquee, the display driver)."""
+"""Following a table's topics as a consumer (the marquee, the display driver).
+
+Everything that arrives is checked here, once, into typed messages; anything
+else (not UTF-8, not JSON, not an object, too big, wrong types, a number that
+is no pocket, another table's, an empty retained clear) is dropped with a
+counted, rate-limited log line, and the follower carries on. The follower also
+says when the feed itself goes and comes back, so a board can show "offline"
+instead of a stale number.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from wheeld.layout import DOUBLE_ZERO
 
 if TYPE_CHECKING:
     from wheeld.config import Config
 
-RETRY_S = 1.0
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 5.0
+#: The longest history is 1000 numbers (about 7 KB): anything far bigger is not ours.
+MAX_PAYLOAD_BYTES = 64 * 1024
+#: At most one "message dropped" line per this many seconds; the rest are counted.
+DROP_LOG_EVERY_S = 10.0
 
 
-async def follow(
-    config: Config,
-    topics: Iterable[str],
-    handle: Callable[[str, Any], None],
-    log: Any,
-) -> None:
-    """Call ``handle(topic, payload)`` for every JSON message on ``<base>/<topic>``.
+class Dropped(ValueError):
+    """A message the consumer will not act on; the text is the one-line reason."""
 
-    Runs forever, reconnecting to the broker; retained messages arrive first on
-    every (re)subscription. Payloads that are not JSON are skipped.
+
+def _pocket(number: str) -> str:
+    # Any pocket of either wheel: a consumer does not know the wheel, and a
+    # number that is no pocket at all must never reach a board.
+    if not DOUBLE_ZERO.has_pocket(number):
+        raise ValueError(f"{number[:8]!r} is not a pocket")
+    return number
+
+
+Pocket = Annotated[str, AfterValidator(_pocket)]
+GameId = Annotated[int, Field(ge=1)]
+TableId = Annotated[str, Field(max_length=128)]
+
+
+class _Incoming(BaseModel):
+    # Strict: "5" is not a game id and 5 is not a number; fields we do not use
+    # (ts, color, directions...) are ignored, so richer payloads still pass.
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+class StatusMessage(_Incoming):
+    """``<base>/status``: the daemon's presence (its last will says offline)."""
+
+    state: Literal["online", "offline"]
+
+
+class HistoryMessage(_Incoming):
+    """``<base>/history``: the last winning numbers, newest first."""
+
+    numbers: list[Pocket] = Field(max_length=1000)
+
+
+class TableMessage(_Incoming):
+    """``<base>/table``: open or closed by the pit boss."""
+
+    state: Literal["open", "closed"]
+    table: TableId | None = None
+
+
+class _GameMessage(_Incoming):
+    game_id: GameId
+    table: TableId | None = None
+
+
+class SpinningMessage(_GameMessage):
+    event: Literal["spinning"]
+
+
+class NoMoreBetsMessage(_GameMessage):
+    event: Literal["no_more_bets"]
+
+
+class ResultMessage(_GameMessage):
+    """A ``result`` event live on ``<base>/game``."""
+
+    event: Literal["result"]
+    number: Pocket
+
+
+class NoSpinMessage(_GameMessage):
+    event: Literal["no_spin"]
+    #: Any code, so a reason added later still voids the game on the board.
+    reason: str = Field(max_length=64)
+
+
+class LatestResult(_GameMessage):
+    """The retained ``<base>/result``: the latest result, not a new one."""
+
+    event: Literal["result"]
+    number: Pocket
+
+
+GameMessage = Annotated[
+    SpinningMessage | NoMoreBetsMessage | ResultMessage | NoSpinMessage,
+    Field(discriminator="event"),
+]
+Message = StatusMessage | HistoryMessage | TableMessage | LatestResult | GameMessage
+
+_SCHEMAS: dict[str, TypeAdapter[Any]] = {
+    "status": TypeAdapter(StatusMessage),
+    "history": TypeAdapter(HistoryMessage),
+    "table": TypeAdapter(TableMessage),
+    "result": TypeAdapter(LatestResult),
+    "game": TypeAdapter(GameMessage),
+}
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _why(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "payload"
+    more = error.error_count() - 1
+    return f"{where}: {first['msg']}" + (f" (and {more} more)" if more else "")
+
+
+def parse(base: str, table: str, topic: str, payload: object) -> Message:
+    """The message ``payload`` on ``topic`` carries; raises ``Dropped`` saying why not."""
+    kind = topic.removeprefix(base + "/")
+    schema = _SCHEMAS.get(kind) if kind != topic else None
+    if schema is None:
+        raise Dropped("not a topic this consumer follows")
+    if not isinstance(payload, bytes | bytearray):
+        raise Dropped(f"payload is {type(payload).__name__}, not bytes")
+    if not payload:
+        raise Dropped("empty payload (a retained message cleared)")
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise Dropped(f"payload of {len(payload)} bytes, over {MAX_PAYLOAD_BYTES}")
+    try:
+        body = json.loads(payload.decode("utf-8"), parse_constant=_no_constants)
+    except UnicodeDecodeError:
+        raise Dropped("payload is not UTF-8") from None
+    except RecursionError:
+        raise Dropped("payload is nested too deep") from None
+    except ValueError as exc:
+        raise Dropped(f"payload is not JSON: {str(exc)[:80]}") from None
+    if not isinstance(body, dict):
+        raise Dropped(f"payload is a JSON {type(body).__name__}, not an object")
+    try:
+        message: Message = schema.validate_python(body)
+    except ValidationError as exc:
+        raise Dropped(_why(exc)) from None
+    other = getattr(message, "table", None)
+    if other is not None and other != table:
+        raise Dropped(f"for table {other[:32]!r}, not {table!r}")
+    return message
+
+
+class DropCounter:
+    """Counts dropped messages; logs the first, then at most one line per period."""
+
+    def __init__(
+        self,
+        log: Any,
+        every_s: float = DROP_LOG_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total = 0
+        self._log = log
+        self._every_s = every_s
+        self._clock = clock
+        self._unlogged = 0
+        self._quiet_until = float("-inf")
+
+    def drop(self, topic: str, reason: str) -> None:
+        self.total += 1
+        now = self._clock()
+        if now < self._quiet_until:
+            self._unlogged += 1
+            return
+        self._log.warning(
+            "message dropped",
+            topic=topic[:200],
+            reason=reason,
+            dropped_total=self.total,
+            not_logged_since_last=self._unlogged,
+        )
+        self._unlogged = 0
+        self._quiet_until = now + self._every_s
+
+
+class Follower:
+    """Follows ``<base>/<topic>`` for each of ``topics``, forever, through broker outages.
+
+    ``on_message`` gets each valid message (retained ones first on every
+    (re)subscription); ``on_feed(True)`` once subscribed, ``on_feed(False)``
+    when the broker connection goes.
     """
-    import aiomqtt
 
-    mqtt = config.mqtt
-    version = aiomqtt.ProtocolVersion.V5 if mqtt.protocol == "5" else aiomqtt.ProtocolVersion.V311
-    while True:
+    def __init__(
+        self,
+        config: Config,
+        topics: Iterable[str],
+        on_message: Callable[[Message], None],
+        log: Any,
+        *,
+        on_feed: Callable[[bool], None] = lambda up: None,
+    ) -> None:
+        self._config = config
+        self._topics = tuple(topics)
+        self._on_message = on_message
+        self._on_feed = on_feed
+        self._log = log
+        self.drops = DropCounter(log)
+        self.received = 0
+        self.connected = False
+
+    async def run(self) -> None:
+        """Connect, follow, and reconnect with capped backoff until cancelled."""
+        import aiomqtt
+
+        from wheeld.mqtt_client import make_client
+
+        backoff = BACKOFF_FIRST_S
+        last_error = ""
+        while True:
+            error = "the broker ended the session"
+            try:
+                async with make_client(self._config, client_id="") as client:
+                    for topic in self._topics:
+                        await client.subscribe(f"{self._config.base_topic}/{topic}", qos=1)
+                    self._log.info("following", base_topic=self._config.base_topic)
+                    backoff = BACKOFF_FIRST_S
+                    last_error = ""
+                    self._feed(True)
+                    async for message in client.messages:
+                        self.deliver(message.topic.value, message.payload)
+            except aiomqtt.MqttError as exc:
+                error = str(exc)
+            except Exception as exc:  # a TLS or client setup error: keep trying, say so once
+                error = f"{type(exc).__name__}: {exc}"
+            self._feed(False)
+            if error != last_error:
+                self._log.warning("broker unavailable, retrying", error=error)
+                last_error = error
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX_S)
+
+    def deliver(self, topic: str, payload: object) -> None:
+        """Check one message and hand it on; never raises."""
+        self.received += 1
         try:
-            async with aiomqtt.Client(
-                mqtt.host,
-                mqtt.port,
-                username=mqtt.username,
-                password=mqtt.password,
-                protocol=version,
-                keepalive=mqtt.keepalive_s,
-            ) as client:
-                for topic in topics:
-                    await client.subscribe(f"{config.base_topic}/{topic}", qos=1)
-                log.info("following", base_topic=config.base_topic)
-                async for message in client.messages:
-                    try:
-                        payload = json.loads(message.payload)
-                    except (ValueError, TypeError):
-                        continue
-                    handle(message.topic.value, payload)
-        except aiomqtt.MqttError as exc:
-            log.warning("broker unavailable, retrying", error=str(exc))
-            await asyncio.sleep(RETRY_S)
+            message = parse(self._config.base_topic, self._config.table.id, topic, payload)
+        except Dropped as exc:
+            self.drops.drop(topic, str(exc))
+            return
+        try:
+            self._on_message(message)
+        except Exception as exc:  # one message must never end the feed
+            self.drops.drop(topic, f"not handled: {type(exc).__name__}: {exc}"[:200])
+
+    def _feed(self, up: bool) -> None:
+        if up != self.connected:
+            self.connected = up
+            self._on_feed(up)

@@ -6,7 +6,7 @@ import asyncio
 import signal
 from typing import TYPE_CHECKING, Any
 
-from wheeld.consumer import follow
+from wheeld.consumer import Follower, Message
 from wheeld.marquee.board import Board
 from wheeld.marquee.server import Hub, MarqueeServer
 
@@ -28,29 +28,49 @@ def board_for(config: Config) -> Board:
         shown=marquee.history_shown,
         stats_games=marquee.stats_games,
         table={"id": table.id, "name": table.name or table.id, "limits": limits},
+        connected=False,  # "offline" until the broker is reached
     )
 
 
+class Marquee:
+    """The board, its web server and its MQTT follower, for one table."""
+
+    def __init__(self, config: Config, host: str, port: int, log: Any) -> None:
+        self.board = board_for(config)
+        self.hub = Hub()
+        self.hub.publish(self.board.snapshot())
+        self.server = MarqueeServer(self.hub, host, port, log=log)
+        self.follower = Follower(config, TOPICS, self._fold, log, on_feed=self._feed)
+        self._log = log
+
+    def _fold(self, message: Message) -> None:
+        if self.board.apply(message):
+            self.hub.publish(self.board.snapshot())
+
+    def _feed(self, up: bool) -> None:
+        if self.board.feed(up):
+            self.hub.publish(self.board.snapshot())
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set."""
+        self.server.start()
+        follower = asyncio.create_task(self.follower.run())
+        try:
+            await stop.wait()
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+            self.server.stop()
+
+
 async def run(config: Config, host: str, port: int, log: Any) -> int:
-    board = board_for(config)
-    hub = Hub()
-    hub.publish(board.snapshot())
-    server = MarqueeServer(hub, host, port)
-    server.start()
-    log.info("marquee serving", url=f"http://{host}:{server.port}/")
-    print(f"marquee on http://{host}:{server.port}/", flush=True)
+    marquee = Marquee(config, host, port, log)
+    url = f"http://{host}:{marquee.server.port}/"
+    log.info("marquee serving", url=url)
+    print(f"marquee on {url}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-
-    def fold(topic: str, payload: Any) -> None:
-        if board.apply(topic, payload):
-            hub.publish(board.snapshot())
-
-    follower = asyncio.create_task(follow(config, TOPICS, fold, log))
-    await stop.wait()
-    follower.cancel()
-    await asyncio.gather(follower, return_exceptions=True)
-    server.stop()
+    await marquee.serve(stop)
     return 0

@@ -1,6 +1,7 @@
 """What the board shows, folded from the table's MQTT messages. Pure: no I/O.
 
-``Board.apply(topic, payload)`` takes each message; ``snapshot()`` is the
+``Board.apply(message)`` takes each checked message (``wheeld.consumer``),
+``Board.feed(up)`` the state of the broker connection; ``snapshot()`` is the
 JSON the page renders. Starts from the retained ``history``, ``result`` and
 ``status``, then follows ``game`` live.
 """
@@ -11,6 +12,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from wheeld.consumer import (
+    HistoryMessage,
+    LatestResult,
+    Message,
+    NoMoreBetsMessage,
+    NoSpinMessage,
+    ResultMessage,
+    SpinningMessage,
+    StatusMessage,
+    TableMessage,
+)
 from wheeld.layout import DOUBLE_ZERO
 from wheeld.marquee.labels import LABELS, REASONS
 
@@ -28,7 +40,10 @@ class Board:
     shown: int = 20
     stats_games: int = 100
     table: dict[str, Any] = field(default_factory=dict)
+    #: What ``<base>/status`` said; None until it says anything.
     online: bool | None = None
+    #: Whether the broker connection is up: without it nothing shown is current.
+    connected: bool = True
     closed: bool = False
     phase: str = "bets_open"
     last: str | None = None
@@ -36,58 +51,59 @@ class Board:
     no_spin: str | None = None
     version: int = 0
     #: The game id of the last result folded in: a repeat is not a new number.
-    _last_game: Any = None
+    _last_game: int | None = None
 
-    def apply(self, topic: str, payload: Any) -> bool:
+    def apply(self, message: Message) -> bool:
         """Fold one message in; True when the board changed."""
-        if not isinstance(payload, dict) or not topic.startswith(self.base + "/"):
-            return False
-        kind = topic[len(self.base) + 1 :]
         before = self.snapshot()
-        if kind == "status":
-            self.online = payload.get("state") == "online"
-        elif kind == "history":
-            numbers = payload.get("numbers")
-            if isinstance(numbers, list):
-                self.history = [str(n) for n in numbers][: max(self.stats_games, self.shown)]
+        match message:
+            case StatusMessage(state=state):
+                self.online = state == "online"
+            case HistoryMessage(numbers=numbers):
+                self.history = numbers[: max(self.stats_games, self.shown)]
                 if self.history and self.last is None:
                     self.last = self.history[0]
-        elif kind == "result":
-            self._result(payload)
-        elif kind == "game":
-            self._game(payload)
-        elif kind == "table":
-            self.closed = payload.get("state") == "closed"
+            case LatestResult(number=number, game_id=game_id):
+                # The history list comes with its own topic.
+                self.last = number
+                self._last_game = game_id
+            case TableMessage(state=state):
+                self.closed = state == "closed"
+            case SpinningMessage():
+                self.phase = "spinning"
+                self.no_spin = None
+            case NoMoreBetsMessage():
+                self.phase = "no_more_bets"
+            case ResultMessage(number=number, game_id=game_id):
+                self.phase = "bets_open"
+                self.no_spin = None
+                # Results are published again until the broker acknowledges
+                # them: the same game id is the same number, not a new one.
+                if game_id != self._last_game:
+                    self.history.insert(0, number)
+                    del self.history[max(self.stats_games, self.shown) :]
+                self.last = number
+                self._last_game = game_id
+            case NoSpinMessage(reason=reason):
+                self.phase = "bets_open"
+                self.no_spin = reason
+        return self._changed(before)
+
+    def feed(self, up: bool) -> bool:
+        """The broker connection went (``up`` False) or came back; True when the board changed."""
+        before = self.snapshot()
+        self.connected = up
+        if not up:
+            # Whatever the daemon said is stale now: on reconnect the retained
+            # status says it again.
+            self.online = None
+        return self._changed(before)
+
+    def _changed(self, before: dict[str, Any]) -> bool:
         changed = self.snapshot() != before
         if changed:
             self.version += 1
         return changed
-
-    def _result(self, payload: dict[str, Any]) -> None:
-        # The retained latest result: the history list comes with its own topic.
-        number = payload.get("number")
-        if isinstance(number, str):
-            self.last = number
-            self._last_game = payload.get("game_id")
-
-    def _game(self, payload: dict[str, Any]) -> None:
-        event = payload.get("event")
-        if event == "spinning":
-            self.phase = "spinning"
-            self.no_spin = None
-        elif event == "no_more_bets":
-            self.phase = "no_more_bets"
-        elif event == "result" and isinstance(payload.get("number"), str):
-            self.phase = "bets_open"
-            self.no_spin = None
-            if payload.get("game_id") != self._last_game:
-                self.history.insert(0, payload["number"])
-                del self.history[max(self.stats_games, self.shown) :]
-            self.last = payload["number"]
-            self._last_game = payload.get("game_id")
-        elif event == "no_spin":
-            self.phase = "bets_open"
-            self.no_spin = str(payload.get("reason"))
 
     def stats(self) -> dict[str, Any]:
         """Percentages and hot/cold numbers over the last ``stats_games`` results."""
@@ -123,7 +139,8 @@ class Board:
         return {
             "table": self.table,
             "labels": LABELS[language],
-            "online": self.online,
+            # False, not None, without a broker: the page shows "offline".
+            "online": self.online if self.connected else False,
             "closed": self.closed,
             "phase": self.phase,
             "last": None

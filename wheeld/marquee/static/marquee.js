@@ -58,9 +58,31 @@ function render(state) {
   offline.textContent = labels.offline || "";
 }
 
+// Without the server the board is not current: say so rather than show a
+// stale number. EventSource retries by itself after a dropped stream, but
+// gives up for good on an error status (503 when the server is full), so
+// that case starts a new one after a pause.
+const RETRY_MS = 5000;
+
+function showOffline() {
+  document.getElementById("offline").hidden = false;
+}
+
 function connect() {
   const source = new EventSource("events");
-  source.onmessage = (event) => render(JSON.parse(event.data));
+  source.onmessage = (event) => {
+    try {
+      render(JSON.parse(event.data));
+    } catch (error) {
+      console.error("marquee: bad board snapshot", error);
+    }
+  };
+  source.onerror = () => {
+    showOffline();
+    if (source.readyState === EventSource.CLOSED) {
+      setTimeout(connect, RETRY_MS);
+    }
+  };
 }
 
 // The event stream starts with the whole current board, so no separate fetch
