@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
+from tests.helpers import decide, outcomes
 from wheeld.cli import main as wheeld
-from wheeld.config import ConfigError, load
+from wheeld.config import Config, ConfigError, load
+from wheeld.rules import RulesConfig
+from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
 
 EXAMPLE = Path(__file__).parent.parent / "config" / "wheeld.toml"
 
@@ -128,3 +133,268 @@ def test_a_missing_secret_file_names_the_key(tmp_path: Path) -> None:
         load(path, {})
     text = "\n".join(caught.value.problems)
     assert "mqtt.password_file" in text and "mqtt.tls.ca_file" in text
+
+
+def _problems(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> list[str]:
+    """Every problem line of a configuration, as check-config would print them."""
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load(path, environ or {})
+    return [str(report) for report in caught.value.reports]
+
+
+@pytest.mark.parametrize(
+    "host", ["", " ", "broker:1883", "mqtt://broker", "[::1]", "256.1.1.1", "a..b", "-a.lan"]
+)
+def test_an_implausible_broker_host_is_refused(tmp_path: Path, host: str) -> None:
+    (line,) = _problems(tmp_path, f'[mqtt]\nhost = "{host}"\n')
+    assert "mqtt.host: must be a host name or an IP address" in line
+
+
+@pytest.mark.parametrize("host", ["broker.casino.lan", "mqtt_1", "10.0.0.5", "::1", "localhost."])
+def test_host_names_and_addresses_are_accepted(tmp_path: Path, host: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[mqtt]\nhost = "{host}"\n')
+    assert load(path, {}).mqtt.host == host
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[rules]\nsettle_ms = true\n", "rules.settle_ms"),
+        ("[rules]\nlink_timeout_ms = 2000.0\n", "rules.link_timeout_ms"),
+        ("[mqtt]\nport = true\n", "mqtt.port"),
+        ('[mqtt]\nport = "1883"\n', "mqtt.port"),
+        ("[wheel]\nwait_for_device = 1\n", "wheel.wait_for_device"),
+        ("[wheel.control]\npoll_s = true\n", "wheel.control.poll_s"),
+        ("[marquee]\nstats_games = false\n", "marquee.stats_games"),
+    ],
+)
+def test_numbers_and_booleans_are_strict(tmp_path: Path, text: str, key: str) -> None:
+    (line,) = _problems(tmp_path, text)
+    assert f": {key}: " in line
+
+
+def test_a_float_key_takes_a_toml_integer(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[wheel.control]\nbets_open_s = 10\n[state]\ndir = "/tmp/w"\n')
+    config = load(path, {})
+    assert config.wheel.control.bets_open_s == 10.0 and config.state.dir == Path("/tmp/w")
+
+
+def test_rules_built_in_code_are_strict_too() -> None:
+    with pytest.raises(ValidationError):
+        RulesConfig(settle_ms=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "low", "high"),
+    [
+        ("settle_ms", 500, 2_000),
+        ("no_more_bets_period_ms", 500, 5_000),
+        ("result_timeout_ms", 5_000, 120_000),
+        ("rotor_timeout_ms", 5_000, 60_000),
+        ("link_timeout_ms", 1_500, 60_000),
+        ("min_ball_revolutions", 3, 15),
+    ],
+)
+def test_every_rule_has_bounds(key: str, low: int, high: int) -> None:
+    RulesConfig.model_validate({key: low})
+    RulesConfig.model_validate({key: high})
+    for outside in (low - 1, high + 1):
+        with pytest.raises(ValidationError):
+            RulesConfig.model_validate({key: outside})
+
+
+def test_the_result_timeout_leaves_room_for_the_drop_and_the_settle_time(tmp_path: Path) -> None:
+    (line,) = _problems(tmp_path, "[rules]\nsettle_ms = 2000\nresult_timeout_ms = 5500\n")
+    assert "rules.result_timeout_ms: must be at least settle_ms + 4000 (6000)" in line
+
+
+def test_a_polled_wheel_needs_a_link_timeout_of_several_polls(tmp_path: Path) -> None:
+    polled = (
+        '[wheel]\ndriver = "cammegh-ss2"\n'
+        "[wheel.control]\nenabled = true\noperating_mode = 1031\npoll_s = 1.0\n"
+    )
+    (line,) = _problems(tmp_path, polled + "[rules]\nlink_timeout_ms = 2000\n")
+    assert "rules.link_timeout_ms: must be at least 3 x wheel.control.poll_s (3000 ms)" in line
+    path = tmp_path / "ok.toml"
+    path.write_text(polled + "[rules]\nlink_timeout_ms = 3000\n")
+    load(path, {})
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        RulesConfig(
+            settle_ms=500,
+            no_more_bets_period_ms=500,
+            result_timeout_ms=5_000,
+            rotor_timeout_ms=5_000,
+            link_timeout_ms=1_500,
+        ),
+        RulesConfig(
+            settle_ms=2_000,
+            no_more_bets_period_ms=5_000,
+            result_timeout_ms=120_000,
+            rotor_timeout_ms=60_000,
+            link_timeout_ms=60_000,
+        ),
+        RulesConfig(settle_ms=2_000, result_timeout_ms=6_000),
+    ],
+    ids=["lowest", "highest", "tightest"],
+)
+def test_no_valid_rules_void_every_game(rules: RulesConfig) -> None:
+    simulator = WheelSimulator(SimulatorSettings(seed=11))
+    plans = [plan for _ in range(20) for plan in simulator.play()]
+    got = outcomes(decide(simulator.wheel, rules=rules))
+    assert [number for _, number in got] == [plan.expected for plan in plans]
+
+
+@pytest.mark.parametrize(
+    ("base", "prefix", "problem"),
+    [
+        ("$SYS/wheeld", None, "mqtt.base_topic: must not start with '$'"),
+        ("a/#", None, "mqtt.base_topic: must be a non-empty MQTT topic level"),
+        ("a/", None, "mqtt.base_topic: must be a non-empty MQTT topic level"),
+        ("x" * 201, None, "mqtt.base_topic: String should have at most 200 characters"),
+        (None, "replies", "mqtt.reply_prefix: must end with '/'"),
+        (None, "$replies/", "mqtt.reply_prefix: must not start with '$'"),
+        (None, "re/+/", "mqtt.reply_prefix: must be a non-empty MQTT topic level"),
+        (None, "wheeld/T1/", "mqtt.reply_prefix: must not be the base topic 'wheeld/T1'"),
+        (None, "wheeld/T1/replies/", "mqtt.reply_prefix: must not be the base topic"),
+        (None, "wheeld/", "mqtt.reply_prefix: must not be the base topic"),
+    ],
+)
+def test_topics_are_refused_with_their_key(
+    tmp_path: Path, base: str | None, prefix: str | None, problem: str
+) -> None:
+    text = "[mqtt]\n"
+    text += "" if base is None else f'base_topic = "{base}"\n'
+    text += "" if prefix is None else f'reply_prefix = "{prefix}"\n'
+    (line,) = _problems(tmp_path, text)
+    assert problem in line
+
+
+@pytest.mark.parametrize("table", ["$T1", "T/1", "T+1", "", "T\\u00011", "T" * 65])
+def test_a_table_id_that_is_no_topic_level_is_refused(tmp_path: Path, table: str) -> None:
+    (line,) = _problems(tmp_path, f'[table]\nid = "{table}"\n')
+    assert ": table.id: " in line
+
+
+def test_the_reply_prefix_defaults_apart_from_the_base_topic(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[mqtt]\nreply_prefix = "casino/replies/"\n')
+    assert Config().mqtt.reply_prefix == "wheeld-replies/"
+    assert load(path, {}).mqtt.reply_prefix == "casino/replies/"
+
+
+def test_an_environment_error_is_blamed_on_the_variable(tmp_path: Path) -> None:
+    lines = _problems(
+        tmp_path,
+        "[rules]\nsettle_ms = true\n",
+        {"WHEELD_MQTT__PORT": "true", "WHEELD_MQTT__TLS__NOPE": "1", "WHEELD_X__": "1"},
+    )
+    path = tmp_path / "c.toml"
+    assert sorted(lines) == sorted(
+        [
+            "WHEELD_X__: not of the form WHEELD_<SECTION>__<KEY>",
+            "WHEELD_MQTT__PORT: mqtt.port: Input should be a valid integer",
+            "WHEELD_MQTT__TLS__NOPE: mqtt.tls.nope: unknown key",
+            f"{path}: rules.settle_ms: Input should be a valid integer",
+        ]
+    )
+
+
+def test_a_secret_file_named_by_the_environment_is_blamed_on_it(tmp_path: Path) -> None:
+    (line,) = _problems(tmp_path, "", {"WHEELD_MQTT__PASSWORD_FILE": str(tmp_path / "nope")})
+    assert line.startswith(
+        "WHEELD_MQTT__PASSWORD_FILE: mqtt.password_file: cannot read: no such file"
+    )
+
+
+def test_check_config_blames_the_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("")
+    monkeypatch.setenv("WHEELD_RULES__LINK_TIMEOUT_MS", "1")
+    assert wheeld(["check-config", str(path)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("WHEELD_RULES__LINK_TIMEOUT_MS: rules.link_timeout_ms: ")
+
+
+def test_a_password_file_over_mqtt_s_limit_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_bytes(b"x" * 65_536)
+    (line,) = _problems(tmp_path, '[mqtt]\npassword_file = "pw"\n')
+    assert "mqtt.password_file: over" in line
+
+
+def test_the_longest_password_fits(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_bytes(b"x" * 65_535 + b"\n")
+    path = tmp_path / "c.toml"
+    path.write_text('[mqtt]\npassword_file = "pw"\n')
+    assert load(path, {}).mqtt.password == "x" * 65_535
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device", "unreadable"])
+def test_a_password_file_that_is_no_readable_file_is_one_line(tmp_path: Path, kind: str) -> None:
+    secret = tmp_path / "pw"
+    match kind:
+        case "fifo":
+            os.mkfifo(secret)
+        case "directory":
+            secret.mkdir()
+        case "device":
+            secret = Path("/dev/zero")
+        case "unreadable":
+            if os.geteuid() == 0:
+                pytest.skip("root reads any file")
+            secret.write_text("s3cret")
+            secret.chmod(0)
+    (line,) = _problems(tmp_path, f'[mqtt]\npassword_file = "{secret}"\n')
+    assert ": mqtt.password_file: " in line and "\n" not in line
+
+
+def test_an_inline_password_over_mqtt_s_limit_is_refused(tmp_path: Path) -> None:
+    (line,) = _problems(tmp_path, f'[mqtt]\npassword = "{"x" * 65_536}"\n')
+    assert "mqtt.password: over 65,535 bytes" in line
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "directory", "fifo", "huge"])
+def test_only_a_regular_file_of_bounded_size_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    path = tmp_path / "c.toml"
+    match target:
+        case "/dev/zero":
+            path = Path(target)
+        case "directory":
+            path.mkdir()
+        case "fifo":
+            os.mkfifo(path)  # nobody writes: reading it would wait forever
+        case "huge":
+            path.write_text("# padding\n" * 110_000)
+    assert wheeld(["check-config", str(path)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"{path}: cannot read: ")
+
+
+def test_run_refuses_the_same_files(capsys: pytest.CaptureFixture[str]) -> None:
+    assert wheeld(["run", "--config", "/dev/zero"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == "wheeld run: /dev/zero: cannot read: not a regular file"
+
+
+def test_check_config_says_when_every_value_is_a_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.toml"
+    empty.write_text("# nothing set yet\n")
+    assert wheeld(["check-config", str(empty)]) == 0
+    assert capsys.readouterr().out == f"{empty}: ok (empty: every value is a default)\n"
+    some = tmp_path / "some.toml"
+    some.write_text("[rules]\nsettle_ms = 1000\n")
+    assert wheeld(["check-config", str(some)]) == 0
+    assert capsys.readouterr().out == f"{some}: ok\n"

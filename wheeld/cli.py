@@ -139,12 +139,14 @@ def _check_config(args: argparse.Namespace) -> int:
     from wheeld.config import ConfigError, load
 
     try:
-        load(args.file)
+        config = load(args.file)
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"{exc.source}: {problem}", file=sys.stderr)
+        for report in exc.reports:
+            print(report, file=sys.stderr)
         return EXIT_FAILURE
-    print(f"{args.file}: ok")
+    # Nothing set, by the file or the environment: likely the wrong file.
+    note = "" if config.model_fields_set else " (empty: every value is a default)"
+    print(f"{args.file}: ok{note}")
     return 0
 
 

@@ -1,60 +1,167 @@
 """The configuration file (TOML) read into pydantic models.
 
 Unknown keys are errors, never silent defaults; every problem is reported with
-the dotted key it belongs to, all at once.
+the dotted key it belongs to, all at once, blamed on the file or on the
+environment variable that set it. Numbers and booleans are strict: a TOML
+boolean is not a number (``settle_ms = true`` is refused, not read as 1 ms).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import stat
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from wheeld.drivers.cammegh_control import AUTO_STATUS_BIT
 from wheeld.rules import RulesConfig
 
 DRIVER_NAMES = ("wrp", "cammegh-ss2")
+
+#: A configuration is a few kilobytes; anything bigger is the wrong file.
+MAX_CONFIG_BYTES = 1 << 20
+#: MQTT's length limit for its strings and binary data (user name, password).
+MQTT_MAX_BYTES = 65_535
+#: Longest base topic and reply prefix: room under MQTT's limit for the levels
+#: wheeld adds, and short enough for a broker's ACL.
+MAX_TOPIC_CHARS = 200
+MAX_TABLE_ID_CHARS = 64
+#: With ``*X`` polling the link timeout must outlast this many poll intervals.
+LINK_TIMEOUT_POLLS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong, and where it came from: the file or an environment variable."""
+
+    source: str
+    #: ``<dotted key>: what is wrong``.
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.text}"
 
 
 class ConfigError(Exception):
     """A configuration that cannot be used; ``problems`` holds one line per key."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
+    def __init__(self, source: str, problems: list[str] | list[Problem]) -> None:
         self.source = source
-        self.problems = problems
-        super().__init__(f"{source}: " + "; ".join(problems))
+        self.reports = [p if isinstance(p, Problem) else Problem(source, p) for p in problems]
+        super().__init__("; ".join(str(report) for report in self.reports))
+
+    @property
+    def problems(self) -> list[str]:
+        """What is wrong, key by key, without saying where it came from."""
+        return [report.text for report in self.reports]
+
+
+def read_regular_file(path: Path, limit: int) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them.
+
+    Raises OSError, or ValueError with a short reason for a device, a pipe or
+    a directory (``/dev/zero`` would be read forever) or a file over the limit.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError("not a regular file")
+    # O_NONBLOCK: should the path become a pipe after the check, open does not hang.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("not a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"over {limit:,} bytes")
+    return data
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def check_topic_segment(value: str) -> str:
-    """MQTT topic levels may not hold wildcards, separators or be empty."""
-    if not value or any(char in value for char in "+#/\0"):
-        raise ValueError("must be a non-empty MQTT topic level without '+', '#', '/' or NUL")
+    """MQTT topic levels may not hold wildcards, separators or controls, or be empty."""
+    if not value or any(char in value for char in "+#/") or _CONTROL.search(value):
+        raise ValueError(
+            "must be a non-empty MQTT topic level without '+', '#', '/' or control characters"
+        )
     return value
 
 
 def check_topic(value: str) -> str:
-    """A topic for publishing: levels without wildcards and none empty."""
+    """A topic for publishing: levels without wildcards, none empty, not a broker topic."""
+    if value.startswith("$"):
+        raise ValueError("must not start with '$' (topics of the broker itself, like $SYS)")
     for level in value.split("/"):
         check_topic_segment(level)
     return value
 
 
+def check_mqtt_string(value: str | None) -> str | None:
+    """MQTT carries its strings with a 16-bit length."""
+    if value is not None and len(value.encode("utf-8", "surrogatepass")) > MQTT_MAX_BYTES:
+        raise ValueError(f"over {MQTT_MAX_BYTES:,} bytes (MQTT's limit)")
+    return value
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def check_host(value: str) -> str:
+    """A host name (RFC 1123, and '_' as resolvers take it) or an IP address."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        pass
+    else:
+        return value
+    name = value.removesuffix(".")
+    labels = name.split(".")
+    # An all-digit last label is a mistyped IPv4 address, never a name.
+    if (
+        not name
+        or len(name) > 253
+        or not all(_HOST_LABEL.fullmatch(label) for label in labels)
+        or labels[-1].isdigit()
+    ):
+        raise ValueError(
+            "must be a host name or an IP address "
+            "(no scheme, no brackets, no port: the port is mqtt.port)"
+        )
+    return value
+
+
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Strict: a TOML integer for an int, a TOML boolean for a bool (floats take
+    # integers too); paths are the one thing read from strings, marked per field.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _path(default: Path | None = None) -> Any:
+    return Field(default=default, strict=False)
 
 
 class TableConfig(_Section):
-    id: str = "T1"
+    id: str = Field(default="T1", max_length=MAX_TABLE_ID_CHARS)
     name: str | None = None
     #: Table limits, shown on the marquee.
     min_bet: float | None = Field(default=None, ge=0)
     max_bet: float | None = Field(default=None, ge=0)
     currency: str = ""
 
-    _segment = field_validator("id")(check_topic_segment)
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        # The id is a topic level and the default base topic starts with it.
+        if value.startswith("$"):
+            raise ValueError("must not start with '$'")
+        return check_topic_segment(value)
 
 
 class ControlConfig(_Section):
@@ -74,7 +181,7 @@ class ControlConfig(_Section):
 
 class WheelConfig(_Section):
     driver: Literal["wrp", "cammegh-ss2"] = "wrp"
-    port: str = "/dev/ttyUSB0"
+    port: str = Field(default="/dev/ttyUSB0", min_length=1)
     baudrate: int | None = Field(default=None, ge=50, le=4_000_000)
     #: None: take the count from the wheel's own hello (37 until it says).
     pockets: Literal[37, 38] | None = None
@@ -85,17 +192,19 @@ class WheelConfig(_Section):
 
 class TlsConfig(_Section):
     #: CA bundle that signs the broker's certificate; setting any key turns TLS on.
-    ca_file: Path | None = None
-    cert_file: Path | None = None
+    ca_file: Path | None = _path()
+    cert_file: Path | None = _path()
     #: Client key; a secret, so a relative path is looked up in $CREDENTIALS_DIRECTORY.
-    key_file: Path | None = None
+    key_file: Path | None = _path()
     insecure: bool = False
 
 
 class MqttConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
-    base_topic: str | None = None
+    base_topic: str | None = Field(default=None, max_length=MAX_TOPIC_CHARS)
+    #: Where MQTT 5 replies to operator commands may go (checked against the base).
+    reply_prefix: str = Field(default="wheeld-replies/", max_length=MAX_TOPIC_CHARS)
     #: Stable client id, so the broker keeps the session; default "wheeld-<table.id>".
     client_id: str | None = Field(default=None, min_length=1, max_length=128)
     protocol: Literal["5", "3.1.1"] = "5"
@@ -105,19 +214,30 @@ class MqttConfig(_Section):
     username: str | None = None
     password: str | None = Field(default=None, repr=False)
     #: Read the password from this file; relative: $CREDENTIALS_DIRECTORY first.
-    password_file: Path | None = None
+    password_file: Path | None = _path()
     tls: TlsConfig = TlsConfig()
     #: How many winning numbers <base>/history carries.
     history_length: int = Field(default=100, ge=1, le=1000)
+
+    _host = field_validator("host")(check_host)
+    _strings = field_validator("username", "password")(check_mqtt_string)
 
     @field_validator("base_topic")
     @classmethod
     def _topic(cls, value: str | None) -> str | None:
         return None if value is None else check_topic(value)
 
+    @field_validator("reply_prefix")
+    @classmethod
+    def _reply_prefix(cls, value: str) -> str:
+        if not value.endswith("/"):
+            raise ValueError("must end with '/' (replies go to topics under it)")
+        check_topic(value[:-1])
+        return value
+
 
 class StateConfig(_Section):
-    dir: Path = Path("/var/lib/wheeld")
+    dir: Path = _path(Path("/var/lib/wheeld"))
 
 
 class MarqueeConfig(_Section):
@@ -165,35 +285,89 @@ class Config(_Section):
         return self.mqtt.client_id or f"wheeld-{self.table.id}"
 
 
-def describe(error: ValidationError) -> list[str]:
-    """One line per problem, each naming its dotted key."""
+def _consistency(config: Config) -> list[tuple[str, str]]:
+    """Problems between keys of different sections, as ``(dotted key, message)``."""
+    problems = []
+    # Command senders are allowed to read the reply topics: were they the
+    # table's own topics (or above them), the broker's ACL could not keep the
+    # two apart, and a reply could land on <base>/result.
+    base, prefix = config.base_topic + "/", config.mqtt.reply_prefix
+    if base.startswith(prefix) or prefix.startswith(base):
+        problems.append(
+            (
+                "mqtt.reply_prefix",
+                f"must not be the base topic {config.base_topic!r}, under it or above it",
+            )
+        )
+    # Without automatic status the SS2 speaks only when polled: a link timeout
+    # shorter than a few polls would void every game.
+    control = config.wheel.control
+    polled = not control.operating_mode & AUTO_STATUS_BIT
+    if config.wheel.driver == "cammegh-ss2" and control.enabled and polled:
+        floor = round(LINK_TIMEOUT_POLLS * control.poll_s * 1000)
+        if config.rules.link_timeout_ms < floor:
+            problems.append(
+                (
+                    "rules.link_timeout_ms",
+                    f"must be at least {LINK_TIMEOUT_POLLS} x wheel.control.poll_s "
+                    f"({floor} ms) when the wheel is polled (operating_mode without bit 128)",
+                )
+            )
+    return problems
+
+
+#: Where a value came from, by its key's path: the environment variable that set it.
+Origins = dict[tuple[str, ...], str]
+
+
+def _blame(key: tuple[str, ...], origins: Origins, source: str) -> str:
+    """The environment variable that set ``key`` or a section holding it, else the file."""
+    for length in range(len(key), 0, -1):
+        variable = origins.get(key[:length])
+        if variable is not None:
+            return variable
+    return source
+
+
+def describe(error: ValidationError, source: str, origins: Origins | None = None) -> list[Problem]:
+    """One problem per error, each naming its dotted key, blamed where it was set."""
     problems = []
     for item in error.errors():
-        key = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        key = tuple(str(part) for part in item["loc"])
+        if item["type"] == "cross_field":
+            key += tuple(str(item.get("ctx", {})["key"]).split("."))
+        name = ".".join(key) or "(top level)"
         if item["type"] == "extra_forbidden":
-            problems.append(f"{key}: unknown key")
+            text = "unknown key"
+        elif item["type"] == "value_error":
+            text = str(item.get("ctx", {})["error"])  # without pydantic's "Value error, "
         else:
-            problems.append(f"{key}: {item['msg']}")
+            text = item["msg"]
+        problems.append(Problem(_blame(key, origins or {}, source), f"{name}: {text}"))
     return problems
 
 
 ENV_PREFIX = "WHEELD_"
 
 
-def apply_environment(data: dict[str, Any], environ: Mapping[str, str]) -> list[str]:
-    """Overlay ``WHEELD_<SECTION>__<KEY>[__<KEY>]`` variables; returns problems found.
+def apply_environment(
+    data: dict[str, Any], environ: Mapping[str, str]
+) -> tuple[list[Problem], Origins]:
+    """Overlay ``WHEELD_<SECTION>__<KEY>[__<KEY>]`` variables.
 
-    Values are read as TOML values when they parse as one (numbers, booleans,
-    quoted strings), else taken as plain strings: ``WHEELD_MQTT__PORT=1884``,
+    Returns the problems found and which variable set which key. Values are
+    read as TOML values when they parse as one (numbers, booleans, quoted
+    strings), else taken as plain strings: ``WHEELD_MQTT__PORT=1884``,
     ``WHEELD_MQTT__HOST=broker.local``.
     """
     problems = []
+    origins: Origins = {}
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX) or "__" not in name:
             continue
         path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
         if not all(path):
-            problems.append(f"{name}: not of the form WHEELD_<SECTION>__<KEY>")
+            problems.append(Problem(name, "not of the form WHEELD_<SECTION>__<KEY>"))
             continue
         try:
             value: Any = tomllib.loads(f"v = {raw}")["v"]
@@ -203,12 +377,13 @@ def apply_environment(data: dict[str, Any], environ: Mapping[str, str]) -> list[
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                problems.append(f"{name}: {'.'.join(path[:-1])} is not a section")
+                problems.append(Problem(name, f"{'.'.join(path[:-1])} is not a section"))
                 break
             node = child
         else:
             node[path[-1]] = value
-    return problems
+            origins[tuple(path)] = name
+    return problems, origins
 
 
 def find_secret(path: Path, environ: Mapping[str, str], base: Path) -> Path:
@@ -220,13 +395,29 @@ def find_secret(path: Path, environ: Mapping[str, str], base: Path) -> Path:
         if environ.get("CREDENTIALS_DIRECTORY"):
             candidates.insert(0, Path(environ["CREDENTIALS_DIRECTORY"]) / path)
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.exists():
+            if not candidate.is_file():
+                raise ValueError(f"{candidate}: not a regular file")
             return candidate
     raise FileNotFoundError(f"no such file: {' or '.join(str(c) for c in candidates)}")
 
 
+def _read_password(path: Path, environ: Mapping[str, str], base: Path) -> str:
+    """The password in the file, without surrounding whitespace; ValueError or OSError."""
+    found = find_secret(path, environ, base)
+    # Room for the line terminator an editor adds after the longest password.
+    data = read_regular_file(found, MQTT_MAX_BYTES + 2)
+    password = data.decode("utf-8").strip()
+    check_mqtt_string(password)
+    return password
+
+
 def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Config:
-    """Read the password file, and make every TLS path absolute and checked."""
+    """Read the password file, and make every TLS path absolute and checked.
+
+    Problems are returned keyed by dotted key, in a ConfigError whose source is
+    left for the caller to blame.
+    """
     mqtt = config.mqtt
     problems = []
     updates: dict[str, Any] = {}
@@ -235,10 +426,13 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
             problems.append("mqtt.password_file: give password or password_file, not both")
         else:
             try:
-                found = find_secret(mqtt.password_file, environ, base)
-                updates["password"] = found.read_text(encoding="utf-8").strip()
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(f"mqtt.password_file: cannot read: {exc}")
+                updates["password"] = _read_password(mqtt.password_file, environ, base)
+            except OSError as exc:
+                problems.append(f"mqtt.password_file: cannot read: {exc.strerror or exc}")
+            except UnicodeDecodeError:
+                problems.append("mqtt.password_file: not UTF-8 text")
+            except ValueError as exc:
+                problems.append(f"mqtt.password_file: {exc}")
     tls_paths: dict[str, Path] = {}
     for key in ("ca_file", "cert_file", "key_file"):
         value = getattr(mqtt.tls, key)
@@ -248,44 +442,69 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
         search_env = environ if key == "key_file" else {}
         try:
             tls_paths[key] = find_secret(value, search_env, base)
-        except FileNotFoundError as exc:
+        except (FileNotFoundError, ValueError) as exc:
             problems.append(f"mqtt.tls.{key}: {exc}")
     if problems:
         raise ConfigError("configuration", problems)
+    if not updates and not tls_paths:
+        return config  # untouched: an empty file still reads as every value a default
     updates["tls"] = mqtt.tls.model_copy(update=tls_paths)
     return config.model_copy(update={"mqtt": mqtt.model_copy(update=updates)})
 
 
+def _validate(data: dict[str, Any], source: str, origins: Origins) -> Config:
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, describe(exc, source, origins)) from None
+    problems = [
+        Problem(_blame(tuple(key.split(".")), origins, source), f"{key}: {message}")
+        for key, message in _consistency(config)
+    ]
+    if problems:
+        raise ConfigError(source, problems)
+    return config
+
+
 def from_mapping(data: dict[str, Any], source: str) -> Config:
     """Validate an already-parsed configuration; raises ConfigError."""
+    return _validate(data, source, {})
+
+
+def _parse_file(path: Path) -> dict[str, Any]:
     try:
-        return Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(source, describe(exc)) from None
-
-
-def load(path: Path, environ: Mapping[str, str] | None = None) -> Config:
-    """Read and validate a configuration file, with environment overrides and secrets.
-
-    Raises ConfigError listing every problem, each naming its key.
-    """
-    env = os.environ if environ is None else environ
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_regular_file(path, MAX_CONFIG_BYTES).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError:
         raise ConfigError(str(path), ["not UTF-8 text"]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(str(path), [f"not valid TOML: {exc}"]) from None
-    problems = apply_environment(data, env)
+    except ValueError as exc:
+        raise ConfigError(str(path), [f"cannot read: {exc}"]) from None
+
+
+def load(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+    """Read and validate a configuration file, with environment overrides and secrets.
+
+    Raises ConfigError listing every problem, each naming its key and blamed on
+    the file or on the environment variable that set it.
+    """
+    env = os.environ if environ is None else environ
+    source = str(path)
+    data = _parse_file(path)
+    env_problems, origins = apply_environment(data, env)
     try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(str(path), problems + describe(exc)) from None
-    if problems:
-        raise ConfigError(str(path), problems)
+        config = _validate(data, source, origins)
+    except ConfigError as exc:
+        raise ConfigError(source, env_problems + exc.reports) from None
+    if env_problems:
+        raise ConfigError(source, env_problems)
     try:
         return _resolve_files(config, env, path.parent)
     except ConfigError as exc:
-        raise ConfigError(str(path), exc.problems) from None
+        blamed = [
+            Problem(_blame(tuple(text.partition(":")[0].split(".")), origins, source), text)
+            for text in exc.problems
+        ]
+        raise ConfigError(source, blamed) from None
