@@ -4,7 +4,7 @@ A pure state machine. It does no I/O and reads no clock: every call is given
 the host time ``now``, which the engine uses only to stamp decisions and to
 judge ``wheel_link_lost``. Every rule duration is measured in wheel ticks.
 
-The rules and their reason codes are those of ``shared/spec/rules.md``.
+The rules and their reason codes are those of ``docs/rules.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Wheel layouts and what a winning number announces (``shared/spec/rules.md``).
+"""Wheel layouts and what a winning number announces (``docs/rules.md``).
 
 The croupier announces the colour and the winning even chances and groups with
 the number; these are the same facts, computed once per layout.

@@ -2,7 +2,7 @@
 
 Bytes go in, in any chunking; wheel events come out. The decoder never raises on
 input: anything it cannot use is counted and skipped, and it resynchronises on
-the next ``$`` (see ``shared/spec/wrp.md``).
+the next ``$`` (see ``docs/wrp.md``).
 
 Framing decisions depend only on the bytes, never on how they were split: a
 frame candidate runs from ``$`` to the first LF or the next ``$``, whichever
