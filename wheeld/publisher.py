@@ -1,23 +1,40 @@
-"""The MQTT publisher: drains the journal's outbox to the broker, in order.
+"""The MQTT publisher: drains the journal's outbox to the broker, and hands over commands.
 
 Stable client id and a persistent session (aiomqtt's default clean start would
 wipe it on every start); a retained ``offline`` last will and a retained
 ``online`` on every connect; every retained topic republished after a
 reconnect, since a broker restarted without persistence has forgotten them.
-An outbox entry is acknowledged in the journal only after the broker's PUBACK.
+
+An outbox entry is acknowledged in the journal only after a PUBACK that says
+success. A PUBACK with a failure code (MQTT 5: 0x87 Not authorized, say) is a
+refusal, not a delivery: the entry stays, is retried with capped exponential
+backoff, and raises one ``broker_refused`` alarm. Order is kept per topic: a
+refused entry holds back the later entries on its topic (so ``<base>/game``
+stays in order, and an old retained value never lands after a newer one),
+while other topics flow on.
+
+A second client with our client id (two daemons configured for one table)
+takes the session over; both would then knock each other off every second.
+That is detected, said once, and reconnecting backs off to a minute.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wheeld.journal import Journal, Outgoing
+from wheeld.commands import OperatorCommand
+from wheeld.journal import Journal, OutboxEntry, Outgoing
+from wheeld.messages import iso_utc
 
 if TYPE_CHECKING:
-    import aiomqtt
+    from paho.mqtt.properties import Properties
+    from paho.mqtt.reasoncodes import ReasonCode
 
     from wheeld.config import Config
     from wheeld.mqtt_client import Client
@@ -26,13 +43,92 @@ ONLINE = json.dumps({"state": "online"})
 OFFLINE = json.dumps({"state": "offline"})
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 5.0
+#: A refused outbox entry is tried again after 1 s, 2 s, 4 s ... at most a minute apart.
+REFUSED_RETRY_FIRST_S = 1.0
+REFUSED_RETRY_MAX_S = 60.0
+#: MQTT 5 DISCONNECT reason code "Session taken over".
+SESSION_TAKEN_OVER = 0x8E
+#: When the broker does not say why: this many connections in a row, each lost
+#: within SHORT_SESSION_S of being made, are taken for a session taken over.
+SHORT_SESSION_S = 5.0
+SHORT_SESSIONS_IN_A_ROW = 3
+TAKEOVER_BACKOFF_FIRST_S = 5.0
+TAKEOVER_BACKOFF_MAX_S = 60.0
+#: A connection that holds this long means the other client has gone.
+TAKEOVER_CLEARED_S = 2 * TAKEOVER_BACKOFF_MAX_S
+DEFAULT_REPLY_PREFIX = "wheeld-replies/"
+#: Longest response topic answered, in UTF-8 bytes.
+MAX_REPLY_TOPIC_BYTES = 512
+#: Longest sender name handed over; longer ones are cut.
+MAX_SENDER = 64
 
-#: A received command: (name, payload, MQTT 5 properties or None) -> reply or None.
-CommandHandler = Callable[[str, bytes], Awaitable[dict[str, Any]]]
+#: Receives every message on ``<base>/command/+`` and returns the reply to send
+#: (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``); refusing retained
+#: or malformed commands is its job.
+CommandHandler = Callable[[OperatorCommand], Awaitable[dict[str, Any]]]
+
+
+def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
+    """Why a command's response topic may not be answered on, or None when it may.
+
+    Replies go only under the configured ``mqtt.reply_prefix``, never under the
+    table's own ``<base>/`` (a reply must not pose as the table's state) nor
+    to a ``$`` topic or a filter.
+    """
+    directory = prefix if prefix.endswith("/") else f"{prefix}/"
+    if len(topic.encode()) > MAX_REPLY_TOPIC_BYTES:
+        return f"longer than {MAX_REPLY_TOPIC_BYTES} bytes"
+    if topic.startswith("$"):
+        return "a $ topic"
+    if any(char in topic for char in "+#\0"):
+        return "holds '+', '#' or NUL"
+    if topic == base or topic.startswith(f"{base}/"):
+        return f"under the table's own {base}/"
+    if not topic.startswith(directory) or topic == directory:
+        return f"not a topic under {directory}"
+    if "" in topic[len(directory) :].split("/"):
+        return "has an empty level"
+    return None
+
+
+def _sender(properties: Properties | None) -> str | None:
+    """The MQTT 5 user property ``operator``, else ``user``, cut to MAX_SENDER."""
+    pairs = getattr(properties, "UserProperty", None) or []
+    found = dict(reversed(pairs))  # the first of repeated keys wins
+    name = found.get("operator") or found.get("user")
+    return name[:MAX_SENDER] if isinstance(name, str) and name else None
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """Every exception in a group, and what each was raised from."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            yield from _causes(inner)
+        return
+    seen: BaseException | None = error
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
+@dataclass(slots=True)
+class _Refusal:
+    """An outbox entry the broker refused, and when to offer it again."""
+
+    topic: str
+    reason: str
+    since: float
+    retry_at: float
+    delay_s: float
 
 
 class Publisher:
-    """Owns the broker connection for the daemon's whole life."""
+    """Owns the broker connection for the daemon's whole life.
+
+    For the daemon's status: ``connected``; ``stuck_since`` (epoch seconds of
+    the oldest refusal still holding an entry back, else None); ``refusals``
+    (refused PUBACKs since start, retries included); ``session_taken_over``.
+    """
 
     def __init__(
         self,
@@ -47,9 +143,26 @@ class Publisher:
         self._on_command = on_command
         self._log = log
         self._base = config.base_topic
+        self._reply_prefix: str = getattr(config.mqtt, "reply_prefix", DEFAULT_REPLY_PREFIX)
         self._wake = asyncio.Event()
-        self._client: aiomqtt.Client | None = None
+        self._client: Client | None = None
+        self._refused: dict[int, _Refusal] = {}
+        self._connected_at: float | None = None
+        self._short_sessions = 0
+        self._taken_over_at: float | None = None
+        self._takeover_backoff_s = TAKEOVER_BACKOFF_FIRST_S
         self.connected = False
+        self.refusals = 0
+
+    @property
+    def stuck_since(self) -> float | None:
+        """When the oldest refusal still holding back an entry began (epoch s)."""
+        return min((r.since for r in self._refused.values()), default=None)
+
+    @property
+    def session_taken_over(self) -> bool:
+        """Another client with our client id has been taking our session lately."""
+        return self._taken_over_at is not None
 
     def wake(self) -> None:
         """New entries are in the outbox."""
@@ -73,10 +186,13 @@ class Publisher:
         last_error = ""
         while True:
             client = self._make_client()
+            self._connected_at = None
+            taken_over = False
             try:
                 async with client:
                     self._client = client
                     self.connected = True
+                    self._connected_at = time.monotonic()
                     backoff = BACKOFF_FIRST_S
                     last_error = ""
                     self._log.info(
@@ -84,47 +200,161 @@ class Publisher:
                     )
                     await self._serve(client)
             except* aiomqtt.MqttError as group:
-                error = str(group.exceptions[0])
-                if error != last_error:
+                taken_over = self._taken_over(group)
+                # aiomqtt's own words ("Disconnected during message iteration") hide the cause.
+                error = ": ".join(dict.fromkeys(str(cause) for cause in _causes(group)))
+                if not taken_over and error != last_error:
                     self._log.warning("broker unavailable, retrying", error=error)
                     last_error = error
             finally:
                 self._client = None
                 self.connected = False
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            if taken_over:
+                # Slower each time, so two daemons with one id stop flapping every second.
+                await asyncio.sleep(self._takeover_backoff_s)
+                self._takeover_backoff_s = min(self._takeover_backoff_s * 2, TAKEOVER_BACKOFF_MAX_S)
+            else:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
 
-    async def _serve(self, client: aiomqtt.Client) -> None:
-        await client.publish(
-            f"{self._base}/status", ONLINE, qos=1, retain=True, properties=self._json_properties()
+    def _taken_over(self, error: BaseException) -> bool:
+        """Whether another client with our id took the session; says so once per episode.
+
+        MQTT 5 has a reason code for it (0x8E), but not every broker sends it
+        (mosquitto 2.0 just closes the connection, as on 3.1.1), so connections
+        lost again and again soon after being made count as well.
+        """
+        if self._connected_at is None:
+            return False  # never connected: the broker is away, not taken
+        held_s = time.monotonic() - self._connected_at
+        if held_s >= TAKEOVER_CLEARED_S:
+            # A connection that held this long: whoever took the session has gone.
+            self._taken_over_at = None
+            self._takeover_backoff_s = TAKEOVER_BACKOFF_FIRST_S
+        self._short_sessions = self._short_sessions + 1 if held_s < SHORT_SESSION_S else 0
+        said_so = any(getattr(cause, "rc", None) == SESSION_TAKEN_OVER for cause in _causes(error))
+        guessed = self._short_sessions >= SHORT_SESSIONS_IN_A_ROW
+        if self._taken_over_at is not None:
+            return True  # still in the episode: keep backing off
+        if not (said_so or guessed):
+            return False
+        self._taken_over_at = time.time()
+        self._log.error(
+            "another client with the same client id took the MQTT session: "
+            f"probably a second wheeld for table {self._config.table.id}; "
+            f"reconnecting ever more slowly (up to {TAKEOVER_BACKOFF_MAX_S:g} s apart) "
+            "until it goes",
+            client_id=self._config.client_id,
+            evidence="DISCONNECT 0x8E Session taken over"
+            if said_so
+            else f"{self._short_sessions} connections in a row lost within "
+            f"{SHORT_SESSION_S:g} s of being made",
         )
+        return True
+
+    async def _serve(self, client: Client) -> None:
+        status = await client.publish_acknowledged(
+            f"{self._base}/status", ONLINE, retain=True, properties=self._json_properties()
+        )
+        if status.is_failure:
+            self._log.error(
+                "broker refused our status", topic=f"{self._base}/status", reason=str(status)
+            )
         for message in self._journal.retained():
-            await self._publish(client, message)
+            code = await self._deliver(client, message)
+            if code.is_failure:
+                self._log.warning(
+                    "broker refused a retained topic", topic=message.topic, reason=str(code)
+                )
         await client.subscribe(f"{self._base}/command/+", qos=1)
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._drain(client))
             tasks.create_task(self._listen(client))
 
-    async def _drain(self, client: aiomqtt.Client) -> None:
+    # -- the outbox ------------------------------------------------------------
+
+    async def _drain(self, client: Client) -> None:
         while True:
             self._wake.clear()
-            entries = self._journal.pending()
-            for entry in entries:
-                await self._publish(client, entry.message)
-                self._journal.acknowledge(entry)
-            if not entries:
+            await self._drain_once(client)
+            next_retry = min((r.retry_at for r in self._refused.values()), default=None)
+            if next_retry is None:
                 await self._wake.wait()
+                continue
+            # Woken by new entries, or by a refused one falling due again.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, next_retry - time.monotonic()))
 
-    async def _publish(self, client: aiomqtt.Client, message: Outgoing) -> None:
-        await client.publish(
+    async def _drain_once(self, client: Client) -> None:
+        """Offer every pending entry once, in order, but none behind a refusal on its topic."""
+        held: set[str] = set()
+        after = 0
+        while entries := self._journal.pending(after):
+            for entry in entries:
+                after = entry.id
+                topic = entry.message.topic
+                refusal = self._refused.get(entry.id)
+                if topic in held or (refusal and refusal.retry_at > time.monotonic()):
+                    held.add(topic)
+                    continue
+                code = await self._deliver(client, entry.message)
+                if code.is_failure:
+                    await self._refuse(client, entry, code)
+                    held.add(topic)
+                    continue
+                self._journal.acknowledge(entry)
+                if self._refused.pop(entry.id, None) is not None:
+                    self._log.info("broker accepted a message it had refused", topic=topic)
+
+    async def _deliver(self, client: Client, message: Outgoing) -> ReasonCode:
+        # Every entry goes at QoS 1: the outbox's promise rests on a PUBACK.
+        return await client.publish_acknowledged(
             message.topic,
             message.payload,
-            qos=message.qos,
             retain=message.retain,
             properties=self._json_properties(),
         )
 
-    def _json_properties(self) -> Any:
+    async def _refuse(self, client: Client, entry: OutboxEntry, code: ReasonCode) -> None:
+        self.refusals += 1
+        now = time.monotonic()
+        refusal = self._refused.get(entry.id)
+        if refusal is not None:
+            refusal.delay_s = min(refusal.delay_s * 2, REFUSED_RETRY_MAX_S)
+            refusal.retry_at = now + refusal.delay_s
+            self._log.debug("broker refused a message again", topic=refusal.topic, reason=str(code))
+            return
+        since = time.time()
+        self._refused[entry.id] = _Refusal(
+            entry.message.topic,
+            str(code),
+            since,
+            now + REFUSED_RETRY_FIRST_S,
+            REFUSED_RETRY_FIRST_S,
+        )
+        self._log.error(
+            "broker refused a message: it stays in the outbox and is retried, "
+            "holding back later messages on its topic",
+            topic=entry.message.topic,
+            reason=str(code),
+            code=code.value,
+        )
+        # Best effort and not journalled: an alarm about a refusal must not
+        # itself become an outbox entry that can be refused, and so on.
+        alarm = {
+            "alarm": "broker_refused",
+            "topic": entry.message.topic,
+            "reason": str(code),
+            "table": self._config.table.id,
+            "ts": iso_utc(since),
+        }
+        alarm_code = await client.publish_acknowledged(
+            f"{self._base}/alarm", json.dumps(alarm), properties=self._json_properties()
+        )
+        if alarm_code.is_failure:
+            self._log.error("broker refused the alarm as well", reason=str(alarm_code))
+
+    def _json_properties(self) -> Properties | None:
         if self._config.mqtt.protocol != "5":
             return None
         from paho.mqtt.packettypes import PacketTypes
@@ -135,41 +365,68 @@ class Publisher:
         properties.PayloadFormatIndicator = 1
         return properties
 
-    async def _listen(self, client: aiomqtt.Client) -> None:
+    # -- commands ----------------------------------------------------------------
+
+    async def _listen(self, client: Client) -> None:
         prefix = f"{self._base}/command/"
         async for message in client.messages:
             topic = message.topic.value
             if not topic.startswith(prefix):
                 continue
-            payload = (
-                message.payload
-                if isinstance(message.payload, bytes)
-                else (str(message.payload).encode() if message.payload is not None else b"")
+            payload = message.payload
+            command = OperatorCommand(
+                name=topic[len(prefix) :],
+                payload=payload if isinstance(payload, bytes) else str(payload or "").encode(),
+                retained=message.retain,
+                sender=_sender(message.properties),
             )
-            reply = await self._on_command(topic[len(prefix) :], payload)
-            await self._reply(client, message, reply)
+            try:
+                reply = await self._on_command(command)
+            except Exception as exc:  # a bug in a command must not cut the broker connection
+                self._log.error(
+                    "command failed", command=command.name, error=f"{type(exc).__name__}: {exc}"
+                )
+                reply = {"ok": False, "error": "internal error"}
+            if not command.retained:  # the broker's memory, not an operator: no one to answer
+                await self._reply(client, command, message.properties, reply)
 
-    async def _reply(self, client: aiomqtt.Client, request: Any, reply: dict[str, Any]) -> None:
-        properties = getattr(request, "properties", None)
-        response_topic = getattr(properties, "ResponseTopic", None)
+    async def _reply(
+        self,
+        client: Client,
+        command: OperatorCommand,
+        request: Properties | None,
+        reply: dict[str, Any],
+    ) -> None:
+        response_topic = getattr(request, "ResponseTopic", None)
         if not response_topic:
             return  # MQTT 3.1.1, or a caller that wants no answer
+        refusal = reply_topic_refusal(response_topic, base=self._base, prefix=self._reply_prefix)
+        if refusal is not None:
+            self._log.warning(
+                "command reply not sent: response topic refused",
+                command=command.name,
+                topic=response_topic,
+                why=refusal,
+            )
+            return
         from paho.mqtt.packettypes import PacketTypes
         from paho.mqtt.properties import Properties
 
-        from wheeld.config import check_topic
-
-        try:
-            check_topic(response_topic)
-        except ValueError:
-            self._log.warning("command reply topic refused", topic=response_topic)
-            return
         answer = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-        correlation = getattr(properties, "CorrelationData", None)
+        correlation = getattr(request, "CorrelationData", None)
         if correlation:
             answer.CorrelationData = correlation
         answer.ContentType = "application/json"
-        await client.publish(response_topic, json.dumps(reply), qos=1, properties=answer)
+        code = await client.publish_acknowledged(
+            response_topic, json.dumps(reply), properties=answer
+        )
+        if code.is_failure:
+            self._log.warning(
+                "broker refused a command reply",
+                command=command.name,
+                topic=response_topic,
+                reason=str(code),
+            )
 
     async def stop(self) -> None:
         """Say ``offline`` ourselves (a clean disconnect sends no will)."""

@@ -1,0 +1,325 @@
+"""The publisher in-process against a real mosquitto: command hand-over, reply
+policy, broker refusals and a session taken over by a second client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from tests.rig import Broker, Subscriber
+from wheeld import publisher as publisher_module
+from wheeld.commands import OperatorCommand
+from wheeld.config import Config
+from wheeld.journal import Journal, Outgoing
+from wheeld.publisher import MAX_SENDER, Publisher, reply_topic_refusal
+
+BASE = "wheeld/T9"
+GAME = f"{BASE}/game"
+ALLOW_ALL = "topic readwrite #\n"
+# Anonymous clients (every client here) may use everything but the game topic.
+DENY_GAME = f"topic readwrite #\ntopic deny {GAME}\n"
+
+
+class Log:
+    """Records what the publisher logs: (level, event, fields)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __getattr__(self, level: str) -> Callable[..., None]:
+        def record(event: str, **fields: Any) -> None:
+            self.lines.append((level, event, fields))
+
+        return record
+
+    def at(self, level: str, words: str) -> list[dict[str, Any]]:
+        return [f for lv, event, f in self.lines if lv == level and words in event]
+
+
+async def until(condition: Callable[[], Any], what: str, timeout: float = 10) -> Any:
+    """Await ``condition`` being truthy, without blocking the publisher's loop."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+    return value
+
+
+class AclBroker(Broker):
+    """A mosquitto whose ACL file can be rewritten and reloaded (SIGHUP)."""
+
+    def __init__(self, workdir: Path, acl: str) -> None:
+        super().__init__(workdir)
+        self.acl = workdir / "acl"
+        self.acl.write_text(acl)
+        with self.conf.open("a") as conf:
+            # Run as root, mosquitto would become "mosquitto" and not read a private tmp dir.
+            conf.write(f"acl_file {self.acl}\nuser {getpass.getuser()}\n")
+
+    def reload(self, acl: str) -> None:
+        assert self.process is not None
+        self.acl.write_text(acl)
+        self.process.send_signal(signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def acl_broker(tmp_path: Path, acl: str) -> Iterator[AclBroker]:
+    broker = AclBroker(tmp_path, acl)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def config(port: int, protocol: str = "5") -> Config:
+    return Config.model_validate(
+        {"table": {"id": "T9"}, "mqtt": {"port": port, "protocol": protocol, "keepalive_s": 5}}
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(publisher: Publisher) -> AsyncIterator[Publisher]:
+    task = asyncio.create_task(publisher.run())
+    try:
+        yield publisher
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def no_command(command: OperatorCommand) -> dict[str, Any]:
+    return {"ok": False, "error": "no commands here"}
+
+
+def operator_client(port: int, client_id: str = "") -> paho.Client:
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv5)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    return client
+
+
+def send_command(
+    client: paho.Client,
+    name: str,
+    *,
+    response_topic: str | None = None,
+    user: list[tuple[str, str]] | None = None,
+    retain: bool = False,
+) -> None:
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+    if response_topic is not None:
+        properties.ResponseTopic = response_topic
+        properties.CorrelationData = b"42"
+    if user:
+        properties.UserProperty = user
+    info = client.publish(
+        f"{BASE}/command/{name}", b"{}", qos=1, retain=retain, properties=properties
+    )
+    info.wait_for_publish(5)
+
+
+# -- the reply policy (pure) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("topic", "why"),
+    [
+        ("wheeld-replies/pit/1", None),
+        ("wheeld-replies/x", None),
+        ("wheeld-replies/", "not a topic under"),
+        ("wheeld-replies", "not a topic under"),
+        ("pit/replies", "not a topic under"),
+        (f"{BASE}/status", "under the table's own"),
+        (BASE, "under the table's own"),
+        ("$SYS/broker", "a $ topic"),
+        ("wheeld-replies/+/x", "'+', '#' or NUL"),
+        ("wheeld-replies/#", "'+', '#' or NUL"),
+        ("wheeld-replies/a\0b", "'+', '#' or NUL"),
+        ("wheeld-replies//x", "an empty level"),
+        ("wheeld-replies/" + "é" * 300, "longer than 512 bytes"),
+    ],
+)
+def test_reply_topic_policy(topic: str, why: str | None) -> None:
+    refusal = reply_topic_refusal(topic, base=BASE, prefix="wheeld-replies/")
+    assert (refusal is None) if why is None else (refusal is not None and why in refusal)
+
+
+def test_a_reply_prefix_under_the_base_still_never_answers_there() -> None:
+    assert reply_topic_refusal(f"{BASE}/r/1", base=BASE, prefix=f"{BASE}/r") is not None
+    assert reply_topic_refusal("pit/replies/7", base=BASE, prefix="pit/replies") is None
+
+
+# -- commands over a real broker ---------------------------------------------------------
+
+
+async def test_commands_are_handed_over_and_answered_only_where_allowed(tmp_path: Path) -> None:
+    with acl_broker(tmp_path, ALLOW_ALL) as broker:
+        operator = operator_client(broker.port)
+        # Left on the broker before wheeld subscribes: it arrives with the retain flag.
+        send_command(operator, "close", response_topic="wheeld-replies/old", retain=True)
+        watcher = Subscriber(broker.port, "#")
+        received: list[OperatorCommand] = []
+
+        async def on_command(command: OperatorCommand) -> dict[str, Any]:
+            received.append(command)
+            return {"ok": True, "command": command.name}
+
+        log = Log()
+        journal = Journal(tmp_path / "journal.sqlite")
+        publisher = Publisher(config(broker.port), journal, on_command=on_command, log=log)
+        try:
+            async with running(publisher):
+                await until(lambda: received, "the retained command")
+                send_command(
+                    operator,
+                    "open",
+                    response_topic="wheeld-replies/pit/1",
+                    user=[("operator", "alice"), ("user", "bob")],
+                )
+                send_command(operator, "open", user=[("user", "b" * 200)])
+                refused = ["wheeld/T9/table", "$SYS/wheeld", "pit/replies/1"]
+                for topic in refused:
+                    send_command(operator, "no_spin", response_topic=topic)
+                await until(lambda: len(received) == 6, "every command handed over")
+                reply = await until(
+                    lambda: watcher.on("wheeld-replies/pit/1"), "the reply on the response topic"
+                )
+                await until(lambda: len(log.at("warning", "response topic refused")) == 3, "3")
+        finally:
+            watcher.close()
+            operator.loop_stop()
+            journal.close()
+
+    assert (received[0].name, received[0].retained) == ("close", True)
+    assert [(c.name, c.retained, c.sender) for c in received[1:3]] == [
+        ("open", False, "alice"),
+        ("open", False, "b" * MAX_SENDER),
+    ]
+    assert all(c.sender is None for c in received[3:])
+    assert reply == [{"ok": True, "command": "open"}]
+    # The retained command got no answer, and nothing was sent to a refused topic.
+    assert watcher.on("wheeld-replies/old") == []
+    assert watcher.on("wheeld/T9/table") == [] and watcher.on("pit/replies/1") == []
+    warned = log.at("warning", "response topic refused")
+    assert [(w["command"], w["topic"]) for w in warned] == [("no_spin", t) for t in refused]
+
+
+async def test_the_correlation_data_comes_back_with_the_reply(tmp_path: Path) -> None:
+    with acl_broker(tmp_path, ALLOW_ALL) as broker:
+        answers: list[tuple[str, bytes | None]] = []
+        operator = operator_client(broker.port)
+        operator.on_message = lambda c, u, m: answers.append(
+            (m.payload.decode(), getattr(m.properties, "CorrelationData", None))
+        )
+        operator.subscribe("wheeld-replies/#", qos=1)
+        journal = Journal(tmp_path / "journal.sqlite")
+        publisher = Publisher(config(broker.port), journal, on_command=no_command, log=Log())
+        try:
+            async with running(publisher):
+                await until(lambda: publisher.connected, "the publisher connected")
+                await asyncio.sleep(0.2)  # let it subscribe (no event to wait on from here)
+                send_command(operator, "open", response_topic="wheeld-replies/me")
+                await until(lambda: answers, "the answer")
+        finally:
+            operator.loop_stop()
+            journal.close()
+    assert answers == [(json.dumps({"ok": False, "error": "no commands here"}), b"42")]
+
+
+# -- a refusal is not a delivery --------------------------------------------------------
+
+
+async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_topic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(publisher_module, "REFUSED_RETRY_FIRST_S", 0.2)
+    monkeypatch.setattr(publisher_module, "REFUSED_RETRY_MAX_S", 0.4)
+    with acl_broker(tmp_path, DENY_GAME) as broker:
+        watcher = Subscriber(broker.port, f"{BASE}/#")
+        journal = Journal(tmp_path / "journal.sqlite")
+        journal.enqueue(
+            [
+                Outgoing(GAME, json.dumps({"game_id": 1})),
+                Outgoing(f"{BASE}/wheel", json.dumps({"link": "up"}), retain=True),
+                Outgoing(GAME, json.dumps({"game_id": 2})),
+            ]
+        )
+        log = Log()
+        publisher = Publisher(config(broker.port), journal, on_command=no_command, log=log)
+        try:
+            async with running(publisher):
+                alarm = await until(lambda: watcher.on(f"{BASE}/alarm"), "the alarm")
+                await until(lambda: watcher.on(f"{BASE}/wheel"), "the other topic, not held")
+                await until(lambda: publisher.refusals >= 3, "retries")
+                # Both game messages wait: the second behind the refused first.
+                assert [e.message.topic for e in journal.pending()] == [GAME, GAME]
+                assert publisher.stuck_since is not None
+                assert len(log.at("error", "broker refused a message")) == 1
+                assert len(watcher.on(f"{BASE}/alarm")) == 1
+
+                broker.reload(ALLOW_ALL)
+                await until(lambda: not journal.pending(), "the outbox drained", timeout=15)
+                games = await until(lambda: len(watcher.on(GAME)) == 2 and watcher.on(GAME), "2")
+                assert publisher.stuck_since is None
+        finally:
+            watcher.close()
+            journal.close()
+
+    assert alarm[0]["alarm"] == "broker_refused"
+    assert (alarm[0]["topic"], alarm[0]["table"]) == (GAME, "T9")
+    assert alarm[0]["reason"] == "Not authorized" and alarm[0]["ts"].endswith("Z")
+    assert games == [{"game_id": 1}, {"game_id": 2}]  # in order
+    assert len(log.at("error", "broker refused a message")) == 1
+    assert not log.at("warning", "broker unavailable")
+
+
+# -- a second client with our client id ----------------------------------------------------
+
+
+async def test_a_session_taken_over_is_said_once_and_backs_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(publisher_module, "TAKEOVER_BACKOFF_FIRST_S", 1.5)
+    with acl_broker(tmp_path, ALLOW_ALL) as broker:
+        journal = Journal(tmp_path / "journal.sqlite")
+        log = Log()
+        publisher = Publisher(config(broker.port), journal, on_command=no_command, log=log)
+        intruder: paho.Client | None = None
+        try:
+            async with running(publisher):
+                await until(lambda: publisher.connected, "the publisher connected")
+                # A second "wheeld" for table T9: same client id, connects once and stays.
+                intruder = operator_client(broker.port, client_id="wheeld-T9")
+                await until(lambda: publisher.session_taken_over, "the takeover", timeout=20)
+                taken_at = time.monotonic()
+                await until(lambda: publisher.connected, "reconnected after its backoff")
+                waited_s = time.monotonic() - taken_at
+                await until(lambda: not intruder.is_connected(), "the intruder knocked off")
+        finally:
+            if intruder is not None:
+                intruder.loop_stop()
+            journal.close()
+
+    errors = log.at("error", "another client with the same client id")
+    assert len(errors) == 1
+    assert log.at("error", "probably a second wheeld for table T9")
+    assert errors[0]["client_id"] == "wheeld-T9"
+    assert waited_s >= 1.0, "reconnected at once: the two would flap every second"
+    # Only the disconnections before it was recognised read as an unavailable broker.
+    assert len(log.at("warning", "broker unavailable")) < publisher_module.SHORT_SESSIONS_IN_A_ROW
