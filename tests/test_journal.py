@@ -21,6 +21,7 @@ from wheeld.journal import (
     JournalWriteError,
     Outgoing,
 )
+from wheeld.pipeline import CommandRecord
 
 JOURNAL = "journal.sqlite3"
 
@@ -317,6 +318,7 @@ _FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
 from wheeld.engine import EngineState
+from wheeld.pipeline import CommandRecord
 from wheeld.journal import GameRecord, Journal, JournalWriteError, Outgoing
 
 journal = Journal(Path(sys.argv[1]))
@@ -415,3 +417,47 @@ def test_a_full_file_system_fails_writes_cleanly(small_tmpfs: Path) -> None:
         assert journal.load_state() == EngineState(next_game_id=written + 2)
     finally:
         journal.close()
+
+
+# -- the table and operator commands -----------------------------------------------------
+
+
+def test_table_state_and_commands_survive_a_reopen(journal: Journal) -> None:
+    assert journal.table_state() == "open"
+    journal.save_table_state("closed")
+    journal.record_commands(
+        [
+            CommandRecord(1.5, "close", "pit-7", "{}", True, '{"ok": true}'),
+            CommandRecord(2.5, "no_spin", None, "[]", False, "body must be an object"),
+        ]
+    )
+    journal = reopen(journal)
+    assert journal.table_state() == "closed"
+    assert journal.commands() == [
+        (1.5, "close", "pit-7", "{}", True, '{"ok": true}'),
+        (2.5, "no_spin", None, "[]", False, "body must be an object"),
+    ]
+    journal.close()
+
+
+def test_a_journal_from_before_the_commands_table_is_upgraded(journal: Journal) -> None:
+    play(journal, 1)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DROP TABLE commands")
+    db.close()
+    journal = Journal(journal.path)
+    assert journal.commands() == []
+    assert [game_id for game_id, _, _ in journal.decisions()] == [1]
+    journal.close()
+
+
+def test_a_malformed_table_state_is_one_clear_line(journal: Journal) -> None:
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("INSERT INTO state (key, value) VALUES ('table', 'ajar')")
+    db.close()
+    journal = Journal(journal.path)
+    with pytest.raises(JournalError, match="journal is corrupt \\(stored table state 'ajar'"):
+        journal.table_state()
+    journal.close()

@@ -28,44 +28,71 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wheeld.engine import EngineState
+
+if TYPE_CHECKING:
+    from wheeld.pipeline import CommandRecord, TableState
 
 #: Files the journal keeps beside its database, in the state directory.
 GAME_IDS_FILE = "game-ids"
 LOCK_FILE = "lock"
 
-_SCHEMA = """
+#: wheeld's tables, each with the statement that creates it.
+_TABLES: dict[str, str] = {
+    "decisions": """
 CREATE TABLE decisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     game_id INTEGER NOT NULL,
     event TEXT NOT NULL,
     payload TEXT NOT NULL
-);
+)
+""",
+    "results": """
 CREATE TABLE results (
     game_id INTEGER PRIMARY KEY,
     number TEXT NOT NULL
-);
+)
+""",
+    "outbox": """
 CREATE TABLE outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     topic TEXT NOT NULL,
     payload TEXT NOT NULL,
     qos INTEGER NOT NULL,
     retain INTEGER NOT NULL
-);
+)
+""",
+    "retained": """
 CREATE TABLE retained (
     topic TEXT PRIMARY KEY,
     payload TEXT NOT NULL
-);
+)
+""",
+    "state": """
 CREATE TABLE state (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
-);
-"""
+)
+""",
+    "commands": """
+CREATE TABLE commands (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    name TEXT NOT NULL,
+    sender TEXT,
+    payload TEXT NOT NULL,
+    accepted INTEGER NOT NULL,
+    outcome TEXT NOT NULL
+)
+""",
+}
+#: Tables added after the first journals were written: created when missing.
+_ADDED_TABLES = ("commands",)
 
 #: The first 16 bytes of every SQLite 3 database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -212,6 +239,10 @@ class Journal:
                 f"{self.path}: not a wheeld journal (it holds the tables"
                 f" {', '.join(sorted(found))}); give wheeld its own state directory"
             )
+        missing = [name for name in expected if name not in found]
+        if missing and set(missing) <= set(_ADDED_TABLES):
+            self._create(db, only=missing)
+            found = _tables(db)
         for name, columns in expected.items():
             if name not in found:
                 raise self._corrupt(f"table {name} is missing")
@@ -220,12 +251,12 @@ class Journal:
         for name in found.keys() - expected.keys():
             raise self._corrupt(f"unexpected table {name}")
 
-    def _create(self, db: sqlite3.Connection) -> None:
-        """wheeld's tables in a new database, all or none."""
+    def _create(self, db: sqlite3.Connection, only: Sequence[str] = ()) -> None:
+        """wheeld's tables (or ``only`` those) in one transaction: all or none."""
         try:
             with _transaction(db):
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
+                for name, statement in _TABLES.items():
+                    if not only or name in only:
                         db.execute(statement)
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot create the journal: {exc}") from None
@@ -347,6 +378,42 @@ class Journal:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (json.dumps(state.to_dict(), sort_keys=True),),
         )
+
+    def table_state(self) -> TableState:
+        """Whether the operator last opened or closed the table; open until told."""
+        rows = self._read("SELECT value FROM state WHERE key = 'table'")
+        if not rows:
+            return "open"
+        if rows[0][0] == "closed":
+            return "closed"
+        if rows[0][0] != "open":
+            raise self._corrupt(f"stored table state {rows[0][0]!r} is neither open nor closed")
+        return "open"
+
+    def save_table_state(self, state: TableState) -> None:
+        """Store the table's open/closed state, durably: a restart must not reopen it."""
+        with self._writing():
+            self._db.execute(
+                "INSERT INTO state (key, value) VALUES ('table', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (state,),
+            )
+
+    def record_commands(self, commands: Sequence[CommandRecord]) -> None:
+        """Keep operator commands, accepted or refused, with who sent them (durably)."""
+        with self._writing():
+            self._db.executemany(
+                "INSERT INTO commands (at, name, sender, payload, accepted, outcome)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(c.at, c.name, c.sender, c.payload, int(c.accepted), c.outcome) for c in commands],
+            )
+
+    def commands(self) -> list[tuple[float, str, str | None, str, bool, str]]:
+        """Every journalled operator command: (at, name, sender, payload, accepted, outcome)."""
+        rows = self._read(
+            "SELECT at, name, sender, payload, accepted, outcome FROM commands ORDER BY id"
+        )
+        return [(r[0], r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows]
 
     def writable(self) -> bool:
         """Whether durable writes work again: tries one tiny write of each kind.
@@ -548,5 +615,6 @@ def _tables(db: sqlite3.Connection) -> dict[str, _Columns]:
 def _expected_tables() -> dict[str, _Columns]:
     """wheeld's tables as SQLite describes them, from the schema itself."""
     with contextlib.closing(sqlite3.connect(":memory:")) as db:
-        db.executescript(_SCHEMA)
+        for statement in _TABLES.values():
+            db.execute(statement)
         return _tables(db)
