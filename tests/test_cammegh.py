@@ -11,9 +11,15 @@ from hypothesis import strategies as st
 
 from tests.cammegh.wheel_games import games_owed_a_result, wheel_games
 from tests.captures.regenerate import replay_output
-from wheeld.drivers.cammegh_ss2 import CammeghDecoder, Status, encode_status, parse_status
+from wheeld.drivers.cammegh_ss2 import (
+    MAX_TICK_STEP_MS,
+    CammeghDecoder,
+    Status,
+    encode_status,
+    parse_status,
+)
 from wheeld.engine import EngineState, GameEngine
-from wheeld.events import WheelEvent, WheelReply
+from wheeld.events import DisplayMismatch, WheelEvent, WheelReply, WinningNumber
 from wheeld.game import Decision, NoMoreBets, NoSpin, Result, Spinning
 from wheeld.rules import RulesConfig
 from wheeld.simulators.ss2 import ScriptedSS2
@@ -71,40 +77,57 @@ def test_replies_faults_and_garbage_are_told_apart() -> None:
     assert counters.winning_number_lines == 1 and decoder.last_bare_number == "7"
 
 
-def _wire_events(pieces: list[bytes]) -> list[WheelEvent]:
+def _wire_events(pieces: list[bytes]) -> tuple[list[WheelEvent], dict[str, int]]:
     decoder = CammeghDecoder()
     out: list[WheelEvent] = []
     for piece in pieces:
         out += decoder.feed(piece, 5.0)
-    return out
+    return out, decoder.counters.as_dict()
 
 
-@settings(max_examples=200)
+#: Lines a game is made of, so that generated streams reach every branch.
+_WIRE_LINES = [
+    b"*X;2;001;  ;0;170;0",
+    b"*X;3;001;  ;0;170;0",
+    b"*X;4;001;  ;0;170;0",
+    b"*X;5;001;17;0;170;0",
+    b"*X;5;001; 7;0;170;0",
+    b"*u OK",
+    b" 7",
+    b"17",
+    b"*F 5",
+    b"*bs 1",
+    b"*u " + b"x" * 130,  # over-long
+]
+
+
+@settings(max_examples=300)
 @given(
     st.lists(
         st.one_of(
             st.binary(max_size=30),
-            st.sampled_from(
-                [
-                    b"*X;2;001;  ;0;170;0\r\n",
-                    b"*X;3;001;  ;0;170;0\r\n",
-                    b"*u OK\r\n",
-                    b" 7\r\n",
-                    b"*F 5\r\n",
-                    b"\r",
-                    b"\n",
-                    b"*bs 1\r\n",
-                ]
-            ),
+            st.tuples(
+                st.sampled_from(_WIRE_LINES),
+                st.sampled_from([b"\r\n", b"\n\r", b"\r", b"\n", b""]),
+            ).map(b"".join),
         ),
-        max_size=30,
+        max_size=40,
     ).map(b"".join),
-    st.lists(st.integers(0, 2000), max_size=10),
+    st.lists(st.integers(0, 5000), max_size=12),
 )
 def test_any_bytes_split_anywhere_decode_as_unsplit(data: bytes, cuts: list[int]) -> None:
     points = sorted({c % (len(data) + 1) for c in cuts})
     pieces = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
     assert _wire_events(pieces) == _wire_events([data])
+
+
+def test_an_overlong_line_is_dropped_whole_however_it_arrives() -> None:
+    line = b"*u " + b"x" * 200 + b"\r\n*u OK\r\n"
+    whole = _wire_events([line])
+    assert whole == _wire_events([line[i : i + 7] for i in range(0, len(line), 7)])
+    events, counters = whole
+    assert events == [WheelReply("u", "OK")]
+    assert counters["overlong_lines"] == 1 and counters["garbage_bytes"] == 203
 
 
 # -- the mapping to the rules ----------------------------------------------------------
@@ -208,13 +231,160 @@ def test_flag_4_and_state_6_void() -> None:
     assert ends(decide(wheel)) == ["rotor_malfunction", "rotor_malfunction"]
 
 
+# -- trusting a number on a line without a checksum -------------------------------------
+
+
+def _game_lines(number: str = "17", *, bare: bytes | None = None) -> ScriptedSS2:
+    """A whole game, its bare line replaced by ``bare`` when given."""
+    wheel = ScriptedSS2(spin=10, bare_numbers=bare is None)
+    wheel.run(2000)
+    wheel.reverse()
+    wheel.run(3000, state=3)
+    wheel.run(10_000, state=4)
+    if bare is not None:
+        wheel.line(bare)
+    wheel.run(3000, state=5, win=number)
+    wheel.run(500, state=2, spin=11)
+    return wheel
+
+
+def _corrupt(wheel: ScriptedSS2, index: int, old: bytes, new: bytes) -> None:
+    at, line = wheel.lines[index]
+    assert old in line
+    wheel.lines[index] = (at, line.replace(old, new, 1))
+
+
+def _indexes(wheel: ScriptedSS2, prefix: bytes) -> list[int]:
+    return [i for i, (_, line) in enumerate(wheel.lines) if line.startswith(prefix)]
+
+
+def test_a_state_4_frame_flipped_to_state_5_publishes_nothing() -> None:
+    wheel = _game_lines("17")
+    wheel.lines = [(at, line.replace(b";  ;", b";24;")) for at, line in wheel.lines]
+    mid_run = _indexes(wheel, b"*X;4;")[5]
+    _corrupt(wheel, mid_run, b"*X;4;", b"*X;5;")  # the previous game's 24, 8 s early
+    assert ends(decide(wheel)) == ["frame_loss"]
+
+
+def test_a_wrong_digit_in_the_first_state_5_frame_is_outvoted() -> None:
+    wheel = _game_lines("28")
+    _corrupt(wheel, _indexes(wheel, b"*X;5;")[0], b";28;", b";29;")
+    assert ends(decide(wheel)) == ["28"]
+
+
+def test_one_state_5_frame_agreeing_with_the_bare_line_is_enough() -> None:
+    wheel = _game_lines("28", bare=b"28")
+    first = _indexes(wheel, b"*X;5;")[0]
+    wheel.lines = wheel.lines[: first + 1]
+    assert ends(decide(wheel)) == ["28"]
+
+
+def test_a_lone_state_5_frame_without_the_bare_line_is_not_enough() -> None:
+    wheel = _game_lines("28")
+    wheel.lines = [line for line in wheel.lines if line[1] != b"28"]
+    for index in _indexes(wheel, b"*X;5;")[1:]:
+        _corrupt(wheel, index, b"*X;5;010;", b"*X;2;011;")  # the next spin at once
+    assert ends(decide(wheel)) == ["frame_loss"]
+
+
+def test_state_5_frames_that_never_agree_void_the_game() -> None:
+    wheel = _game_lines("28")
+    for n, index in enumerate(_indexes(wheel, b"*X;5;")):
+        _corrupt(wheel, index, b";28;", b";%d;" % (10 + n))
+    assert ends(decide(wheel)) == ["frame_loss"]
+
+
+def test_state_5_then_4_in_one_spin_is_void() -> None:
+    wheel = _game_lines("28")
+    _corrupt(wheel, _indexes(wheel, b"*X;5;")[1], b"*X;5;", b"*X;4;")
+    first = _indexes(wheel, b"*X;5;")[0]
+    _corrupt(wheel, first, b";28;", b";27;")  # nothing confirmed before the 4
+    assert ends(decide(wheel)) == ["frame_loss"]
+
+
+def test_a_display_line_that_disagrees_is_reported_and_the_frames_stand() -> None:
+    wheel = _game_lines("17", bare=b" 7")
+    decoder = CammeghDecoder()
+    events = [e for at, line in wheel.lines for e in decoder.feed(line + b"\r\n", at)]
+    (mismatch,) = [e for e in events if isinstance(e, DisplayMismatch)]
+    assert (mismatch.number, mismatch.display) == ("17", "7")
+    assert decoder.counters.display_mismatches == 1
+    assert ends(decide(wheel)) == ["17"]
+
+
+def test_a_bare_line_ending_lf_cr_confirms_the_first_frame() -> None:
+    decoder = CammeghDecoder()
+    wheel = _game_lines("17", bare=b"17")
+    events: list[WheelEvent] = []
+    for at, line in wheel.lines:
+        events += decoder.feed(line + (b"\n\r" if line == b"17" else b"\r\n"), at)
+        if line.startswith(b"*X;5;"):
+            break  # only the first state-5 frame
+    assert [e.number for e in events if isinstance(e, WinningNumber)] == ["17"]
+
+
+def test_a_display_line_from_an_earlier_game_vouches_for_nothing() -> None:
+    wheel = _game_lines("24", bare=b"24")
+    wheel.reverse()
+    wheel.run(3000, state=3)
+    wheel.run(5000, state=4)
+    wheel.run(500, state=5)  # a 4 flipped to 5: still the previous game's 24
+    wheel.run(500, state=4)
+    assert ends(decide(wheel)) == ["24", "frame_loss"]
+
+
+# -- the link and the host clock -----------------------------------------------------------
+
+
 def test_a_status_stream_that_stops_is_wheel_link_lost() -> None:
     wheel = _wheel()
     wheel.reverse()
     wheel.run(2000, state=3)
-    wheel.silence(30_000)
+    wheel.silence(5_000)
     wheel.run(1000, state=4)
     assert ends(decide(wheel)) == ["wheel_link_lost"]
+
+
+def test_a_status_stream_that_stops_for_good_is_wheel_link_lost_at_the_deadline() -> None:
+    wheel = _wheel()
+    wheel.reverse()
+    wheel.run(2000, state=3)
+    engine = GameEngine(RulesConfig(), pockets=37)
+    decide(wheel, engine)
+    last = wheel.lines[-1][0]
+    # Silence watched by the host (its link timer), however late it is judged.
+    assert engine.on_host_time(last + 1.0) == []
+    (void,) = engine.on_host_time(last + 60.0)
+    assert isinstance(void, NoSpin) and void.reason == "wheel_link_lost"
+    assert void.at == pytest.approx(last + 2.0)
+
+
+def test_a_wall_clock_step_of_20_s_mid_game_keeps_the_result(tmp_path: Path) -> None:
+    wheel = _wheel()
+    wheel.reverse()
+    wheel.run(3000, state=3)
+    wheel.run(4000, state=4)
+    wheel.silence(20_000)  # host time jumps; the frames keep coming every 500 ms
+    wheel.run(6000, state=4)
+    wheel.line(b"17")
+    wheel.run(3000, state=5, win="17")
+    wheel.run(500, state=2, spin=11)
+    assert ends(decide(wheel)) == ["17"]
+    capture = tmp_path / "clock-step.cap"
+    capture.write_text(wheel.capture(["a 20 s wall-clock step in state 4"]))
+    payloads = [json.loads(line) for line in replay_output(capture).splitlines()]
+    assert [p.get("number") for p in payloads if p["event"] == "result"] == ["17"]
+    assert not [p for p in payloads if p["event"] == "no_spin"]
+
+
+def test_a_host_clock_jump_counts_as_a_bounded_wheel_time() -> None:
+    decoder = CammeghDecoder()
+    decoder.feed(b"*X;2;001;  ;0;170;0\r\n", 100.0)
+    (event,) = decoder.feed(b"*X;2;001;  ;0;170;0\r\n", 3700.0)
+    assert event.tick == 100_000 + MAX_TICK_STEP_MS  # type: ignore[union-attr]
+    (event,) = decoder.feed(b"*X;2;001;  ;0;170;0\r\n", 3600.0)  # stepped back
+    assert event.tick == 100_000 + MAX_TICK_STEP_MS  # type: ignore[union-attr]
+    assert decoder.counters.status_gaps == 1
 
 
 def test_without_no_more_bets_the_wheel_does_not_vouch_for_revolutions() -> None:

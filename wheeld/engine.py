@@ -19,6 +19,7 @@ from wheeld.events import (
     BallRunning,
     BettingClosed,
     Direction,
+    DisplayMismatch,
     FrameDropped,
     Heartbeat,
     PocketReading,
@@ -50,6 +51,11 @@ if TYPE_CHECKING:
 
 _TICK_MASK = (1 << 32) - 1
 _HALF_TICK_RANGE = 1 << 31
+
+#: Host time this far past the link deadline, told straight after a wheel event,
+#: is a jump the host never watched (its wall clock stepped, or it was not
+#: running), not silence: the daemon's link timer fires at the deadline itself.
+CLOCK_STEP_S = 10.0
 
 _INCIDENT_REASONS: dict[str, ReasonCode] = {
     "object": "foreign_object",
@@ -161,6 +167,8 @@ class GameEngine:
         self._last_rotor_tick: int | None = None
         self._heard_from_wheel = False
         self._last_heard: float | None = None
+        #: The last host time told was that of a wheel event (no silence watched since).
+        self._told_by_event = False
         self._handlers = {
             Heartbeat: self._on_heartbeat,
             RotorDatum: self._on_rotor,
@@ -177,6 +185,7 @@ class GameEngine:
             WheelVoid: self._on_wheel_void,
             AlternationUnknown: self._on_alternation_unknown,
             WheelReply: self._on_reply,
+            DisplayMismatch: self._on_display_mismatch,
         }
 
     # -- queries ---------------------------------------------------------
@@ -207,6 +216,7 @@ class GameEngine:
         """Apply one wheel event heard at host time ``now``."""
         out: list[Decision] = []
         self._last_heard = now
+        self._told_by_event = True
         game = self._game
         tick = getattr(event, "tick", None)
         if game is not None and tick is not None:
@@ -216,9 +226,19 @@ class GameEngine:
         return out
 
     def on_host_time(self, now: float) -> list[Decision]:
-        """Let host time pass: silence past ``link_timeout_ms`` voids the open game."""
+        """Let host time pass: silence past ``link_timeout_ms`` voids the open game.
+
+        Host time that jumps far past the deadline straight after a wheel event
+        is a clock step, not silence: the silence is measured afresh from ``now``
+        (frames that keep arriving keep the game; if none do, the next deadline
+        voids it).
+        """
+        told_by_event, self._told_by_event = self._told_by_event, False
         deadline = self.link_deadline()
         if deadline is None or now < deadline:
+            return []
+        if told_by_event and now - deadline > CLOCK_STEP_S:
+            self._last_heard = now
             return []
         out: list[Decision] = []
         self._void({"wheel_link_lost"}, deadline, out)
@@ -431,7 +451,8 @@ class GameEngine:
         self._announce_result(game, event.number, now, out)
 
     def _on_wheel_void(self, event: WheelVoid, now: float, out: list[Decision]) -> None:
-        # A driver names a reason code; anything else is a fault of the wheel itself.
+        # A driver names a reason code (typed so); anything else, from a driver
+        # that is not type-checked, is a fault of the wheel itself.
         reason: ReasonCode = "rotor_malfunction"
         if event.reason in REASONS:
             reason = event.reason
@@ -447,6 +468,9 @@ class GameEngine:
 
     def _on_reply(self, event: WheelReply, now: float, out: list[Decision]) -> None:
         """Command replies are for the controller, not the rules."""
+
+    def _on_display_mismatch(self, event: DisplayMismatch, now: float, out: list[Decision]) -> None:
+        """The confirmed number stands: the alarm is the pipeline's, not the rules'."""
 
     def _on_incident(self, event: WheelIncident, now: float, out: list[Decision]) -> None:
         reason = _INCIDENT_REASONS.get(event.code)

@@ -11,7 +11,7 @@ rule duration is measured in it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Direction = Literal["cw", "ccw"]
 
@@ -25,6 +25,29 @@ IncidentCode = Literal[
     "cover_open",
     "cover_closed",
 ]
+
+
+#: Why a game is void: the reason codes of ``rules.md``, in its order. When
+#: several causes are seen at the same moment, ``reasons`` lists them in it.
+ReasonCode = Literal[
+    "ball_same_direction",
+    "direction_not_alternated",
+    "insufficient_revolutions",
+    "foreign_object",
+    "ball_out_of_wheel",
+    "ball_not_settled",
+    "rotor_stopped",
+    "rotor_malfunction",
+    "respin_too_early",
+    "invalid_pocket",
+    "frame_loss",
+    "wheel_link_lost",
+    "declared",
+    "controller_restart",
+]
+
+#: Every reason code, in the order of ``rules.md``.
+REASONS: tuple[ReasonCode, ...] = get_args(ReasonCode)
 
 
 @dataclass(slots=True)
@@ -145,7 +168,7 @@ class WheelVoid:
     """The wheel reported a condition that voids the game in progress."""
 
     tick: int
-    reason: str
+    reason: ReasonCode
     detail: str = ""
 
 
@@ -164,6 +187,17 @@ class WheelReply:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class DisplayMismatch:
+    """The wheel's passive-display line disagrees with the confirmed winning number."""
+
+    tick: int
+    #: The number the status frames confirmed (the one that stands).
+    number: str
+    #: What the display line showed players.
+    display: str
+
+
 WheelEvent = (
     WheelHello
     | Heartbeat
@@ -180,4 +214,5 @@ WheelEvent = (
     | WheelVoid
     | AlternationUnknown
     | WheelReply
+    | DisplayMismatch
 )

@@ -7,45 +7,25 @@ made; the engine never reads a clock, it is told the time.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from wheeld.events import Direction
+# The reason codes live with the wheel events (a driver names one when it voids a
+# game); they are re-exported here, where the decisions that carry them are.
+from wheeld.events import REASONS, Direction, ReasonCode
 
-ReasonCode = Literal[
-    "ball_same_direction",
-    "direction_not_alternated",
-    "insufficient_revolutions",
-    "foreign_object",
-    "ball_out_of_wheel",
-    "ball_not_settled",
-    "rotor_stopped",
-    "rotor_malfunction",
-    "respin_too_early",
-    "invalid_pocket",
-    "frame_loss",
-    "wheel_link_lost",
-    "declared",
-    "controller_restart",
+__all__ = [
+    "REASONS",
+    "Alarm",
+    "Decision",
+    "GameEvent",
+    "NoMoreBets",
+    "NoSpin",
+    "ReasonCode",
+    "Result",
+    "Spinning",
+    "in_rule_order",
 ]
 
-#: Every reason code, in the order of ``rules.md``. When several causes are seen
-#: at the same moment, ``reasons`` lists them in this order.
-REASONS: tuple[ReasonCode, ...] = (
-    "ball_same_direction",
-    "direction_not_alternated",
-    "insufficient_revolutions",
-    "foreign_object",
-    "ball_out_of_wheel",
-    "ball_not_settled",
-    "rotor_stopped",
-    "rotor_malfunction",
-    "respin_too_early",
-    "invalid_pocket",
-    "frame_loss",
-    "wheel_link_lost",
-    "declared",
-    "controller_restart",
-)
 _REASON_RANK = {reason: rank for rank, reason in enumerate(REASONS)}
 
 

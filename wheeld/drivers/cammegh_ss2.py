@@ -6,11 +6,20 @@ into the engine's events: state 3 is the launch, state 4 the wheel's no more
 bets, state 5 the winning number; warning flags, ``*F`` faults and state 6
 void the game with the closest reason code (see ``docs/cammegh-ss2.md``).
 
-There is no wheel clock: ``tick`` is host time in milliseconds. The rotor's
-revolutions are integrated from its reported speed, one ``RotorDatum`` per
-turn, so the re-spin rule can count them. Lines are judged whole; anything
-that is not a known line (the truncated, doubled and garbled lines real
-captures show) is counted and skipped, never fatal.
+No line carries a checksum, and one flipped bit turns a state-4 frame (whose
+``win`` is the previous game's number) into a state-5 one. So a number is
+published only once confirmed: by the next state-5 frame of the spin saying
+the same, or, for the first state-5 frame, by the bare winning-number line the
+wheel sent during the same game. A game whose state-5 frames are not confirmed
+before the state moves on is void (``frame_loss``).
+
+There is no wheel clock: ``tick`` is host time in milliseconds, except that a
+jump of host time between two reads counts as at most ``MAX_TICK_STEP_MS`` (a
+wall-clock step must not fire the rules' timers). The rotor's revolutions are
+integrated from its reported speed, one ``RotorDatum`` per turn, so the re-spin
+rule can count them. Lines are judged whole, however the bytes are chunked;
+anything that is not a known line (the truncated, doubled and garbled lines
+real captures show) is counted and skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -26,7 +35,9 @@ from wheeld.events import (
     BallRunning,
     BettingClosed,
     Direction,
+    DisplayMismatch,
     Heartbeat,
+    ReasonCode,
     RotorDatum,
     WheelEvent,
     WheelReply,
@@ -57,9 +68,15 @@ BALL_MISSING_GRACE_MS = 5000
 STATUS_GAP_MS = 1600
 #: Longer than this between frames and the rotor integration restarts.
 MAX_INTEGRATION_MS = 2000
+#: The most wheel time one jump of host time between two reads stands for. The
+#: wheel's frames come every 500 ms whatever the host clock does, so a longer
+#: jump is a clock step (or a host that was not running), not wheel time: it
+#: still counts as a status gap and stops the rotor integration (both need more
+#: than 2 s), but stays below every timer of the rules (3 s and more).
+MAX_TICK_STEP_MS = 2500
 
 #: ``*F`` fault codes and the reason code each voids a game with.
-FAULT_REASONS = {
+FAULT_REASONS: dict[int, ReasonCode] = {
     1: "rotor_malfunction",  # hardware
     2: "ball_out_of_wheel",  # no ball
     3: "ball_not_settled",  # no ball position
@@ -71,7 +88,7 @@ FAULT_REASONS = {
 }
 
 
-def fault_reason(code: int) -> str:
+def fault_reason(code: int) -> ReasonCode:
     """The reason code a ``*F`` fault voids a game with (sensor faults: malfunction)."""
     return FAULT_REASONS.get(code, "rotor_malfunction")
 
@@ -104,6 +121,10 @@ class CammeghCounters(CounterSet):
     overlong_lines: int = 0
     status_gaps: int = 0
     spins_missed: int = 0
+    #: Games voided because their state-5 frames never confirmed a number.
+    unconfirmed_numbers: int = 0
+    #: Confirmed numbers the bare winning-number line disagreed with.
+    display_mismatches: int = 0
 
 
 def parse_status(line: bytes) -> Status | None:
@@ -140,6 +161,10 @@ class CammeghDecoder:
 
     def __init__(self) -> None:
         self._buf = bytearray()
+        #: The line being read is over-long: drop it up to its terminator.
+        self._discarding = False
+        self._host_ms: int | None = None
+        self._tick = 0
         self.counters = CammeghCounters()
         self.last_status: Status | None = None
         self._last_status_ms: int | None = None
@@ -154,26 +179,53 @@ class CammeghDecoder:
         self._last_pass_ms: int | None = None
         #: The last bare winning-number line, for a cross-check with state 5.
         self.last_bare_number: str | None = None
+        #: The bare line heard during the game in progress (one from an earlier
+        #: game would vouch for a stale number).
+        self._game_display: str | None = None
+        #: The last state-5 frame of the game, while its number is unconfirmed.
+        self._unconfirmed: Status | None = None
 
     def feed(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
         """Bytes from the wheel heard at host time ``now``; the events they complete."""
         buf = self._buf
         buf += data
+        counters = self.counters
         out: list[WheelEvent] = []
-        tick = int(now * 1000) & _TICK_MASK
+        tick = self._tick_at(now)
         while True:
             cut = min((i for i in (buf.find(b"\r"), buf.find(b"\n")) if i >= 0), default=-1)
             if cut < 0:
-                if len(buf) > MAX_LINE:
-                    self.counters.overlong_lines += 1
-                    self.counters.garbage_bytes += len(buf)
+                if self._discarding or len(buf) > MAX_LINE:
+                    # Judged on the line's length so far, which does not depend on
+                    # how the reads were cut: the rest of it is dropped as it comes.
+                    if not self._discarding:
+                        counters.overlong_lines += 1
+                        self._discarding = True
+                    counters.garbage_bytes += len(buf)
                     buf.clear()
                 break
-            line = bytes(buf[:cut]).strip()
+            raw = bytes(buf[:cut])
             del buf[: cut + 1]
-            if line:
+            if self._discarding:
+                self._discarding = False
+                counters.garbage_bytes += len(raw)
+            elif len(raw) > MAX_LINE:
+                counters.overlong_lines += 1
+                counters.garbage_bytes += len(raw)
+            elif line := raw.strip():
                 self._line(line, tick, out)
         return out
+
+    def _tick_at(self, now: float) -> int:
+        """The tick for host time ``now``: host milliseconds, jumps bounded."""
+        host_ms = int(now * 1000)
+        if self._host_ms is None:
+            self._tick = host_ms & _TICK_MASK
+        else:
+            step = min(max(host_ms - self._host_ms, 0), MAX_TICK_STEP_MS)
+            self._tick = (self._tick + step) & _TICK_MASK
+        self._host_ms = host_ms
+        return self._tick
 
     # -- lines ---------------------------------------------------------------
 
@@ -191,6 +243,8 @@ class CammeghDecoder:
             counters.frames += 1
             counters.winning_number_lines += 1
             self.last_bare_number = line.decode()
+            if self._game_spin is not None:
+                self._game_display = self.last_bare_number
         elif match := _FAULT.fullmatch(line):
             counters.frames += 1
             counters.faults += 1
@@ -256,20 +310,50 @@ class CammeghDecoder:
             out.append(Heartbeat(0, tick))
         if self._flags_void(status, tick, out):
             return
-        if state == 4 and (previous is None or previous.state != 4):
+        if state == 5:
+            self._winning_number(status, tick, out)
+        elif self._unconfirmed is not None:
+            # The wheel never leaves state 5 before the next spin: a frame that
+            # did (or a state-5 frame that was not one) was corrupted on the line.
+            self.counters.unconfirmed_numbers += 1
+            out.append(WheelVoid(tick, "frame_loss", f"state 5 then {state}: number not confirmed"))
+            self._end_game(whole=False)
+        elif state == 4 and (previous is None or previous.state != 4):
             out.append(BettingClosed(tick))
-        elif state == 5:
-            if status.win is None:
-                out.append(WheelVoid(tick, "invalid_pocket", "state 5 without a number"))
-            else:
-                out.append(WinningNumber(tick, status.win))
-            self._end_game(whole=self._game_seen_whole)
         elif state == 6:
             out.append(WheelVoid(tick, "rotor_malfunction", "wheel closed (state 6)"))
             self._end_game(whole=False)
         elif state in (1, 2):
             out.append(WheelVoid(tick, "ball_not_settled", "back to betting without a number"))
             self._end_game(whole=False)
+
+    def _winning_number(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
+        """A state-5 frame: publish its number once another line confirms it."""
+        before, self._unconfirmed = self._unconfirmed, status
+        number = status.win
+        if before is None:
+            # The first state-5 frame: the bare line the wheel sent just before
+            # it is the only other witness so far.
+            if number is not None and number == self._game_display:
+                self._confirm(number, tick, out)
+        elif number == before.win:
+            if number is None:
+                out.append(WheelVoid(tick, "invalid_pocket", "state 5 without a number"))
+                self._end_game(whole=False)
+            else:
+                self._confirm(number, tick, out)
+        # Otherwise the two frames disagree: one of them was corrupted, and this
+        # one waits for the next frame to say the same.
+
+    def _confirm(self, number: str, tick: int, out: list[WheelEvent]) -> None:
+        display = self._game_display
+        if display is not None and display != number:
+            # The status frames agree with each other: they stand, but the
+            # passive displays are showing players another number.
+            self.counters.display_mismatches += 1
+            out.append(DisplayMismatch(tick, number, display))
+        out.append(WinningNumber(tick, number))
+        self._end_game(whole=self._game_seen_whole)
 
     def _launch(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
         rotor: Direction | None = status.direction if status.speed > 0 else None
@@ -285,6 +369,8 @@ class CammeghDecoder:
             out.append(AlternationUnknown(tick))
         self._game_spin = status.spin
         self._game_seen_whole = True
+        self._game_display = None
+        self._unconfirmed = None
         self._game_direction = ball
         self._flag_since.clear()
         self._last_pass_ms = None
@@ -297,6 +383,8 @@ class CammeghDecoder:
         else:
             self._last_whole_spin = None
         self._game_spin = None
+        self._game_display = None
+        self._unconfirmed = None
         self._flag_since.clear()
 
     def _track_flags(self, status: Status, tick: int) -> None:
@@ -311,7 +399,7 @@ class CammeghDecoder:
         self._track_flags(status, tick)
         state = status.state
         held = {flag: (tick - since) & _TICK_MASK for flag, since in self._flag_since.items()}
-        reason = None
+        reason: tuple[ReasonCode, str] | None = None
         if state == 3 and FLAG_SAME_DIRECTION in held:
             reason = ("ball_same_direction", "flag 2 in state 3")
         elif FLAG_FAULT in held:
