@@ -116,7 +116,6 @@ class _Refusal:
     """An outbox entry the broker refused, and when to offer it again."""
 
     topic: str
-    reason: str
     since: float
     retry_at: float
     delay_s: float
@@ -327,7 +326,6 @@ class Publisher:
         since = time.time()
         self._refused[entry.id] = _Refusal(
             entry.message.topic,
-            str(code),
             since,
             now + REFUSED_RETRY_FIRST_S,
             REFUSED_RETRY_FIRST_S,
