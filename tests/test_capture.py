@@ -1,14 +1,31 @@
-"""The capture format: escapes, comments, records."""
+"""The capture format: escapes, comments, records; reading and recording captures."""
 
 from __future__ import annotations
 
 import io
+import os
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wheeld.capture import CaptureError, CaptureLine, escape, format_line, parse, unescape
+from wheeld.capture import (
+    CUT_BYTES,
+    CUT_MARK,
+    FORMAT_LINE,
+    Capture,
+    CaptureError,
+    CaptureLine,
+    escape,
+    format_line,
+    parse,
+    read,
+    unescape,
+)
+from wheeld.link import CaptureWriter
 
 
 @given(st.binary(max_size=200))
@@ -49,3 +66,165 @@ def test_format_line_is_what_parse_reads() -> None:
 def test_a_bad_line_names_file_and_line(bad: str) -> None:
     with pytest.raises(CaptureError, match=r"^f\.cap:2: "):
         list(parse(iter(["# c\n", bad + "\n"]), "f.cap"))
+
+
+def _write(tmp_path: Path, text: str | bytes) -> Path:
+    path = tmp_path / "f.cap"
+    if isinstance(text, str):
+        path.write_text(text)
+    else:
+        path.write_bytes(text)
+    return path
+
+
+HEADER = f"{FORMAT_LINE}\n# driver: wrp\n"
+
+
+@pytest.mark.parametrize(
+    ("record", "reason"),
+    [
+        ("253402300800.000 < x", "past the year 9999"),
+        ("9" * 400 + " < x", "past the year 9999"),
+        ("-1.000 < x", "not a capture line"),
+        ("nan < x", "not a capture line"),
+        ("inf < x", "not a capture line"),
+    ],
+)
+def test_an_impossible_time_names_file_and_line(tmp_path: Path, record: str, reason: str) -> None:
+    path = _write(tmp_path, HEADER + "1.000 < a\n" + record + "\n2.000 < b\n")
+    with pytest.raises(CaptureError, match=rf"^{path}:4: .*{reason}"):
+        read(path)
+
+
+def test_the_last_moment_of_year_9999_is_a_time() -> None:
+    (item,) = parse(["253402300799.999 < x\n"], "f.cap")
+    assert item == CaptureLine(253402300799.999, "<", b"x")
+
+
+_RECORDS = "".join(format_line(1758005089.5 + i, "<", b"$WRHBT,%d*00\r" % i) for i in range(3))
+
+
+@given(st.integers(1, len(_RECORDS) - 1))
+def test_a_last_line_cut_anywhere_is_skipped_with_a_warning(cut: int) -> None:
+    # What `run --capture` leaves when it is killed mid-write.
+    with tempfile.TemporaryDirectory() as folder:
+        path = _write(Path(folder), HEADER + _RECORDS[:cut])
+        capture = read(path)
+    whole = _RECORDS[:cut].count("\n")
+    assert capture.lines == list(parse(_RECORDS.splitlines(keepends=True)[:whole], "x"))
+    if _RECORDS[cut - 1] == "\n":
+        assert capture.warnings == []
+    else:
+        (warning,) = capture.warnings
+        assert warning == f"{path}:{3 + whole}: last line has no line end (cut short): skipped"
+
+
+def test_a_bad_line_before_the_last_is_an_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEADER + "1.0 < a\n1.0 <a\n2.0 < b")
+    with pytest.raises(CaptureError, match=rf"^{path}:4: not a capture line"):
+        read(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty file, not a wheeld capture"),
+        ("1.000 < $WRHBT\n", "1: not a wheeld capture (the first line must be"),
+        ("# driver: wrp\n", "1: not a wheeld capture"),
+        ("# wheeld-capture 2\n", "1: capture format '2'; this wheeld reads format 1 only"),
+        ("# wheeld-capt", "1: not a wheeld capture"),
+    ],
+)
+def test_a_file_that_is_no_capture_is_one_line(tmp_path: Path, text: str, message: str) -> None:
+    path = _write(tmp_path, text)
+    with pytest.raises(CaptureError) as caught:
+        read(path)
+    assert str(caught.value) == f"{path}: {message}" or str(caught.value).startswith(
+        f"{path}:{message}"
+    )
+
+
+def test_a_header_alone_is_an_empty_capture(tmp_path: Path) -> None:
+    assert read(_write(tmp_path, FORMAT_LINE)) == Capture(None, [], [])
+
+
+def test_an_endless_line_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEADER + "1.0 < " + "x" * 10_000_000 + "\n")
+    with pytest.raises(CaptureError, match=rf"^{path}:3: line over 65,536 characters"):
+        read(path)
+
+
+def test_a_capture_of_a_device_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(CaptureError, match=r"^/dev/zero:1: "):
+        read(Path("/dev/zero"))
+    with pytest.raises(CaptureError, match="cannot read capture"):
+        read(tmp_path)
+
+
+# -- recording: CaptureWriter -------------------------------------------------
+
+
+def test_a_line_with_no_end_is_written_in_marked_pieces_in_linear_time(tmp_path: Path) -> None:
+    path = tmp_path / "r.cap"
+    writer = CaptureWriter(path, "wrp")
+    chunk = b"$WR\xff\x00\x13noise;" * 85  # line noise, a third of it escaped
+    started = time.process_time()
+    for _ in range(20 * 1024):  # 20 MiB with no line end
+        writer.received(chunk, 1.0)
+    elapsed = time.process_time() - started
+    writer.received(b"$WRHBT\r\n", 2.0)
+    writer.close()
+    assert elapsed < 1.0, elapsed
+    capture = read(path)
+    assert capture.warnings == []
+    assert b"".join(line.data for line in capture.lines) == chunk * 20 * 1024 + b"$WRHBT"
+    assert max(len(line.data) for line in capture.lines) == CUT_BYTES
+    assert writer.cut_lines >= len(chunk) * 20 * 1024 // CUT_BYTES
+    assert path.read_text().count(CUT_MARK) == writer.cut_lines
+
+
+def test_a_long_line_with_its_end_is_cut_too(tmp_path: Path) -> None:
+    path = tmp_path / "r.cap"
+    writer = CaptureWriter(path, "wrp")
+    writer.received(b"x" * (CUT_BYTES + 1) + b"\r\n$WR", 1.0)
+    writer.sent(b"$WRQRY,0,0*5F\r\n", 1.5)
+    writer.close()
+    assert [(line.direction, line.data) for line in read(path).lines] == [
+        ("<", b"x" * CUT_BYTES),
+        ("<", b"x"),
+        (">", b"$WRQRY,0,0*5F"),
+        ("<", b"$WR"),
+    ]
+    assert writer.cut_lines == 2
+
+
+def test_appending_after_a_crash_drops_the_unfinished_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, HEADER + "1.000 < $WRHBT\n2.000 < $WRB")
+    writer = CaptureWriter(path, "wrp")
+    writer.received(b"$WRPOC\n", 3.0)
+    writer.close()
+    assert writer.dropped_bytes == len("2.000 < $WRB")
+    capture = read(path)
+    assert [line.data for line in capture.lines] == [b"$WRHBT", b"$WRPOC"]
+    assert capture.warnings == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device", "not a capture", "no folder"])
+def test_a_capture_target_that_cannot_be_one_is_one_line(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "r.cap"
+    match kind:
+        case "fifo":
+            os.mkfifo(path)  # no reader: opening it for writing would wait forever
+        case "directory":
+            path.mkdir()
+        case "device":
+            path = Path("/dev/null")
+        case "not a capture":
+            path.write_text("precious notes\n")
+        case "no folder":
+            path = tmp_path / "nope" / "r.cap"
+    with pytest.raises(OSError, match=rf"^--capture {path}: ") as caught:
+        CaptureWriter(path, "wrp")
+    assert "\n" not in str(caught.value)
+    if kind == "not a capture":
+        assert path.read_text() == "precious notes\n"
