@@ -13,11 +13,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiomqtt
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from tests.rig import Broker, Subscriber
 from wheeld import publisher as publisher_module
@@ -323,3 +325,22 @@ async def test_a_session_taken_over_is_said_once_and_backs_off(
     assert waited_s >= 1.0, "reconnected at once: the two would flap every second"
     # Only the disconnections before it was recognised read as an unavailable broker.
     assert len(log.at("warning", "broker unavailable")) < publisher_module.SHORT_SESSIONS_IN_A_ROW
+
+
+async def test_a_disconnect_that_says_session_taken_over_is_believed_at_once(
+    tmp_path: Path,
+) -> None:
+    # mosquitto 2.0 just closes the connection; other brokers send MQTT 5's 0x8E.
+    journal = Journal(tmp_path / "journal.sqlite")
+    log = Log()
+    publisher = Publisher(config(1883), journal, on_command=no_command, log=log)
+    publisher._connected_at = time.monotonic()  # connected a moment ago
+    taken = aiomqtt.MqttCodeError(ReasonCode(PacketTypes.DISCONNECT, identifier=0x8E), "gone")
+    try:
+        raise aiomqtt.MqttError("Disconnected during message iteration") from taken
+    except aiomqtt.MqttError as error:
+        assert publisher._taken_over(ExceptionGroup("serve", [error]))
+    finally:
+        journal.close()
+    assert publisher.session_taken_over
+    assert log.at("error", "another client")[0]["evidence"] == "DISCONNECT 0x8E Session taken over"
