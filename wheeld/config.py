@@ -427,6 +427,8 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
         else:
             try:
                 updates["password"] = _read_password(mqtt.password_file, environ, base)
+            except FileNotFoundError as exc:
+                problems.append(f"mqtt.password_file: {exc}")
             except OSError as exc:
                 problems.append(f"mqtt.password_file: cannot read: {exc.strerror or exc}")
             except UnicodeDecodeError:
