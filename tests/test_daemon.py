@@ -240,14 +240,14 @@ def _command_client(port: int, replies: list[tuple[bytes, bytes]]) -> paho.Clien
         (m.payload, getattr(m.properties, "CorrelationData", b""))
     )
     client.connect("127.0.0.1", port)
-    client.subscribe("rig/replies", qos=1)
+    client.subscribe("wheeld-replies/rig", qos=1)
     client.loop_start()
     return client
 
 
 def _send(client: paho.Client, command: str, payload: bytes, correlation: bytes) -> None:
     properties = Properties(PacketTypes.PUBLISH)
-    properties.ResponseTopic = "rig/replies"
+    properties.ResponseTopic = "wheeld-replies/rig"
     properties.CorrelationData = correlation
     client.publish(f"{BASE}/command/{command}", payload, qos=1, properties=properties)
 
@@ -279,7 +279,7 @@ def test_commands_answer_on_the_response_topic(table: Table) -> None:
             assert answers[b"c2"] == {"ok": True, "game_id": 1}
             assert [json.loads(p)["ok"] for p, c in replies if c == b"bad"] == [False] * 4
 
-            _send(client, "close", b"", b"c3")
+            _send(client, "close", b"{}", b"c3")
             table.sub.wait(f"{BASE}/table", lambda p: p["state"] == "closed")
         finally:
             client.loop_stop()

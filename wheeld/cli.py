@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--config", type=Path, help="configuration file (rules, table, wheel)")
     replay.add_argument(
         "--driver",
-        help="driver name: wrp or cammegh-ss2 (default: the "
+        help="driver name, e.g. wrp or cammegh-ss2 (default: the "
         "capture's '# driver:' line, then the configuration, then wrp)",
     )
     replay.add_argument(
@@ -52,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         choices=(37, 38),
         help="37 single zero, 38 double zero (default: configuration, else the wheel's hello)",
+    )
+    replay.add_argument(
+        "--topics",
+        action="store_true",
+        help="print every message `run` would publish, alarms included, as "
+        '{"topic": ..., "payload": ..., "retain": ...}',
     )
     replay.add_argument("capture", type=Path, help="capture file (wheeld capture format 1)")
 
@@ -109,29 +115,58 @@ def _load_config(path: Path | None) -> Config:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    import json
+
     from wheeld import capture as capture_format
-    from wheeld.drivers import UnknownDriver, decoder_for
-    from wheeld.engine import GameEngine
+    from wheeld.drivers import UnknownDriver, driver_named
+    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld.replay import ReplaySummary, replay
 
     config = _load_config(args.config)
     try:
         capture = capture_format.read(args.capture)
     except capture_format.CaptureError as exc:
         raise CommandError(str(exc)) from None
-    driver = args.driver or capture.driver or config.wheel.driver
+    for warning in getattr(capture, "warnings", []):
+        print(f"replay: {warning}", file=sys.stderr)
+    name = args.driver or capture.driver or config.wheel.driver
     try:
-        decoder = decoder_for(driver)
+        driver = driver_named(name)
     except UnknownDriver as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
-    from wheeld.replay import replay
-
-    pockets = args.pockets or config.wheel.pockets
-    engine = GameEngine(config.rules, pockets=pockets)
+    settings = TableSettings(
+        table=config.table.id,
+        base_topic=config.base_topic,
+        driver=name,
+        port=str(args.capture),
+        pockets=args.pockets or config.wheel.pockets,
+        rules=config.rules,
+        history_length=config.mqtt.history_length,
+    )
+    pipeline = TablePipeline(settings, driver.decoder())
+    summary = ReplaySummary()
+    game_topic = f"{config.base_topic}/game"
     out = sys.stdout
-    for payload in replay(capture, decoder, engine, config.table.id):
-        out.write(payload.to_json())
-        out.write("\n")
+    for message in replay(capture, pipeline, summary):
+        if args.topics:
+            line = {
+                "topic": message.topic,
+                "payload": json.loads(message.payload),
+                "retain": message.retain,
+            }
+            out.write(json.dumps(line))
+            out.write("\n")
+        elif message.topic == game_topic:
+            out.write(message.payload)
+            out.write("\n")
     out.flush()
+    print(f"replay: {args.capture}: driver {name}: {summary.describe()}", file=sys.stderr)
+    if summary.from_wheel and not summary.counters.get("frames", 0):
+        print(
+            f"replay: no frame of driver {name} in {args.capture}: "
+            "a capture of another wheel? (--driver NAME)",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -1,33 +1,31 @@
-"""Operator commands received on ``<base>/command/<name>``.
+"""Operator commands received on ``<base>/command/<name>``: what arrived, and what it asks.
 
-Each returns a reply for the MQTT 5 response topic; a malformed command is
-refused with a reason, never a crash.
+Strict, because a command voids games and closes tables: a retained message
+(the broker's memory, replayed at every reconnect) and an empty one (what
+clears a retained message) are not commands; the payload is a JSON object with
+exactly the fields below, of exactly their types (``7.0`` and ``true`` are not
+game ids); anything else is refused with one line saying why.
 
-| command | payload | does |
-|---|---|---|
-| `no_spin` | `{"note": "...", "game_id": N?}` | voids the game in progress, reason `declared` |
-| `close` | `{}` | closes the table and announces the last three results |
-| `open` | `{}` | opens the table again |
+- ``no_spin`` ``{"note": "...", "game_id": N, "operator": "..."}`` (each optional):
+  voids the game in progress, reason ``declared``;
+- ``close`` ``{"operator": "..."}`` or ``{}``: closes the table and announces
+  the last three results;
+- ``open`` ``{"operator": "..."}`` or ``{}``: opens the table again.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from wheeld.journal import Outgoing
-from wheeld.messages import iso_utc
-
-if TYPE_CHECKING:
-    from wheeld.daemon import Daemon
+from typing import Any
 
 MAX_NOTE = 500
+MAX_OPERATOR = 64
+COMMANDS = ("no_spin", "open", "close")
 
 
 class CommandError(Exception):
-    """The command cannot be carried out; the message says why."""
+    """The command is refused; the message says why, in one line."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,63 +41,64 @@ class OperatorCommand:
     sender: str | None = None
 
 
-def _object(payload: bytes) -> dict[str, Any]:
-    if not payload.strip():
-        return {}
+@dataclass(frozen=True, slots=True)
+class DeclareNoSpin:
+    """``no_spin``: void the game in progress (only game ``game_id``, when given)."""
+
+    note: str
+    game_id: int | None
+    operator: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class SetTable:
+    """``open`` or ``close``."""
+
+    open: bool
+    operator: str | None
+
+
+Command = DeclareNoSpin | SetTable
+
+
+def parse(command: OperatorCommand) -> Command:
+    """What ``command`` asks for; raises CommandError when it is not a valid command."""
+    if command.name not in COMMANDS:
+        raise CommandError(f"unknown command {command.name!r} (known: {', '.join(COMMANDS)})")
+    if command.retained:
+        raise CommandError("a retained message is not a command")
+    if not command.payload.strip():
+        raise CommandError("an empty message is not a command")
     try:
-        value = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        body = json.loads(command.payload)
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise CommandError("payload is not JSON") from None
-    if not isinstance(value, dict):
+    if not isinstance(body, dict):
         raise CommandError("payload must be a JSON object")
+    operator = _operator(body.pop("operator", None)) or command.sender
+    if command.name == "no_spin":
+        _only(command.name, body, ("note", "game_id"))
+        note = body.get("note", "")
+        if type(note) is not str or len(note) > MAX_NOTE:
+            raise CommandError(f"note must be a string of at most {MAX_NOTE} characters")
+        game_id = body.get("game_id")
+        if game_id is not None and type(game_id) is not int:
+            raise CommandError("game_id must be an integer")
+        return DeclareNoSpin(note, game_id, operator)
+    _only(command.name, body, ())
+    return SetTable(command.name == "open", operator)
+
+
+def _only(name: str, body: dict[str, Any], known: tuple[str, ...]) -> None:
+    unknown = sorted(set(body) - set(known))
+    if unknown:
+        allowed = ", ".join((*known, "operator"))
+        raise CommandError(f"{name}: unknown field {unknown[0]!r} (known: {allowed})")
+
+
+def _operator(value: object) -> str | None:
+    if value is None:
+        return None
+    if type(value) is not str or not 0 < len(value) <= MAX_OPERATOR:
+        raise CommandError(f"operator must be a string of 1 to {MAX_OPERATOR} characters")
     return value
-
-
-def handle(daemon: Daemon, name: str, payload: bytes) -> dict[str, Any]:
-    """Carry out command ``name``; raises CommandError with a reason."""
-    body = _object(payload)
-    if name == "no_spin":
-        return _no_spin(daemon, body)
-    if name in ("open", "close"):
-        return _table(daemon, name, body)
-    raise CommandError(f"unknown command {name!r} (known: no_spin, open, close)")
-
-
-def _no_spin(daemon: Daemon, body: dict[str, Any]) -> dict[str, Any]:
-    note = body.get("note", "")
-    if not isinstance(note, str) or len(note) > MAX_NOTE:
-        raise CommandError(f"note must be a string of at most {MAX_NOTE} characters")
-    engine = daemon.engine
-    assert engine is not None
-    open_game = engine.game_in_progress
-    if open_game is None:
-        raise CommandError("no game in progress")
-    wanted = body.get("game_id")
-    if wanted is not None and wanted != open_game:
-        # A command queued while we were away must not void a later game.
-        raise CommandError(f"game {wanted} is not in progress (game {open_game} is)")
-    daemon.log.warning("no spin declared", game_id=open_game, note=note)
-    daemon._decide(engine.declare_no_spin(note, time.time()))
-    return {"ok": True, "game_id": open_game}
-
-
-def _table(daemon: Daemon, name: str, body: dict[str, Any]) -> dict[str, Any]:
-    if body:
-        raise CommandError(f"{name} takes no fields")
-    assert daemon.journal is not None
-    # "anunciar las tres (3) últimas lanzadas" on closing.
-    last_three = daemon.journal.history(3)
-    state = "open" if name == "open" else "closed"
-    announcement = {
-        "state": state,
-        "last_numbers": last_three,
-        "table": daemon.config.table.id,
-        "ts": iso_utc(time.time()),
-    }
-    daemon.journal.enqueue(
-        [Outgoing(f"{daemon.base}/table", json.dumps(announcement), retain=True)]
-    )
-    if daemon.publisher is not None:
-        daemon.publisher.wake()
-    daemon.log.info(f"table {state}", last_numbers=last_three)
-    return {"ok": True, **announcement}

@@ -260,6 +260,21 @@ class GameEngine:
             self._void({"declared"}, now, out, note=note)
         return out
 
+    def void_unrecorded(self, game_id: int, now: float) -> list[Decision]:
+        """The journal could not keep game ``game_id``: void it (``controller_restart``).
+
+        The open game is closed; a game that already ended (its end never
+        reached the journal) is announced void all the same, so it ends once.
+        """
+        reasons: tuple[ReasonCode, ...] = ("controller_restart",)
+        game = self._game
+        if game is not None and game.game_id == game_id:
+            out: list[Decision] = []
+            self._void({"controller_restart"}, now, out)
+            return out
+        self.state.rotor_revolutions_since_no_spin = 0
+        return [NoSpin(game_id, now, "controller_restart", reasons)]
+
     # -- wheel time --------------------------------------------------------
 
     def _expire(self, game: _Game, tick: int, now: float, out: list[Decision]) -> None:

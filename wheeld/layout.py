@@ -24,7 +24,7 @@ DOUBLE_ZERO_ORDER: tuple[str, ...] = tuple(
     "27 10 25 29 12 8 19 31 18 6 21 33 16 4 23 35 14 2".split()
 )
 
-# The single-zero "called bets": racetrack sectors (seeds 000 and 004).
+# The single-zero "called bets": racetrack sectors (regulations 000 and 004, docs/rules.md).
 SECTORS: dict[Sector, frozenset[str]] = {
     "voisins": frozenset("22 18 29 7 28 12 35 3 26 0 32 15 19 4 21 2 25".split()),
     "tiers": frozenset("27 13 36 11 30 8 23 10 5 24 16 33".split()),

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheeld.commands import OperatorCommand
-from wheeld.journal import Journal, OutboxEntry, Outgoing
+from wheeld.journal import Journal, JournalWriteError, OutboxEntry, Outgoing
 from wheeld.messages import iso_utc
 
 if TYPE_CHECKING:
@@ -145,6 +145,9 @@ class Publisher:
         self._reply_prefix: str = getattr(config.mqtt, "reply_prefix", DEFAULT_REPLY_PREFIX)
         self._wake = asyncio.Event()
         self._client: Client | None = None
+        #: The retained status said on every connect (a fault replaces ``online``).
+        self.status_payload = ONLINE
+        self._unjournaled: set[asyncio.Task[None]] = set()
         self._refused: dict[int, _Refusal] = {}
         self._connected_at: float | None = None
         self._short_sessions = 0
@@ -253,7 +256,10 @@ class Publisher:
 
     async def _serve(self, client: Client) -> None:
         status = await client.publish_acknowledged(
-            f"{self._base}/status", ONLINE, retain=True, properties=self._json_properties()
+            f"{self._base}/status",
+            self.status_payload,
+            retain=True,
+            properties=self._json_properties(),
         )
         if status.is_failure:
             self._log.error(
@@ -301,7 +307,11 @@ class Publisher:
                     await self._refuse(client, entry, code)
                     held.add(topic)
                     continue
-                self._journal.acknowledge(entry)
+                try:
+                    self._journal.acknowledge(entry)
+                except JournalWriteError:
+                    # Sent again once the journal can write; consumers drop repeats by game id.
+                    return
                 if self._refused.pop(entry.id, None) is not None:
                     self._log.info("broker accepted a message it had refused", topic=topic)
 
@@ -425,6 +435,29 @@ class Publisher:
                 topic=response_topic,
                 reason=str(code),
             )
+
+    def publish_unjournaled(self, message: Outgoing) -> None:
+        """Best effort, outside the outbox: what must be said when the journal cannot keep it."""
+        if message.topic == f"{self._base}/status":
+            self.status_payload = message.payload  # what every reconnect says from now on
+        client = self._client
+        if client is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._send_unjournaled(client, message))
+        self._unjournaled.add(task)
+        task.add_done_callback(self._unjournaled.discard)
+
+    async def _send_unjournaled(self, client: Client, message: Outgoing) -> None:
+        try:
+            await client.publish(
+                message.topic,
+                message.payload,
+                qos=1,
+                retain=message.retain,
+                properties=self._json_properties(),
+            )
+        except Exception as exc:  # best effort: the broker may be away too
+            self._log.warning("could not publish", topic=message.topic, error=str(exc))
 
     async def stop(self) -> None:
         """Say ``offline`` ourselves (a clean disconnect sends no will)."""

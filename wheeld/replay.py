@@ -1,37 +1,82 @@
-"""``wheeld replay``: a capture through the driver and the rules, no port, no broker.
+"""``wheeld replay``: the table pipeline over a capture, no port, no broker.
 
-Capture time stands in for host time, so ``wheel_link_lost`` is judged on the
-gaps the capture shows; everything else is judged in wheel time. The output is
-exactly the sequence of ``<base>/game`` payloads ``run`` would publish.
+Exactly what ``run`` does with the same bytes: capture time stands in for host
+time (so ``wheel_link_lost`` is judged on the gaps the capture shows; every
+other duration is wheel time), and the output is the messages ``run`` would
+publish — the ``<base>/game`` payloads, or with ``--topics`` every message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from wheeld.capture import Capture
-from wheeld.drivers import WheelDecoder
-from wheeld.engine import GameEngine
-from wheeld.game import Alarm, Decision
-from wheeld.messages import GamePayload, game_payload
+from wheeld.journal import Outgoing
+from wheeld.pipeline import Effects, TablePipeline
+
+
+@dataclass(slots=True)
+class ReplaySummary:
+    """What a replay read and decided, for the one line it prints on stderr."""
+
+    lines: int = 0
+    from_wheel: int = 0
+    spins: int = 0
+    results: int = 0
+    no_spins: int = 0
+    alarms: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """One line: what was read and what came of it."""
+        drops = {k: v for k, v in self.counters.items() if v and k not in ("frames", "good")}
+        dropped = ", ".join(f"{k} {v}" for k, v in sorted(drops.items()))
+        return (
+            f"{self.lines} lines ({self.from_wheel} from the wheel), "
+            f"frames {self.counters.get('frames', self.counters.get('good', 0))}"
+            + (f" ({dropped})" if dropped else "")
+            + f"; {self.spins} games: {self.results} results, {self.no_spins} no-spins"
+            + f"; {self.alarms} alarms"
+        )
 
 
 def replay(
     capture: Capture,
-    decoder: WheelDecoder,
-    engine: GameEngine,
-    table: str,
-) -> Iterator[GamePayload]:
-    """Yield the game payloads, in order, that the capture's traffic decides."""
-    for line in capture.lines:
-        yield from _payloads(engine.on_host_time(line.at), engine, table)
+    pipeline: TablePipeline,
+    summary: ReplaySummary | None = None,
+) -> Iterator[Outgoing]:
+    """Yield, in order, every message ``run`` would publish for the capture's traffic."""
+    summary = summary if summary is not None else ReplaySummary()
+    lines = capture.lines
+    if not lines:
+        return
+    first = lines[0].at
+    yield pipeline.status_message()
+    yield from _messages(pipeline.start(first), pipeline.settings.base_topic, summary)
+    yield from _messages(pipeline.on_link_up(first), pipeline.settings.base_topic, summary)
+    base = pipeline.settings.base_topic
+    for line in lines:
+        summary.lines += 1
+        deadline = pipeline.next_deadline()
+        if deadline is not None and line.at >= deadline:
+            yield from _messages(pipeline.on_timer(line.at), base, summary)
         if line.direction != "<":
             continue
-        for event in decoder.feed(line.data + b"\r\n", line.at):
-            yield from _payloads(engine.on_event(event, line.at), engine, table)
+        summary.from_wheel += 1
+        yield from _messages(pipeline.on_bytes(line.data + b"\r\n", line.at), base, summary)
+    summary.counters = pipeline.decoder.counters.as_dict()
 
 
-def _payloads(decisions: list[Decision], engine: GameEngine, table: str) -> Iterator[GamePayload]:
-    for decision in decisions:
-        if not isinstance(decision, Alarm):
-            yield game_payload(decision, table, engine.layout)
+def _messages(effects: Effects, base: str, summary: ReplaySummary) -> Iterator[Outgoing]:
+    for game in effects.games:
+        if game.event == "Spinning":
+            summary.spins += 1
+        elif game.event == "Result":
+            summary.results += 1
+        elif game.event == "NoSpin":
+            summary.no_spins += 1
+    for message in effects.messages:
+        if message.topic == f"{base}/alarm":
+            summary.alarms += 1
+        yield message

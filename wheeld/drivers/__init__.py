@@ -1,16 +1,23 @@
-"""Wheel drivers: one sans-I/O module per wheel protocol.
+"""Wheel drivers: one sans-I/O package per wheel protocol, found through entry points.
 
-A driver turns the bytes a wheel sends into wheel events (``wheeld.events``).
-It is the only place that knows a protocol: adding a wheel maker means adding a
-module here, its captures and its tests.
+A driver turns the bytes a wheel sends into wheel events (``wheeld.events``)
+and, where the wheel takes commands, says what to write to it and when. It is
+the only place that knows a protocol. Each declares itself once as a
+:class:`Driver` and is registered in the ``wheeld.drivers`` entry-point group,
+so a wheel maker's driver is a distribution of its own; the reference WRP/1
+driver is built into wheeld.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from wheeld.events import WheelEvent
+from wheeld.game import Decision
+
+ENTRY_POINT_GROUP = "wheeld.drivers"
 
 
 class CounterSet:
@@ -29,7 +36,7 @@ class Counters(Protocol):
 
 
 class WheelDecoder(Protocol):
-    """What the daemon and ``replay`` need of a driver's decoder."""
+    """What the pipeline needs of a driver's decoder."""
 
     @property
     def counters(self) -> Counters:
@@ -41,23 +48,88 @@ class WheelDecoder(Protocol):
         ...
 
 
+class DriverSession(Protocol):
+    """What a driver does to its wheel beyond listening: commands, on connect and on timers.
+
+    Every method returns the bytes to write to the wheel, in order.
+    """
+
+    @property
+    def unanswered(self) -> list[str]:
+        """Commands that went unanswered after every retry (the pipeline raises alarms)."""
+        ...
+
+    def on_connect(self, now: float) -> list[bytes]: ...
+
+    def on_disconnect(self, now: float) -> None: ...
+
+    def on_event(self, event: WheelEvent, now: float) -> list[bytes]: ...
+
+    def after_decisions(self, decisions: list[Decision], now: float) -> list[bytes]: ...
+
+    def on_timer(self, now: float) -> list[bytes]: ...
+
+    def next_deadline(self) -> float | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """A driver's declaration: everything wheeld needs to know of it, in one place."""
+
+    name: str
+    default_baudrate: int
+    decoder: Callable[[], WheelDecoder]
+    #: Builds the session from the decoder and the driver's own settings (the
+    #: configuration's ``[wheel.<section>]`` table, validated by ``settings``).
+    session: Callable[[WheelDecoder, Any], DriverSession | None] | None = None
+    #: The pydantic model of the driver's configuration section, if it has one.
+    settings: Any = None
+    #: The configuration section's name under ``[wheel]``.
+    section: str | None = None
+
+
 class UnknownDriver(ValueError):
     """No driver by that name."""
 
 
+_registry: dict[str, Driver] | None = None
+
+
+def drivers() -> dict[str, Driver]:
+    """Every installed driver, by name (entry points read once, then cached)."""
+    global _registry
+    if _registry is None:
+        from importlib.metadata import entry_points
+
+        found: dict[str, Driver] = {}
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                driver = point.load()
+            except Exception:  # a broken plug-in must not take the others down
+                continue
+            if isinstance(driver, Driver):
+                found[driver.name] = driver
+        if "wrp" not in found:  # the reference driver, even from a bare source tree
+            from wheeld.drivers.wrp import DRIVER
+
+            found["wrp"] = DRIVER
+        _registry = found
+    return _registry
+
+
+def driver_named(name: str) -> Driver:
+    """The installed driver called ``name``."""
+    known = drivers()
+    if name not in known:
+        raise UnknownDriver(f"unknown driver {name!r} (installed: {', '.join(sorted(known))})")
+    return known[name]
+
+
 def decoder_for(name: str) -> WheelDecoder:
-    """A fresh decoder for the driver called ``name`` (imported only when asked for)."""
-    if name == "wrp":
-        from wheeld.drivers.wrp import WrpDecoder
-
-        return WrpDecoder()
-    if name == "cammegh-ss2":
-        from wheeld.drivers.cammegh_ss2 import CammeghDecoder
-
-        return CammeghDecoder()
-    raise UnknownDriver(f"unknown driver {name!r} (known: wrp, cammegh-ss2)")
+    """A fresh decoder for the driver called ``name``."""
+    return driver_named(name).decoder()
 
 
 def default_baudrate(name: str) -> int:
     """The line speed a driver's wheels use unless configured otherwise."""
-    return {"wrp": 115200, "cammegh-ss2": 9600}.get(name, 9600)
+    return driver_named(name).default_baudrate

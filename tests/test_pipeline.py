@@ -1,0 +1,180 @@
+"""The table pipeline in-process: commands, the closed table, an unwritable journal, alarms.
+
+No port, no broker, no clock: the pipeline is fed bytes and times and its
+effects are read directly, so each test takes milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.helpers import warmed_up
+from wheeld.commands import OperatorCommand
+from wheeld.drivers.wrp import WrpDecoder
+from wheeld.pipeline import Effects, TablePipeline, TableSettings
+from wheeld.simulators.scripted import ScriptedWheel
+
+BASE = "wheeld/T9"
+
+
+class Table:
+    """A pipeline and a scripted WRP/1 wheel, fed line by line as the wheel writes."""
+
+    def __init__(self, wheel: ScriptedWheel | None = None) -> None:
+        self.wheel = wheel or warmed_up()
+        self.pipeline = TablePipeline(
+            TableSettings(table="T9", base_topic=BASE, driver="wrp"), WrpDecoder()
+        )
+        self.fed = 0
+        self.effects = Effects()
+        self.effects.extend(self.pipeline.start(self.wheel.host_time()))
+        self.effects.extend(self.pipeline.on_link_up(self.wheel.host_time()))
+
+    def feed(self) -> Effects:
+        """Everything the wheel sent since the last feed."""
+        out = Effects()
+        for at, frame in self.wheel.lines[self.fed :]:
+            out.extend(self.pipeline.on_bytes(frame + b"\r\n", at))
+        self.fed = len(self.wheel.lines)
+        self.effects.extend(out)
+        return out
+
+    def command(
+        self, name: str, payload: bytes, *, retained: bool = False, sender: str | None = None
+    ) -> tuple[dict[str, Any], Effects]:
+        command = OperatorCommand(name, payload, retained=retained, sender=sender)
+        reply, effects = self.pipeline.on_command(command, self.wheel.host_time())
+        self.effects.extend(effects)
+        return reply, effects
+
+    def launch(self) -> int:
+        """Open a game; returns its id."""
+        self.wheel.pocket(None)
+        self.wheel.advance(700)
+        self.wheel.launch()
+        self.feed()
+        game = self.pipeline.engine.game_in_progress
+        assert game is not None
+        return game
+
+
+def game_events(effects: Effects) -> list[tuple[int, str]]:
+    return [
+        (json.loads(m.payload)["game_id"], json.loads(m.payload)["event"])
+        for m in effects.messages
+        if m.topic == f"{BASE}/game"
+    ]
+
+
+# -- commands are strict -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "retained", "why"),
+    [
+        (b'{"note": "chip in the wheel"}', True, "retained"),
+        (b"", False, "empty"),
+        (b"   ", False, "empty"),
+        (b"not json", False, "not JSON"),
+        (b"[1]", False, "JSON object"),
+        (b'{"note": "x", "colour": "red"}', False, "unknown field 'colour'"),
+        (b'{"game_id": 1.0}', False, "game_id must be an integer"),
+        (b'{"game_id": true}', False, "game_id must be an integer"),
+        (b'{"game_id": "1"}', False, "game_id must be an integer"),
+        (b'{"note": 5}', False, "note must be a string"),
+        (b'{"game_id": 99}', False, "game 99 is not in progress"),
+        (b'{"operator": ""}', False, "operator must be"),
+    ],
+)
+def test_a_sloppy_no_spin_is_refused_and_the_game_goes_on(
+    payload: bytes, retained: bool, why: str
+) -> None:
+    table = Table()
+    game = table.launch()
+    reply, effects = table.command("no_spin", payload, retained=retained, sender="pit")
+    assert reply["ok"] is False and why in reply["error"]
+    assert not effects.games and table.pipeline.engine.game_in_progress == game
+    (record,) = effects.commands
+    assert not record.accepted and record.sender == "pit" and why in record.outcome
+
+
+def test_a_valid_no_spin_voids_the_game_and_is_journaled_with_its_operator() -> None:
+    table = Table()
+    game = table.launch()
+    body = json.dumps({"note": "chip in the wheel", "game_id": game, "operator": "boss-7"})
+    reply, effects = table.command("no_spin", body.encode(), sender="mqtt-user")
+    assert reply == {"ok": True, "game_id": game}
+    assert game_events(effects) == [(game, "no_spin")]
+    (record,) = effects.commands
+    assert record.accepted and record.sender == "boss-7"
+
+
+def test_open_and_close_refuse_fields_and_retained_messages() -> None:
+    table = Table()
+    assert table.command("close", b'{"why": "x"}')[0]["ok"] is False
+    assert table.command("close", b"{}", retained=True)[0]["ok"] is False
+    assert table.pipeline.table_state == "open"
+    reply, effects = table.command("close", b"{}")
+    assert reply["ok"] and reply["state"] == "closed" and effects.table_state == "closed"
+
+
+# -- a closed table settles nothing ---------------------------------------------
+
+
+def test_a_spin_on_a_closed_table_is_voided_at_once_and_never_a_result() -> None:
+    table = Table()
+    table.wheel.game("17")
+    table.feed()
+    table.command("close", b"{}")
+    table.wheel.reverse_rotor()
+    table.wheel.game("5")
+    effects = table.feed()
+    events = game_events(effects)
+    assert events == [(2, "spinning"), (2, "no_spin")]
+    (end,) = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/game"][1:]
+    assert end["reason"] == "declared" and end["note"] == "table closed"
+    assert not [m for m in effects.messages if m.topic in (f"{BASE}/result", f"{BASE}/history")]
+    table.command("open", b"{}")
+    table.wheel.pocket(None)
+    table.wheel.advance(table.wheel.rotor_period_ms * 3 + 100)
+    table.wheel.game("8")
+    assert game_events(table.feed())[-1] == (3, "result")
+
+
+# -- an unwritable journal -----------------------------------------------------------
+
+
+def test_games_the_journal_could_not_keep_are_voided_once_when_it_can_again() -> None:
+    table = Table()
+    game = table.launch()
+    table.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
+    failed = table.feed()
+    alarm = table.pipeline.journal_write_failed(failed, "database or disk is full", 1.0)
+    topics = [m.topic for m in alarm.messages]
+    assert topics == [f"{BASE}/alarm", f"{BASE}/status"]
+    assert json.loads(alarm.messages[1].payload)["state"] == "fault"
+    assert "JOURNAL" in table.pipeline.status_line()
+    # Nothing new is decided while the journal cannot keep it.
+    table.wheel.drop("17")
+    table.wheel.advance(1500)
+    table.wheel.game("3")
+    assert table.feed().games == []
+    again = table.pipeline.journal_recovered(2.0)
+    assert game_events(again) == [(game, "no_spin")]
+    assert json.loads(again.messages[0].payload)["reason"] == "controller_restart"
+    assert json.loads(again.messages[-1].payload) == {"state": "online"}
+    assert table.pipeline.journal_recovered(3.0).games == []  # exactly once
+
+
+def test_closing_the_table_voids_the_game_in_progress() -> None:
+    table = Table()
+    game = table.launch()
+    reply, effects = table.command("close", b'{"operator": "boss"}')
+    assert reply["ok"] and game_events(effects) == [(game, "no_spin")]
+    table.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
+    table.wheel.drop("17")
+    table.wheel.advance(1500)
+    assert table.feed().games == []

@@ -1,0 +1,465 @@
+"""The table pipeline: one wheel's bytes in, everything the daemon must do out. Sans-I/O.
+
+It owns the driver's decoder and session, the game engine, the winning-number
+history and every payload builder. Its inputs are what happens to a table —
+bytes from the wheel with the host time, a timer firing, the link going up or
+down, an operator command, the journal failing — and each input returns
+:class:`Effects`: journal records, messages to publish, bytes to write to the
+wheel and log records. It reads no clock and does no I/O, so ``wheeld run``,
+``wheeld replay`` and the tests drive the very same object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from wheeld.commands import CommandError, DeclareNoSpin, OperatorCommand, SetTable, parse
+from wheeld.drivers import DriverSession, WheelDecoder
+from wheeld.engine import EngineState, GameEngine
+from wheeld.events import DisplayMismatch, WheelHello
+from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
+from wheeld.journal import GameRecord, Outgoing
+from wheeld.messages import game_payload, iso_utc
+from wheeld.rules import RulesConfig
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+TableState = Literal["open", "closed"]
+
+#: The note a spin launched while the table is closed is voided with.
+CLOSED_TABLE_NOTE = "table closed"
+#: How much of a command's payload the journal keeps.
+MAX_JOURNALED_COMMAND = 2000
+_EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """A line for the daemon's structured log."""
+
+    level: LogLevel
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRecord:
+    """An operator command as the journal keeps it: who, what, and what came of it."""
+
+    at: float
+    name: str
+    sender: str | None
+    payload: str
+    accepted: bool
+    outcome: str
+
+
+@dataclass(slots=True)
+class Effects:
+    """What the shell must do, in this order: journal, write to the wheel, publish, log."""
+
+    #: Game decisions; with ``state`` they make one durable journal commit.
+    games: list[GameRecord] = field(default_factory=list)
+    #: Messages to publish, in order, once ``games`` are durable.
+    messages: list[Outgoing] = field(default_factory=list)
+    #: The engine state to store, when it changed.
+    state: EngineState | None = None
+    #: The table was opened or closed: to be stored, so a restart keeps it.
+    table_state: TableState | None = None
+    commands: list[CommandRecord] = field(default_factory=list)
+    writes: list[bytes] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+
+    #: An alarm is among the messages: it must survive a power cut too.
+    alarmed: bool = False
+
+    @property
+    def durable(self) -> bool:
+        """True when a decision or an alarm is in it: the journal commit must be fsync'd."""
+        return bool(self.games) or self.alarmed
+
+    def extend(self, other: Effects) -> None:
+        """Append ``other``'s effects after these."""
+        self.games += other.games
+        self.messages += other.messages
+        if other.state is not None:
+            self.state = other.state
+        if other.table_state is not None:
+            self.table_state = other.table_state
+        self.alarmed = self.alarmed or other.alarmed
+        self.commands += other.commands
+        self.writes += other.writes
+        self.logs += other.logs
+
+    def log(self, level: LogLevel, event: str, **fields: Any) -> None:
+        """Add a log record."""
+        self.logs.append(LogRecord(level, event, fields))
+
+
+@dataclass(frozen=True, slots=True)
+class TableSettings:
+    """What a pipeline needs to know of the configuration."""
+
+    table: str
+    base_topic: str
+    driver: str
+    port: str = ""
+    pockets: int | None = None
+    history_length: int = 100
+    rules: RulesConfig = field(default_factory=RulesConfig)
+
+
+class TablePipeline:
+    """One table: wheel bytes, timers, link changes and commands in; effects out."""
+
+    def __init__(
+        self,
+        settings: TableSettings,
+        decoder: WheelDecoder,
+        session: DriverSession | None = None,
+        *,
+        state: EngineState | None = None,
+        history: Iterable[str] = (),
+        table_state: TableState = "open",
+    ) -> None:
+        self.settings = settings
+        self.decoder = decoder
+        self.session = session
+        self.engine = GameEngine(settings.rules, pockets=settings.pockets, state=state)
+        self.history: deque[str] = deque(history, maxlen=settings.history_length)
+        self.table_state: TableState = table_state
+        self.link_up = False
+        self.wheel_info: dict[str, Any] = {}
+        #: Game ids whose decisions the journal could not keep, in order.
+        self.unrecorded: list[int] = []
+        self.journal_failed = False
+        #: Events refused for the state they came in (counted, logged).
+        self.refused_events = 0
+        self._saved_state = replace(self.engine.state)
+        self._last_game: int | None = None
+        self._base = settings.base_topic
+
+    # -- inputs ---------------------------------------------------------------
+
+    def start(self, now: float) -> Effects:
+        """The daemon starts: a game left open by the previous run is void."""
+        out = Effects()
+        self._decide(self.engine.resume(now), out)
+        return out
+
+    def on_bytes(self, data: bytes, now: float) -> Effects:
+        """Bytes from the wheel, heard at host time ``now``."""
+        out = Effects()
+        decisions: list[Decision] = []
+        session = self.session
+        for event in self.decoder.feed(data, now):
+            if isinstance(event, DisplayMismatch):
+                game = self.engine.game_in_progress or self._last_game
+                decisions.append(
+                    Alarm(
+                        now,
+                        "display_mismatch",
+                        {"game_id": game, "number": event.number, "display": event.display},
+                    )
+                )
+                continue
+            if self.journal_failed:
+                # Nothing new is decided while decisions cannot be kept.
+                continue
+            if self.table_state == "closed":
+                decisions += self._closed_table(self.engine.on_event(event, now), now)
+            else:
+                decisions += self.engine.on_event(event, now)
+            if session is not None:
+                out.writes += session.on_event(event, now)
+            if isinstance(event, WheelHello):
+                self.wheel_info.update(
+                    model=event.model,
+                    firmware=event.firmware,
+                    serial=event.serial,
+                    wheel_pockets=event.pockets,
+                )
+                out.messages.append(self.wheel_message(now))
+        self._decide(decisions, out)
+        if session is not None:
+            out.writes += session.after_decisions(decisions, now)
+            self._session_alarms(now, out)
+        return out
+
+    def on_timer(self, now: float) -> Effects:
+        """A deadline set by :meth:`next_deadline` has come."""
+        out = Effects()
+        if not self.journal_failed:
+            self._decide(self.engine.on_host_time(now), out)
+        if self.session is not None:
+            out.writes += self.session.on_timer(now)
+            self._session_alarms(now, out)
+        return out
+
+    def next_deadline(self) -> float | None:
+        """The host time the pipeline next wants :meth:`on_timer`, if any."""
+        deadlines = [self.engine.link_deadline()]
+        if self.session is not None:
+            deadlines.append(self.session.next_deadline())
+        known = [d for d in deadlines if d is not None]
+        return min(known) if known else None
+
+    def on_link_up(self, now: float) -> Effects:
+        """The port opened."""
+        self.link_up = True
+        out = Effects()
+        if self.session is not None:
+            out.writes += self.session.on_connect(now)
+            self._session_alarms(now, out)
+        out.messages.append(self.wheel_message(now))
+        return out
+
+    def on_link_down(self, why: str, now: float) -> Effects:
+        """The port went away: the open game cannot be vouched for."""
+        self.link_up = False
+        out = Effects()
+        if self.session is not None:
+            self.session.on_disconnect(now)
+        if not self.journal_failed:
+            self._decide(self.engine.on_link_down(now), out)
+        out.messages.append(self.wheel_message(now))
+        out.log("warning", "wheel link down", why=why)
+        return out
+
+    def alarm(self, now: float, code: str, **detail: Any) -> Effects:
+        """An alarm the shell found (not the engine): journaled and published like the rest."""
+        out = Effects()
+        self._decide([Alarm(now, code, detail)], out)
+        return out
+
+    # -- the journal ------------------------------------------------------------
+
+    def journal_write_failed(self, failed: Effects, error: str, now: float) -> Effects:
+        """The journal could not keep ``failed``: stop deciding until it can again.
+
+        Returns what to publish without the journal (an alarm and the status).
+        """
+        out = Effects()
+        for game in failed.games:
+            if game.game_id not in self.unrecorded:
+                self.unrecorded.append(game.game_id)
+        open_game = self.engine.game_in_progress
+        if open_game is not None and open_game not in self.unrecorded:
+            self.unrecorded.append(open_game)
+        if not self.journal_failed:
+            self.journal_failed = True
+            out.messages.append(
+                self._alarm_message(Alarm(now, "journal_unwritable", {"error": error}))
+            )
+            out.messages.append(self.status_message())
+            out.log("error", "journal unwritable: no game is decided until it is", error=error)
+        return out
+
+    def journal_recovered(self, now: float) -> Effects:
+        """Writing works again: void every game the journal could not keep, in order."""
+        out = Effects()
+        if not self.journal_failed:
+            return out
+        self.journal_failed = False
+        voided: list[Decision] = []
+        for game_id in self.unrecorded:
+            voided += self.engine.void_unrecorded(game_id, now)
+        self.unrecorded = []
+        self._decide(voided, out)
+        out.messages.append(self.status_message())
+        out.log(
+            "warning",
+            "journal writable again",
+            voided=[d.game_id for d in voided if isinstance(d, NoSpin)],
+        )
+        return out
+
+    # -- operator commands ----------------------------------------------------------
+
+    def on_command(self, command: OperatorCommand, now: float) -> tuple[dict[str, Any], Effects]:
+        """Judge and carry out an operator command; every one is journaled with its sender."""
+        out = Effects()
+        text = command.payload[:MAX_JOURNALED_COMMAND].decode("utf-8", "replace")
+        try:
+            asked = parse(command)
+            if isinstance(asked, DeclareNoSpin):
+                reply = self._no_spin(asked, now, out)
+            else:
+                reply = self._open_or_close(asked, now, out)
+        except CommandError as refusal:
+            reason = str(refusal)
+            out.commands.append(
+                CommandRecord(now, command.name, command.sender, text, False, reason)
+            )
+            out.log(
+                "warning",
+                "command refused",
+                command=command.name,
+                sender=command.sender,
+                error=reason,
+            )
+            return {"ok": False, "error": reason}, out
+        who = asked.operator
+        out.commands.append(CommandRecord(now, command.name, who, text, True, json.dumps(reply)))
+        return reply, out
+
+    def _no_spin(self, asked: DeclareNoSpin, now: float, out: Effects) -> dict[str, Any]:
+        if self.journal_failed:
+            raise CommandError("the journal is unwritable: no game is being decided")
+        open_game = self.engine.game_in_progress
+        if open_game is None:
+            raise CommandError("no game in progress")
+        if asked.game_id is not None and asked.game_id != open_game:
+            # A command queued while we were away must not void a later game.
+            raise CommandError(f"game {asked.game_id} is not in progress (game {open_game} is)")
+        out.log(
+            "warning",
+            "no spin declared",
+            game_id=open_game,
+            note=asked.note,
+            operator=asked.operator,
+        )
+        decisions = self.engine.declare_no_spin(asked.note, now)
+        self._decide(decisions, out)
+        if self.session is not None:
+            out.writes += self.session.after_decisions(decisions, now)
+        return {"ok": True, "game_id": open_game}
+
+    def _open_or_close(self, asked: SetTable, now: float, out: Effects) -> dict[str, Any]:
+        self.table_state = "open" if asked.open else "closed"
+        if not asked.open and not self.journal_failed:
+            # A game still running when the table closes settles nothing either.
+            decisions = self.engine.declare_no_spin(CLOSED_TABLE_NOTE, now)
+            self._decide(decisions, out)
+            if self.session is not None:
+                out.writes += self.session.after_decisions(decisions, now)
+        # "anunciar las tres (3) últimas lanzadas" on closing.
+        announcement = {
+            "state": self.table_state,
+            "last_numbers": list(self.history)[:3],
+            "table": self.settings.table,
+            "ts": iso_utc(now),
+        }
+        out.messages.append(Outgoing(f"{self._base}/table", json.dumps(announcement), retain=True))
+        out.log(
+            "info",
+            f"table {self.table_state}",
+            last_numbers=announcement["last_numbers"],
+            operator=asked.operator,
+        )
+        out.table_state = self.table_state
+        return {"ok": True, **announcement}
+
+    # -- messages -------------------------------------------------------------------
+
+    def wheel_message(self, now: float) -> Outgoing:
+        """The retained wheel state: link, identity, pockets and decoder counters."""
+        state = {
+            "link": "up" if self.link_up else "down",
+            "driver": self.settings.driver,
+            "port": self.settings.port,
+            "model": self.wheel_info.get("model"),
+            "firmware": self.wheel_info.get("firmware"),
+            "serial": self.wheel_info.get("serial"),
+            "pockets": self.engine.layout.pockets,
+            "counters": self.decoder.counters.as_dict(),
+            "refused_events": self.refused_events,
+            "ts": iso_utc(now),
+        }
+        return Outgoing(f"{self._base}/wheel", json.dumps(state), retain=True)
+
+    def status_message(self) -> Outgoing:
+        """The retained status: online, or a fault that stops the table deciding."""
+        if self.journal_failed:
+            body = {"state": "fault", "fault": "journal_unwritable"}
+        else:
+            body = {"state": "online"}
+        return Outgoing(f"{self._base}/status", json.dumps(body), retain=True)
+
+    def status_line(self) -> str:
+        """One line for sd_notify STATUS."""
+        link = "wheel up" if self.link_up else "wheel down"
+        if self.journal_failed:
+            return f"{link}; JOURNAL UNWRITABLE: deciding nothing"
+        game = self.engine.game_in_progress
+        table = "" if self.table_state == "open" else "; table closed"
+        return (f"{link}; game {game} in progress" if game else f"{link}; idle") + table
+
+    # -- decisions ------------------------------------------------------------------
+
+    def _closed_table(self, decisions: list[Decision], now: float) -> list[Decision]:
+        """While closed, a spin settles nothing: every launch is voided at once."""
+        out: list[Decision] = []
+        for decision in decisions:
+            out.append(decision)
+            if isinstance(decision, Spinning):
+                out += self.engine.declare_no_spin(CLOSED_TABLE_NOTE, now)
+        return out
+
+    def _decide(self, decisions: list[Decision], out: Effects) -> None:
+        """Turn decisions into journal records, messages and log lines."""
+        table = self.settings.table
+        layout = self.engine.layout
+        for decision in decisions:
+            if isinstance(decision, Alarm):
+                out.messages.append(self._alarm_message(decision))
+                out.alarmed = True
+                out.log("warning", "alarm", alarm=decision.code, **decision.detail)
+                continue
+            body = game_payload(decision, table, layout).to_json()
+            number = decision.number if isinstance(decision, Result) else None
+            out.games.append(GameRecord(decision.game_id, type(decision).__name__, body, number))
+            out.messages.append(Outgoing(f"{self._base}/game", body))
+            self._last_game = decision.game_id
+            self._log_decision(decision, out)
+            if number is not None:
+                self.history.appendleft(number)
+                out.messages.append(Outgoing(f"{self._base}/result", body, retain=True))
+                out.messages.append(self._history_message())
+        if out.games or self.engine.state != self._saved_state:
+            out.state = replace(self.engine.state)
+            self._saved_state = out.state
+
+    def _alarm_message(self, alarm: Alarm) -> Outgoing:
+        payload = {
+            "alarm": alarm.code,
+            "table": self.settings.table,
+            "ts": iso_utc(alarm.at),
+            **alarm.detail,
+        }
+        return Outgoing(f"{self._base}/alarm", json.dumps(payload))
+
+    def _history_message(self) -> Outgoing:
+        body = json.dumps({"numbers": list(self.history)})
+        return Outgoing(f"{self._base}/history", body, retain=True)
+
+    def _session_alarms(self, now: float, out: Effects) -> None:
+        session = self.session
+        assert session is not None
+        while session.unanswered:
+            silent = session.unanswered.pop(0)
+            self._decide([Alarm(now, "wheel_not_answering", {"command": silent})], out)
+
+    @staticmethod
+    def _log_decision(decision: GameEvent, out: Effects) -> None:
+        if isinstance(decision, Result):
+            out.log(
+                "info",
+                "result",
+                game_id=decision.game_id,
+                number=decision.number,
+                revolutions=decision.revolutions,
+            )
+        elif isinstance(decision, NoSpin):
+            out.log(
+                "warning",
+                "no spin",
+                game_id=decision.game_id,
+                reason=decision.reason,
+                reasons=list(decision.reasons),
+            )
+        else:
+            out.log("info", _EVENT_NAMES[type(decision)], game_id=decision.game_id)
