@@ -120,7 +120,7 @@ class Daemon:
         self._every(WHEEL_STATE_EVERY_S, self._refresh_wheel_state)
         if self.notifier.watchdog_interval is not None:
             self._every(self.notifier.watchdog_interval / 2, self._watchdog)
-        self.notifier.ready(self.pipeline.status_line())
+        self.notifier.ready(self.status_line())
         self.log.info(
             "wheeld ready",
             base_topic=config.base_topic,
@@ -144,6 +144,12 @@ class Daemon:
         await asyncio.gather(publisher_task, return_exceptions=True)
         if self.capture is not None:
             self.capture.close()
+            if self.capture.cut_lines or self.capture.dropped_bytes:
+                self.log.warning(
+                    "capture: over-long lines cut, or a crashed run's last line dropped",
+                    cut_lines=self.capture.cut_lines,
+                    dropped_bytes=self.capture.dropped_bytes,
+                )
         self.journal.close()
         self.notifier.close()
         return 0
@@ -177,11 +183,11 @@ class Daemon:
 
     def _on_link_up(self) -> None:
         self._apply(self.pipeline.on_link_up(time.time()))
-        self.notifier.status(self.pipeline.status_line())
+        self.notifier.status(self.status_line())
 
     def _on_link_down(self, why: str) -> None:
         self._apply(self.pipeline.on_link_down(why, time.time()))
-        self.notifier.status(self.pipeline.status_line())
+        self.notifier.status(self.status_line())
 
     def _timer_fired(self) -> None:
         self._timer = None
@@ -189,6 +195,19 @@ class Daemon:
 
     def _refresh_wheel_state(self) -> None:
         self._apply(Effects(messages=[self.pipeline.wheel_message(time.time())]))
+        self.notifier.status(self.status_line())
+
+    def status_line(self) -> str:
+        """The table's state, and what stands in the way of delivery, for sd_notify STATUS."""
+        parts = [self.pipeline.status_line()]
+        publisher = self.publisher
+        if publisher.session_taken_over:
+            parts.append(f"MQTT client id {self.config.client_id} taken by another client")
+        if publisher.stuck_since is not None:
+            parts.append(f"broker refusing messages ({publisher.refusals} refusals)")
+        elif not publisher.connected:
+            parts.append("broker unreachable")
+        return "; ".join(parts)
 
     async def _on_command(self, command: OperatorCommand) -> dict[str, Any]:
         try:
@@ -245,7 +264,7 @@ class Daemon:
             self.publisher.publish_unjournaled(message)
         for record in effects.logs:
             getattr(self.log, record.level)(record.event, **record.fields)
-        self.notifier.status(self.pipeline.status_line())
+        self.notifier.status(self.status_line())
         if self._journal_retry is None:
             loop = asyncio.get_running_loop()
             self._journal_retry = loop.call_later(JOURNAL_RETRY_S, self._retry_journal)
@@ -259,7 +278,7 @@ class Daemon:
         self._apply(self.pipeline.journal_recovered(time.time()))
         if not self.pipeline.journal_failed:
             self.publisher.publish_unjournaled(self.pipeline.status_message())
-        self.notifier.status(self.pipeline.status_line())
+        self.notifier.status(self.status_line())
 
     # -- systemd watchdog ---------------------------------------------------------------
 

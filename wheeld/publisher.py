@@ -56,7 +56,6 @@ TAKEOVER_BACKOFF_FIRST_S = 5.0
 TAKEOVER_BACKOFF_MAX_S = 60.0
 #: A connection that holds this long means the other client has gone.
 TAKEOVER_CLEARED_S = 2 * TAKEOVER_BACKOFF_MAX_S
-DEFAULT_REPLY_PREFIX = "wheeld-replies/"
 #: Longest response topic answered, in UTF-8 bytes.
 MAX_REPLY_TOPIC_BYTES = 512
 #: Longest sender name handed over; longer ones are cut.
@@ -142,7 +141,7 @@ class Publisher:
         self._on_command = on_command
         self._log = log
         self._base = config.base_topic
-        self._reply_prefix: str = getattr(config.mqtt, "reply_prefix", DEFAULT_REPLY_PREFIX)
+        self._reply_prefix = config.mqtt.reply_prefix
         self._wake = asyncio.Event()
         self._client: Client | None = None
         #: The retained status said on every connect (a fault replaces ``online``).
