@@ -1,0 +1,322 @@
+"""The chaos rig: a real broker, a simulated wheel, the daemon, and a subscriber
+that remembers everything, so faults can be thrown at the daemon and the
+journal checked against what the casino's systems actually received.
+
+- mosquitto on a free port, persistent, saving its database on every change,
+  so a SIGKILLed broker comes back with the sessions and queued messages;
+- ``wheeld simulate`` on a pty, playing games forever at ``speed``;
+- ``wheeld run`` as a subprocess;
+- a persistent MQTT subscriber (clean session off, QoS 1) on ``<base>/#``.
+
+``ChaosRig.finish`` stops the wheel (its open game ends as a lost link), waits
+until the subscriber has every journalled decision, stops the daemon and
+returns ``check``'s verdict on the journal against what was received.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.rig import Broker, DaemonProcess, Subscriber, wait_for
+from wheeld.daemon import JOURNAL_FILE
+from wheeld.journal import Journal
+
+TABLE = "CHAOS"
+BASE = f"wheeld/{TABLE}"
+GAME_TOPIC = f"{BASE}/game"
+_PROBE_TOPIC = f"{BASE}/chaos/probe"
+_ENDS = ("result", "no_spin")
+#: Game messages per game at the most (spinning, no_more_bets, its end).
+_MESSAGES_PER_GAME = 3
+_subscriber_ids = itertools.count(1)
+
+
+class ChaosBroker(Broker):
+    """A persistent mosquitto that writes its database on every change.
+
+    mosquitto saves only at exit by default: killed, it would forget the
+    subscriber's session and the messages queued for it, a loss that is the
+    broker's and not the daemon's.
+    """
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir, persistent=True)
+        with self.conf.open("a") as conf:
+            conf.write("autosave_on_changes true\nautosave_interval 1\n")
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to clients, nothing saved beyond the last autosave."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+
+@dataclass(slots=True)
+class Verdict:
+    """What ``check`` found: ``problems`` is empty when the run was clean."""
+
+    problems: list[str] = field(default_factory=list)
+    journalled: int = 0
+    received: int = 0
+    duplicates: int = 0
+    games: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        head = (
+            f"{self.games} games, {self.journalled} decisions journalled, "
+            f"{self.received} messages received ({self.duplicates} duplicates)"
+        )
+        return "\n".join([head, *self.problems])
+
+
+def _canonical(payload: Any) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+def check(journal: list[tuple[int, str, str]], received: list[Any]) -> Verdict:
+    """The journal against what the persistent subscriber received on ``<base>/game``.
+
+    Nothing lost (every journalled decision received), nothing invented (every
+    message received is journalled), each game id opened once, in increasing
+    order, ended exactly once, and ``spinning`` before everything else of its
+    game, in the journal and in the order of arrival. A message received twice
+    is a duplicate (QoS 1 allows it), not a problem.
+    """
+    verdict = Verdict(journalled=len(journal), received=len(received))
+    problems = verdict.problems
+    journalled = [json.loads(payload) for _, _, payload in journal]
+    events: dict[int, list[str]] = defaultdict(list)
+    last_opened = 0
+    for (game_id, _, _), payload in zip(journal, journalled, strict=True):
+        event = payload.get("event")
+        if payload.get("game_id") != game_id:
+            problems.append(f"journal: game {game_id} holds a payload of {payload.get('game_id')}")
+        if event == "spinning":
+            if game_id <= last_opened:
+                problems.append(f"journal: game id {game_id} opened after {last_opened}")
+            last_opened = max(last_opened, game_id)
+        elif not events[game_id] or events[game_id][0] != "spinning":
+            problems.append(f"journal: {event} of game {game_id} before its spinning")
+        events[game_id].append(event)
+    for game_id, seen in sorted(events.items()):
+        ends = sum(event in _ENDS for event in seen)
+        if ends != 1:
+            problems.append(f"journal: game {game_id} ended {ends} times ({', '.join(seen)})")
+        elif seen[-1] not in _ENDS:
+            problems.append(f"journal: game {game_id} went on after its end ({', '.join(seen)})")
+    verdict.games = len(events)
+
+    wanted = {_canonical(payload) for payload in journalled}
+    arrivals = Counter(_canonical(payload) for payload in received)
+    verdict.duplicates = sum(count - 1 for count in arrivals.values())
+    problems += [f"lost: {text}" for text in sorted(wanted - arrivals.keys())]
+    problems += [f"invented: {text}" for text in sorted(arrivals.keys() - wanted)]
+    first_seen: dict[int, list[str]] = defaultdict(list)
+    for text in dict.fromkeys(_canonical(payload) for payload in received):
+        payload = json.loads(text)
+        if isinstance(payload, dict) and isinstance(payload.get("game_id"), int):
+            first_seen[payload["game_id"]].append(str(payload.get("event")))
+    for game_id, seen in sorted(first_seen.items()):
+        if seen[0] != "spinning" and "spinning" in seen:
+            problems.append(f"received: game {game_id} arrived as {', '.join(seen)}")
+        if sum(event in _ENDS for event in seen) > 1:
+            problems.append(f"received: game {game_id} ended twice ({', '.join(seen)})")
+    return verdict
+
+
+def _live_journal(path: Path) -> list[tuple[int, str, str]]:
+    """The decisions of a journal a running daemon holds (read-only, beside its lock)."""
+    if not path.exists():
+        return []
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+        rows = db.execute("SELECT game_id, event, payload FROM decisions ORDER BY id").fetchall()
+    return [(int(row[0]), str(row[1]), str(row[2])) for row in rows]
+
+
+class ChaosRig:
+    """Broker, wheel, daemon and subscriber in ``workdir``; faults are thrown at them."""
+
+    def __init__(self, workdir: Path, *, seed: int, speed: float = 20.0) -> None:
+        self.workdir = workdir
+        self.rng = random.Random(seed)
+        self.speed = speed
+        self.broker = ChaosBroker(workdir)
+        self.link = workdir / "wheel"
+        self.state = workdir / "state"
+        self.journal_path = self.state / JOURNAL_FILE
+        self.config = workdir / "wheeld.toml"
+        self.daemon = DaemonProcess(self.config, workdir)
+        self.wheel: subprocess.Popen[bytes] | None = None
+        self.subscriber: Subscriber | None = None
+        self.wheels_started = 0
+
+    # -- the parts -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Everything up, and one game seen through to the subscriber."""
+        self.broker.start()
+        self.config.write_text(
+            f'[table]\nid = "{TABLE}"\n'
+            f'[wheel]\ndriver = "wrp"\nport = "{self.link}"\nwait_for_device = true\n'
+            f'[mqtt]\nhost = "127.0.0.1"\nport = {self.broker.port}\nkeepalive_s = 5\n'
+            f'[state]\ndir = "{self.state}"\n'
+            f'[log]\nformat = "json"\nlevel = "debug"\n'
+        )
+        client_id = f"chaos-{os.getpid()}-{next(_subscriber_ids)}"
+        self.subscriber = Subscriber(self.broker.port, f"{BASE}/#", client_id=client_id)
+        # Its own probe coming back proves the subscription (and so the session) exists;
+        # retained, so it comes back even when it reaches the broker before the SUBSCRIBE.
+        self.subscriber.client.publish(_PROBE_TOPIC, b"{}", qos=1, retain=True)
+        wait_for(lambda: self.on_topic(_PROBE_TOPIC), 10, "the subscriber's probe")
+        self.start_wheel()
+        self.daemon.start()
+        self.wait_game_ends(1)
+
+    def start_wheel(self) -> None:
+        """A fresh simulated wheel on the link (a new seed each time, drawn from the rig's)."""
+        self.wheels_started += 1
+        self.wheel = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "wheeld",
+                "simulate",
+                "--link",
+                str(self.link),
+                "--speed",
+                str(self.speed),
+                "--seed",
+                str(self.rng.randrange(2**31)),
+                "--quiet",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.workdir / "simulate.log").open("ab"),
+        )
+
+    def kill_wheel(self) -> None:
+        """The wheel's end of the link vanishes: SIGKILL, its pty closes under the daemon."""
+        if self.wheel is not None:
+            self.wheel.kill()
+            self.wheel.wait(10)
+            self.wheel = None
+
+    def kill_daemon(self) -> None:
+        """SIGKILL the daemon: no clean stop, whatever it was doing is cut short."""
+        self.daemon.kill()
+        self.daemon.process = None
+
+    def _assert_running(self) -> None:
+        """Fail at once, naming it, when a part died that nobody killed."""
+        parts = (
+            ("wheeld run", self.daemon.process, self.daemon.log),
+            ("wheeld simulate", self.wheel, self.workdir / "simulate.log"),
+            ("mosquitto", self.broker.process, self.workdir / "mosquitto.log"),
+        )
+        for name, process, log in parts:
+            if process is not None and process.poll() is not None:
+                lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+                last = lines[-1] if lines else "(no output)"
+                raise AssertionError(f"{name} exited with status {process.returncode}: {last}")
+
+    def _wait_playing(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        """``wait_for``, failing early if a part of the rig died."""
+
+        def met() -> bool:
+            self._assert_running()
+            return condition()
+
+        wait_for(met, timeout, what)
+
+    def on_topic(self, topic: str) -> list[Any]:
+        assert self.subscriber is not None
+        return self.subscriber.on(topic)
+
+    def received(self) -> list[Any]:
+        """Every ``<base>/game`` payload received so far, duplicates included."""
+        return self.on_topic(GAME_TOPIC)
+
+    def _ends(self) -> int:
+        return sum(
+            1
+            for payload in self.received()
+            if isinstance(payload, dict) and payload.get("event") in _ENDS
+        )
+
+    def wait_game_ends(self, count: int, timeout: float | None = None) -> None:
+        """Wait until ``count`` more games have ended at the subscriber."""
+        target = self._ends() + count
+        limit = timeout if timeout is not None else 20.0 + 5.0 * count
+        self._wait_playing(lambda: self._ends() >= target, limit, f"{count} more game ends")
+
+    def random_point(self) -> None:
+        """Wait for an arbitrary instant of play: a few game messages on, then a jitter."""
+        target = len(self.received()) + self.rng.randint(1, 2 * _MESSAGES_PER_GAME)
+        self._wait_playing(lambda: len(self.received()) >= target, 30, "game messages")
+        # Not a wait for anything: the fault must also land between two messages.
+        time.sleep(self.rng.uniform(0.0, 1.0))
+
+    def outage(self, longest: float = 1.5) -> None:
+        """A part stays down for a random while before it is brought back."""
+        # Not a wait for anything: how long the fault lasts is part of the fault.
+        time.sleep(self.rng.uniform(0.0, longest))
+
+    # -- the end ---------------------------------------------------------------
+
+    def finish(self, drain_timeout: float = 30.0) -> Verdict:
+        """Stop the wheel, let the daemon publish all it journalled, stop it, judge."""
+        self.kill_wheel()
+
+        def drained() -> bool:
+            wanted = {_canonical(json.loads(p)) for _, _, p in _live_journal(self.journal_path)}
+            return wanted <= {_canonical(payload) for payload in self.received()}
+
+        # What is still missing after the timeout is reported as lost by check().
+        with contextlib.suppress(AssertionError):
+            wait_for(drained, drain_timeout, "every journalled decision at the subscriber")
+        if self.daemon.process is not None and self.daemon.process.poll() is None:
+            self.daemon.terminate()
+        journal = Journal(self.journal_path)
+        try:
+            rows = journal.decisions()
+        finally:
+            journal.close()
+        return check(rows, self.received())
+
+    def close(self) -> None:
+        """Stop whatever is still running; safe after any failure."""
+        self.kill_wheel()
+        self.daemon.ensure_stopped()
+        if self.subscriber is not None:
+            self.subscriber.close()
+            self.subscriber = None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.broker.stop()
+
+
+@contextlib.contextmanager
+def chaos_rig(workdir: Path, *, seed: int, speed: float = 20.0) -> Iterator[ChaosRig]:
+    """A started rig, closed however the block ends."""
+    rig = ChaosRig(workdir, seed=seed, speed=speed)
+    try:
+        rig.start()
+        yield rig
+    finally:
+        rig.close()

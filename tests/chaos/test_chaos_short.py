@@ -1,0 +1,87 @@
+"""The chaos suite's short run (CI): each fault thrown twice at a real daemon.
+
+The long run is ``python -m tests.chaos.run --minutes N`` (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chaos.faults import SHORT, inject
+from tests.chaos.harness import chaos_rig, check
+
+pytestmark = pytest.mark.chaos
+
+#: Fixed so CI is reproducible; set WHEELD_CHAOS_SEED to explore elsewhere.
+SEED = int(os.environ.get("WHEELD_CHAOS_SEED", "9"))
+
+
+@pytest.mark.parametrize("name", SHORT)
+def test_fault_loses_and_invents_nothing(name: str, tmp_path: Path) -> None:
+    with chaos_rig(tmp_path, seed=SEED) as rig:
+        for _ in range(2):
+            inject(rig, name)
+        verdict = rig.finish()
+    assert verdict.ok, f"{name}: {verdict.summary()}\nlogs in {tmp_path}"
+    assert verdict.games >= 5, verdict.summary()
+
+
+# -- the checker itself ----------------------------------------------------------
+
+
+def _game(game_id: int, *events: str) -> list[tuple[int, str, str]]:
+    return [
+        (game_id, event, json.dumps({"event": event, "game_id": game_id, "table": "T"}))
+        for event in events
+    ]
+
+
+def _payloads(rows: list[tuple[int, str, str]]) -> list[Any]:
+    return [json.loads(payload) for _, _, payload in rows]
+
+
+def test_check_accepts_duplicates() -> None:
+    journal = _game(1, "spinning", "no_more_bets", "result") + _game(2, "spinning", "no_spin")
+    received = _payloads(journal + journal[:2])
+    verdict = check(journal, received)
+    assert verdict.ok, verdict.summary()
+    assert (verdict.games, verdict.duplicates) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    ("journal", "received", "words"),
+    [
+        (_game(1, "spinning", "result"), _payloads(_game(1, "spinning")), "lost:"),
+        (
+            _game(1, "spinning", "result"),
+            _payloads(_game(1, "spinning", "result", "no_spin")),
+            "invented:",
+        ),
+        (_game(1, "spinning", "result", "no_spin"), [], "ended 2 times"),
+        (_game(1, "spinning"), [], "ended 0 times"),
+        (_game(2, "spinning", "result") + _game(1, "spinning", "result"), [], "opened after 2"),
+        (_game(1, "result"), [], "before its spinning"),
+        (_game(1, "spinning", "result", "no_more_bets"), [], "went on after its end"),
+        (_game(1, "spinning", "result"), _payloads(_game(1, "result", "spinning")), "arrived as"),
+    ],
+    ids=[
+        "lost",
+        "invented",
+        "ended-twice",
+        "never-ended",
+        "id-reused",
+        "no-spinning",
+        "after-end",
+        "order",
+    ],
+)
+def test_check_refuses(
+    journal: list[tuple[int, str, str]], received: list[Any], words: str
+) -> None:
+    verdict = check(journal, received)
+    assert any(words in problem for problem in verdict.problems), verdict.summary()
