@@ -62,8 +62,6 @@ START = 1_760_000_000.0
 #: A tick jump moves host time by at most this much, so one corrupt tick does
 #: not push host time years ahead (it still voids the game as a lost link).
 MAX_HOST_STEP_MS = 60_000
-#: Host time after the last byte at which every open game must have ended.
-FLUSH_S = 3600.0
 
 _TOKENS = (
     b"$",
@@ -294,6 +292,9 @@ def play(chunks: list[bytes], rules: RulesConfig) -> Run:
 
     Host time is derived from the events alone (it follows their wheel ticks),
     never from the chunking, so every chunking of an input must decide alike.
+    Like the daemon's timer, the engine is told the time at its link deadline
+    when the next event comes later than that, and once more after the last
+    event, so every open game ends.
     """
     decoder = WrpDecoder()
     engine = GameEngine(rules)
@@ -307,11 +308,13 @@ def play(chunks: list[bytes], rules: RulesConfig) -> Run:
                 if last_tick is not None:
                     now += min(ticks_since(tick, last_tick), MAX_HOST_STEP_MS) / 1000.0
                 last_tick = tick
-            passed = engine.on_host_time(now)
-            if passed:
-                run.steps.append(Step(None, passed))
+            deadline = engine.link_deadline()
+            if deadline is not None and deadline <= now:
+                run.steps.append(Step(None, engine.on_host_time(deadline)))
             run.steps.append(Step(event, engine.on_event(event, now)))
-    run.steps.append(Step(None, engine.on_host_time(now + FLUSH_S)))
+    deadline = engine.link_deadline()
+    if deadline is not None:
+        run.steps.append(Step(None, engine.on_host_time(deadline)))
     return run
 
 
