@@ -22,7 +22,7 @@ from wheeld.engine import EngineState, GameEngine
 from wheeld.events import DisplayMismatch, WheelEvent, WheelReply, WinningNumber
 from wheeld.game import Decision, NoMoreBets, NoSpin, Result, Spinning
 from wheeld.rules import RulesConfig
-from wheeld.simulators.ss2 import ScriptedSS2
+from wheeld_simulators.ss2 import ScriptedSS2
 
 CAPTURES = Path(__file__).parent / "captures" / "cammegh-ss2"
 
