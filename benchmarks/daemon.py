@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from tests.rig import Broker, NotifySocket, PtyWheel, Subscriber, wait_for, write_config
-from wheeld.simulators.scripted import ScriptedWheel
+from wheeld_simulators.scripted import ScriptedWheel
 
 FORWARDER = textwrap.dedent("""
     import sys, serial, paho.mqtt.client as mqtt

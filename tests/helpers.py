@@ -6,7 +6,7 @@ from wheeld.drivers.wrp import WrpDecoder
 from wheeld.engine import EngineState, GameEngine
 from wheeld.game import Alarm, Decision, GameEvent, NoSpin, Result
 from wheeld.rules import RulesConfig
-from wheeld.simulators.scripted import ScriptedWheel
+from wheeld_simulators.scripted import ScriptedWheel
 
 
 def decide(

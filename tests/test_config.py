@@ -12,7 +12,7 @@ from tests.helpers import decide, outcomes
 from wheeld.cli import main as wheeld
 from wheeld.config import Config, ConfigError, load
 from wheeld.rules import RulesConfig
-from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
+from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 
 EXAMPLE = Path(__file__).parent.parent / "config" / "wheeld.toml"
 

@@ -25,7 +25,7 @@ from tests.rig import (
     wait_for,
     write_config,
 )
-from wheeld.simulators.scripted import ScriptedWheel
+from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"
 
@@ -420,8 +420,8 @@ def test_a_wheel_behind_a_socket_url(tmp_path: Path, broker: Broker) -> None:
     import asyncio
     import threading
 
-    from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
-    from wheeld.simulators.targets import TcpSink, play
+    from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
+    from wheeld_simulators.targets import TcpSink, play
 
     sink = TcpSink()
     loop = asyncio.new_event_loop()

@@ -9,7 +9,7 @@ from tests.helpers import decide
 from wheeld.engine import GameEngine
 from wheeld.game import NoMoreBets, NoSpin, Result, Spinning
 from wheeld.rules import RulesConfig
-from wheeld.simulators.scripted import ScriptedWheel
+from wheeld_simulators.scripted import ScriptedWheel
 
 POCKET_READINGS = [None, "0", "00", "7", "17", "36", "37", "x"]
 

@@ -15,7 +15,7 @@ from tests.helpers import warmed_up
 from wheeld.commands import OperatorCommand
 from wheeld.drivers.wrp import WrpDecoder
 from wheeld.pipeline import Effects, TablePipeline, TableSettings
-from wheeld.simulators.scripted import ScriptedWheel
+from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"
 

@@ -13,7 +13,7 @@ from tests.helpers import clean_game_after_fault, decide, kinds, outcomes, warme
 from wheeld.engine import EngineState, GameEngine
 from wheeld.game import NoSpin, Result
 from wheeld.rules import RulesConfig
-from wheeld.simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
+from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 
 def _launch(wheel: ScriptedWheel) -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from tests.helpers import decide, outcomes
 from wheeld.game import Result
-from wheeld.simulators.physics import FAULTS, WHEEL_FAULTS, SimulatorSettings, WheelSimulator
-from wheeld.simulators.targets import TcpSink, play
+from wheeld_simulators.physics import FAULTS, WHEEL_FAULTS, SimulatorSettings, WheelSimulator
+from wheeld_simulators.targets import TcpSink, play
 
 
 def _session(faults: list[str | None], seed: int = 11, pockets: int = 37) -> WheelSimulator:

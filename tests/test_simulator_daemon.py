@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
-from wheeld.simulators.physics import FAULTS
+from wheeld_simulators.physics import FAULTS
 
 BASE = "wheeld/T9"
 

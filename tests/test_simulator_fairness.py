@@ -14,7 +14,7 @@ from wheeld.drivers.wrp import WrpDecoder
 from wheeld.engine import GameEngine
 from wheeld.game import Result
 from wheeld.rules import RulesConfig
-from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
+from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 
 # Upper 1% points of the chi-squared distribution (scipy.stats.chi2.ppf(0.99, df)).
 CHI2_99 = {36: 58.619, 37: 59.893}

@@ -22,9 +22,10 @@ fi
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
-stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+# wheeld, and the simulators and demo (their own distribution, wheeld-simulators).
+stamp=.venv/.installed-$(cat pyproject.toml simulators/pyproject.toml | sha1sum | cut -c1-12)
 if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[test,demo]'
+    .venv/bin/python -m pip install -q -e '.[test]' -e ./simulators
     rm -f .venv/.installed-* && touch "$stamp"
 fi

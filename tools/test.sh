@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash tools/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff"; ruff check wheeld tests benchmarks && ruff format --check wheeld tests benchmarks
-echo "== mypy --strict"; mypy wheeld
+lint="wheeld simulators tests benchmarks"
+echo "== ruff"; ruff check $lint && ruff format --check $lint
+echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators
 echo "== pytest"; exec pytest -q "$@"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,16 +91,30 @@ def _parser() -> argparse.ArgumentParser:
     display.add_argument("--port", required=True, help="the display's serial port or URL")
     display.add_argument("--baudrate", type=int, default=9600)
 
-    from wheeld.simulators import cli as simulate
-
-    simulate.add_parser(commands)
-    from wheeld import demo
-
-    demo.add_parser(commands)
-
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
     check.add_argument("file", type=Path)
+    _add_plugin_commands(commands)
     return parser
+
+
+def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the subcommands other distributions plug in (``wheeld.commands`` entry points).
+
+    Each entry point is ``add_parser(subparsers) -> None``; the parser it adds sets
+    ``func``, which takes the parsed arguments and returns the exit status. This is
+    how wheeld-simulators adds ``simulate`` and ``demo`` without wheeld shipping them.
+    """
+    from importlib.metadata import entry_points
+
+    for entry in sorted(entry_points(group="wheeld.commands"), key=lambda entry: entry.name):
+        try:
+            entry.load()(commands)
+        except Exception as exc:  # any failure: a broken plug-in must not break wheeld
+            print(
+                f"wheeld: plug-in command {entry.name!r} ({entry.value}) skipped: "
+                f"{type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
 
 
 def _load_config(path: Path | None) -> Config:
@@ -206,12 +220,6 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
 
 
-def _simulate(args: argparse.Namespace) -> int:
-    from wheeld.simulators import cli as simulate
-
-    return simulate.run(args)
-
-
 def _marquee(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -245,28 +253,26 @@ def _display(args: argparse.Namespace) -> int:
         raise CommandError(f"--port: {exc}") from None
 
 
-def _demo(args: argparse.Namespace) -> int:
-    from wheeld import demo
-
-    return demo.run(args)
-
-
 _COMMANDS = {
     "marquee": _marquee,
     "display": _display,
-    "demo": _demo,
     "replay": _replay,
     "check-config": _check_config,
     "run": _run,
-    "simulate": _simulate,
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wheeld`` console script."""
     args = _parser().parse_args(argv)
+    # Plug-in commands carry their own handler; built-in ones are looked up.
+    command: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    command = command or _COMMANDS.get(args.command)
+    if command is None:
+        print(f"wheeld {args.command}: the plug-in gave this command no handler", file=sys.stderr)
+        return EXIT_FAILURE
     try:
-        return _COMMANDS[args.command](args)
+        return command(args)
     except CommandError as exc:
         print(f"wheeld {args.command}: {exc}", file=sys.stderr)
         return exc.status

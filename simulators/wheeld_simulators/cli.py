@@ -1,4 +1,8 @@
-"""``wheeld simulate``: a wheel in software on a pty, a TCP port or a capture file."""
+"""``wheeld simulate``: a wheel in software on a pty, a TCP port or a capture file.
+
+A ``wheeld.commands`` plug-in: wheeld adds the subcommand when this distribution
+is installed.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wheeld.simulators.faults import FAULTS, WHEEL_FAULTS
+from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
 
 if TYPE_CHECKING:
-    from wheeld.simulators.physics import GamePlan
+    from wheeld_simulators.physics import GamePlan
 
 EPILOG = f"""
 targets:
@@ -32,7 +36,7 @@ examples:
 """
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "simulate",
         help="run a simulated wheel (pty, TCP or capture file), with faults on demand",
@@ -113,6 +117,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="GAME",
         help="game GAME (1-based) miss-spins: flag 2 until *R (repeatable)",
     )
+    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -135,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _simulate_ss2(args: argparse.Namespace) -> int:
-    from wheeld.simulators.ss2_live import LiveSS2, SS2Faults
-    from wheeld.simulators.targets import PtySink
+    from wheeld_simulators.ss2_live import LiveSS2, SS2Faults
+    from wheeld_simulators.targets import PtySink
 
     link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
     pty = PtySink(link)
@@ -163,8 +168,8 @@ async def _simulate_ss2(args: argparse.Namespace) -> int:
 async def _simulate(args: argparse.Namespace) -> int:
     if args.driver == "cammegh-ss2":
         return await _simulate_ss2(args)
-    from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
-    from wheeld.simulators.targets import CaptureSink, PtySink, Sink, TcpSink, play
+    from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
+    from wheeld_simulators.targets import CaptureSink, PtySink, Sink, TcpSink, play
 
     simulator = WheelSimulator(
         SimulatorSettings(

@@ -1,8 +1,11 @@
 """``wheeld demo``: a simulated wheel, the daemon on it and a broker, live in the terminal.
 
-A broker already listening on 127.0.0.1:1883 is used; otherwise an embedded
-one (amqtt, which speaks MQTT 3.1.1 only, so the daemon runs on 3.1.1 then).
-Ctrl-C stops everything: the daemon, the wheel and the embedded broker.
+A broker already listening on 127.0.0.1:1883 is used (or the one --broker
+names); otherwise an embedded one (amqtt, which speaks MQTT 3.1.1 only, so the
+daemon runs on 3.1.1 then) on a free port. Every run has its own directory,
+table id (so its own topics) and ports: two demos on one machine share nothing.
+Ctrl-C stops everything: the daemon, the marquee, the wheel and the embedded
+broker.
 """
 
 from __future__ import annotations
@@ -13,22 +16,96 @@ import contextlib
 import ctypes
 import json
 import logging
+import math
 import os
+import secrets
 import signal
 import socket
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-TABLE = "DEMO"
-BASE = f"wheeld/{TABLE}"
+if TYPE_CHECKING:
+    from wheeld.config import Config
+    from wheeld.events import Direction
+    from wheeld_simulators.physics import WheelSimulator
+
+#: Faster than this, the wheel's frames outrun what a demo is for: watching games.
+MAX_SPEED = 20.0
+DEFAULT_BROKER = ("127.0.0.1", 1883)
+DEFAULT_MARQUEE_PORT = 8080
+#: The daemon publishes these retained; a demo on a shared broker clears them when it ends.
+RETAINED = ("status", "result", "history", "wheel", "table")
+#: How long the wheel waits for the daemon's verdict on a game before the next one.
+VERDICT_WAIT_S = 5.0
 _COLOURS = {"red": "\033[41;97m", "black": "\033[40;97m", "green": "\033[42;97m"}
 _RESET = "\033[0m"
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+class DemoError(Exception):
+    """Something the user can fix, reported as one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerAddress:
+    host: str
+    port: int
+
+
+# -- arguments ----------------------------------------------------------------------
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def _speed(text: str) -> float:
+    value = _number(text)
+    if not 0 < value <= MAX_SPEED:
+        raise argparse.ArgumentTypeError(f"must be > 0 and at most {MAX_SPEED:g}, not {text}")
+    return value
+
+
+def _probability(text: str) -> float:
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, not {text}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"not a TCP port (0-65535): {text!r}")
+    return int(text)
+
+
+def _broker(text: str) -> str | BrokerAddress:
+    if text in ("auto", "embedded"):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"not auto, embedded or HOST:PORT: {text!r}")
+    return BrokerAddress(host, int(port))
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``wheeld demo`` (a ``wheeld.commands`` plug-in)."""
     parser = commands.add_parser(
         "demo",
         help="a simulated wheel, the daemon and a broker, with the games shown live",
@@ -36,31 +113,44 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     parser.add_argument(
         "--broker",
-        choices=("auto", "embedded"),
+        type=_broker,
         default="auto",
-        help="auto: use 127.0.0.1:1883 if something listens there, else "
-        "start an embedded broker; embedded: always start one",
+        metavar="auto|embedded|HOST:PORT",
+        help="auto: use 127.0.0.1:1883 if something listens there, else start an "
+        "embedded broker; embedded: always start one; HOST:PORT: use that broker",
     )
     parser.add_argument(
         "--speed",
-        type=float,
+        type=_speed,
         default=2.0,
-        help="how much faster than real time the wheel plays (default: 2)",
+        help=f"how much faster than real time the wheel plays, up to {MAX_SPEED:g} (default: 2)",
     )
     parser.add_argument(
         "--fault-rate",
-        type=float,
+        type=_probability,
         default=0.15,
-        help="share of games with an injected fault (default: 0.15)",
+        metavar="P",
+        help="share of games with an injected fault, 0 to 1 (default: 0.15)",
     )
     parser.add_argument("--seed", type=int, help="random seed for the wheel")
-    parser.add_argument("--seconds", type=float, help="stop by itself after this long")
+    parser.add_argument("--seconds", type=_seconds, help="stop by itself after this long")
+    parser.add_argument(
+        "--marquee-port",
+        type=_port,
+        metavar="PORT",
+        help=f"where the marquee listens on 127.0.0.1 (default: {DEFAULT_MARQUEE_PORT} if "
+        "free; 0: any free port)",
+    )
+    parser.set_defaults(func=run)
 
 
-def _listening(port: int) -> bool:
+# -- what the demo shows and what its dealer knows --------------------------------
+
+
+def _listening(host: str, port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(0.5)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+        return probe.connect_ex((host, port)) == 0
 
 
 def _free_port() -> int:
@@ -72,7 +162,8 @@ def _free_port() -> int:
 class LiveView:
     """Prints each game event as one line, coloured on a terminal."""
 
-    def __init__(self) -> None:
+    def __init__(self, base: str) -> None:
+        self.base = base
         self.tty = sys.stdout.isatty()
 
     def _paint(self, text: str, colour: str) -> str:
@@ -80,13 +171,13 @@ class LiveView:
 
     def show(self, topic: str, payload: dict[str, Any]) -> None:
         clock = time.strftime("%H:%M:%S")
-        if topic == f"{BASE}/status":
+        if topic == f"{self.base}/status":
             print(f"{clock}  wheeld {payload.get('state')}", flush=True)
             return
-        if topic == f"{BASE}/wheel":
+        if topic == f"{self.base}/wheel":
             print(f"{clock}  wheel link {payload.get('link')}", flush=True)
             return
-        if topic != f"{BASE}/game":
+        if topic != f"{self.base}/game":
             return
         game = f"game {payload['game_id']:>3}"
         event = payload["event"]
@@ -105,12 +196,66 @@ class LiveView:
         print(f"{clock}  {game}  {line}", flush=True)
 
 
-async def _embedded_broker(port: int) -> Any:
-    from amqtt.broker import Broker
+class Dealer:
+    """The croupier's memory, kept from what the daemon publishes, not from the wheel's plan.
 
+    The rules judge alternation against the last result the daemon announced;
+    a game the daemon voided for a cause the wheel did not play (a line fault,
+    a late verdict) would otherwise leave the simulator alternating from a
+    result that never was, and every later game would be voided for
+    ``direction_not_alternated``.
+    """
+
+    def __init__(self, base: str, simulator: WheelSimulator) -> None:
+        self.base = base
+        self.simulator = simulator
+        self.last_result_rotor: Direction | None = None
+        self.voided = False
+        #: Set while no game is open at the daemon: the wheel may start the next one.
+        self.decided = asyncio.Event()
+        self.decided.set()
+
+    def hear(self, topic: str, payload: dict[str, Any]) -> None:
+        event = payload.get("event")
+        if topic == f"{self.base}/result" or (topic == f"{self.base}/game" and event == "result"):
+            rotor = payload.get("rotor_direction")
+            if rotor in ("cw", "ccw"):
+                self.last_result_rotor = rotor
+            self.voided = False
+        elif topic == f"{self.base}/game" and event == "no_spin":
+            self.voided = True
+        elif topic == f"{self.base}/game" and event == "spinning":
+            self.decided.clear()
+            return
+        else:
+            return
+        if topic == f"{self.base}/game":
+            self.decided.set()
+        self.simulator.follow_table(self.last_result_rotor, voided=self.voided)
+
+    async def verdict(self) -> None:
+        """Before the next game: wait (a while) for the daemon to decide the last one."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.decided.wait(), VERDICT_WAIT_S)
+
+
+# -- the pieces -------------------------------------------------------------------
+
+
+async def _embedded_broker(port: int) -> Any:
+    try:
+        from amqtt.broker import Broker
+    except ImportError:
+        raise DemoError(
+            "no MQTT broker listens on 127.0.0.1:1883 and the embedded one is missing: "
+            "pip install amqtt (or install mosquitto, or pass --broker HOST:PORT)"
+        ) from None
     logging.getLogger("amqtt").setLevel(logging.CRITICAL)
     broker = Broker({"listeners": {"default": {"type": "tcp", "bind": f"127.0.0.1:{port}"}}})
-    await broker.start()
+    try:
+        await broker.start()
+    except Exception as exc:  # amqtt wraps socket errors in its own exceptions
+        raise DemoError(f"the embedded MQTT broker did not start on port {port}: {exc}") from None
     return broker
 
 
@@ -134,72 +279,122 @@ async def _spawn(log: Path, *args: str) -> asyncio.subprocess.Process:
         )
 
 
-async def _demo(args: argparse.Namespace) -> int:
-    import aiomqtt
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
 
-    from wheeld.simulators.physics import SimulatorSettings, WheelSimulator
-    from wheeld.simulators.targets import PtySink, play
 
-    # One place per user, kept between runs: game ids go on where the broker's
-    # retained history left them.
-    work = Path(tempfile.gettempdir()) / f"wheeld-demo-{os.getuid()}"
-    work.mkdir(mode=0o700, exist_ok=True)
-    broker = None
-    if args.broker == "auto" and _listening(1883):
-        port, protocol = 1883, "5"
-        print("using the MQTT broker already on 127.0.0.1:1883", flush=True)
-    else:
-        port = 1883 if not _listening(1883) else _free_port()
-        broker = await _embedded_broker(port)
-        protocol = "3.1.1"
-        print(f"started an embedded MQTT broker (amqtt) on 127.0.0.1:{port}", flush=True)
-
-    link = work / "wheel"
-    sink = PtySink(link)
+def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, protocol: str) -> Path:
+    # json.dumps quotes a string as TOML reads it, whatever the temporary path holds.
     config = work / "wheeld.toml"
     config.write_text(
-        f'[table]\nid = "{TABLE}"\n[wheel]\nport = "{link}"\n'
-        f'[mqtt]\nport = {port}\nprotocol = "{protocol}"\nclient_id = "wheeld-demo-{os.getpid()}"\n'
-        f'[state]\ndir = "{work / "state"}"\n[log]\nformat = "json"\nlevel = "warning"\n'
+        f"[table]\nid = {json.dumps(table)}\n"
+        f"[wheel]\nport = {json.dumps(str(link))}\n"
+        f"[mqtt]\nhost = {json.dumps(broker.host)}\nport = {broker.port}\n"
+        f'protocol = "{protocol}"\nclient_id = "wheeld-{table.lower()}"\n'
+        # The daemon's broker session outlives it by a minute, not the default day.
+        "session_expiry_s = 60\n"
+        f"[state]\ndir = {json.dumps(str(work / 'state'))}\n"
+        '[log]\nformat = "json"\nlevel = "warning"\n'
     )
+    return config
+
+
+async def _watch(config: Config, base: str, view: LiveView, dealer: Dealer) -> None:
+    import aiomqtt
+
+    from wheeld.mqtt_client import make_client
+
+    while True:
+        try:
+            async with make_client(config, client_id="") as client:
+                await client.subscribe(f"{base}/#", qos=1)
+                async for message in client.messages:
+                    # A payload the demo cannot read is skipped: it only shows the games.
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        payload = json.loads(message.payload)
+                        if isinstance(payload, dict):
+                            dealer.hear(message.topic.value, payload)
+                            view.show(message.topic.value, payload)
+        except aiomqtt.MqttError:
+            await asyncio.sleep(0.5)
+
+
+async def _clear_retained(config: Config, base: str) -> None:
+    """Leave a shared broker as the demo found it: no retained messages of this table."""
+    import aiomqtt
+
+    from wheeld.mqtt_client import make_client
+
+    with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+        async with asyncio.timeout(5), make_client(config, client_id="", timeout=3) as client:
+            for topic in RETAINED:
+                await client.publish(f"{base}/{topic}", b"", qos=1, retain=True)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from wheeld.config import ConfigError, load
+    from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
+    from wheeld_simulators.targets import PtySink, play
+
+    # pid for this machine, random bits for other machines on a shared broker.
+    table = f"DEMO-{os.getpid()}-{secrets.token_hex(2)}"
+    base = f"wheeld/{table}"
+    embedded = None
+    if isinstance(args.broker, BrokerAddress):
+        broker, protocol = args.broker, "5"
+        if not _listening(broker.host, broker.port):
+            raise DemoError(f"--broker: nothing listens on {broker.host}:{broker.port}")
+    elif args.broker == "auto" and _listening(*DEFAULT_BROKER):
+        broker, protocol = BrokerAddress(*DEFAULT_BROKER), "5"
+    else:
+        broker, protocol = BrokerAddress("127.0.0.1", _free_port()), "3.1.1"
+        embedded = await _embedded_broker(broker.port)
+    kind = "an embedded MQTT broker (amqtt)" if embedded else "the MQTT broker"
+    print(f"using {kind} on {broker.host}:{broker.port}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="wheeld-demo-"))
+    link = work / "wheel"
+    config_path = _write_config(work, table, link, broker, protocol)
+    try:
+        config = load(config_path)
+    except ConfigError as exc:
+        raise DemoError(str(exc)) from None
+    sink = PtySink(link)
     print(f"simulated wheel on {sink.slave_name}; daemon log in {work / 'wheeld.log'}")
-    print(f"watch it elsewhere: mosquitto_sub -h 127.0.0.1 -p {port} -t '{BASE}/#' -v")
+    print(f"watch it elsewhere: mosquitto_sub -h {broker.host} -p {broker.port} -t '{base}/#' -v")
     print("Ctrl-C stops everything.", flush=True)
-    daemon = await _spawn(work / "wheeld.log", "run", "--config", str(config))
-    board_port = 8080 if not _listening(8080) else _free_port()
+    marquee_port = args.marquee_port
+    if marquee_port is None:
+        free = not _listening("127.0.0.1", DEFAULT_MARQUEE_PORT)
+        marquee_port = DEFAULT_MARQUEE_PORT if free else 0
+    marquee_port = marquee_port or _free_port()
+    daemon = await _spawn(work / "wheeld.log", "run", "--config", str(config_path))
     marquee = await _spawn(
         work / "marquee.log",
         "marquee",
         "--config",
-        str(config),
+        str(config_path),
         "--listen",
-        f"127.0.0.1:{board_port}",
+        f"127.0.0.1:{marquee_port}",
     )
-    print(f"the marquee (winning-number board): http://127.0.0.1:{board_port}/\n", flush=True)
+    print(f"the marquee (winning-number board): http://127.0.0.1:{marquee_port}/\n", flush=True)
     simulator = WheelSimulator(
         SimulatorSettings(seed=args.seed, fault_rate=args.fault_rate, noise_rate=0.01)
     )
-    view = LiveView()
-
-    async def watch() -> None:
-        while True:
-            try:
-                async with aiomqtt.Client("127.0.0.1", port, identifier="") as client:
-                    await client.subscribe(f"{BASE}/#", qos=1)
-                    async for message in client.messages:
-                        with contextlib.suppress(ValueError, TypeError, KeyError):
-                            view.show(message.topic.value, json.loads(message.payload))
-            except aiomqtt.MqttError:
-                await asyncio.sleep(0.5)
+    dealer = Dealer(base, simulator)
 
     async def wheel() -> None:
         await sink.wait_for_reader()
-        await play(simulator, sink, speed=args.speed)
+        await play(simulator, sink, speed=args.speed, before_game=dealer.verdict)
 
     tasks = [
-        asyncio.create_task(watch()),
+        asyncio.create_task(_watch(config, base, LiveView(base), dealer)),
         asyncio.create_task(wheel()),
-        asyncio.create_task(daemon.wait()),
     ]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -208,24 +403,24 @@ async def _demo(args: argparse.Namespace) -> int:
     if args.seconds:
         loop.call_later(args.seconds, stop.set)
     stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait([stopper, tasks[2]], return_when=asyncio.FIRST_COMPLETED)
+    ended = asyncio.create_task(daemon.wait())
+    await asyncio.wait([stopper, ended], return_when=asyncio.FIRST_COMPLETED)
     print("\nstopping...", flush=True)
     for process in (marquee, daemon):
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 10)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-    for task in [*tasks, stopper]:
+        await _stop(process)
+    for task in [*tasks, stopper, ended]:
         task.cancel()
-    await asyncio.gather(*tasks, stopper, return_exceptions=True)
+    await asyncio.gather(*tasks, stopper, ended, return_exceptions=True)
     sink.close()
-    if broker is not None:
-        await broker.shutdown()
-    print("stopped: daemon, marquee, wheel and broker", flush=True)
-    return 0
+    if embedded is not None:
+        await embedded.shutdown()
+    else:
+        await _clear_retained(config, base)
+    print(f"stopped: daemon, marquee, wheel and broker; logs kept in {work}", flush=True)
+    if stopper.done():
+        return 0
+    print(f"wheeld demo: the daemon ended by itself: see {work / 'wheeld.log'}", file=sys.stderr)
+    return 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -234,3 +429,6 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_demo(args))
     except KeyboardInterrupt:
         return 130
+    except DemoError as exc:
+        print(f"wheeld demo: {exc}", file=sys.stderr)
+        return 1

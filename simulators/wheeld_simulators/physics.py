@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from wheeld.events import Direction
 from wheeld.layout import layout_for
-from wheeld.simulators.faults import FAULTS, WHEEL_FAULTS
-from wheeld.simulators.scripted import ScriptedWheel, opposite
+from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
+from wheeld_simulators.scripted import ScriptedWheel, opposite
 
 HEARTBEAT_MS = 250
 
@@ -108,6 +108,21 @@ class WheelSimulator:
             if len(periods) >= 15:
                 break
         return periods
+
+    # -- the croupier -----------------------------------------------------------
+
+    def follow_table(self, last_result_rotor: Direction | None, *, voided: bool) -> None:
+        """Go by what the controller announced rather than by what the wheel played.
+
+        The croupier turns the rotor against the direction of the last result
+        the table announced (``None``: none yet), and after an announced no-spin
+        lets it turn the re-spin revolutions. Left alone, the simulator assumes
+        every game it played cleanly was a result; a controller that voided one
+        for a cause of its own (a line fault, a restart) would then see the
+        next game repeat the direction of its last real result.
+        """
+        self._last_result_rotor = last_result_rotor
+        self._voided = voided
 
     # -- games ----------------------------------------------------------------
 

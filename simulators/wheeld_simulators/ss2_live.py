@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from wheeld.drivers.cammegh_ss2 import Status, encode_status
 from wheeld.layout import layout_for
-from wheeld.simulators.targets import PtySink
+from wheeld_simulators.targets import PtySink
 
 
 @dataclass

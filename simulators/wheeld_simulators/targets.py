@@ -12,12 +12,12 @@ import os
 import select
 import time
 import tty
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol, TextIO
 
 from wheeld.capture import FORMAT_LINE, format_line
-from wheeld.simulators.physics import Disconnect, GamePlan, WheelSimulator
+from wheeld_simulators.physics import Disconnect, GamePlan, WheelSimulator
 
 
 class Sink(Protocol):
@@ -155,8 +155,14 @@ async def play(
     faults: list[str | None] | None = None,
     paced: bool = True,
     on_game: Callable[[int, GamePlan], None] | None = None,
+    before_game: Callable[[], Awaitable[None]] | None = None,
 ) -> list[GamePlan]:
-    """Play games into ``sink``: ``faults`` in order first, then at the configured rate."""
+    """Play games into ``sink``: ``faults`` in order first, then at the configured rate.
+
+    ``before_game`` is awaited before each game is planned, e.g. to hear the
+    controller's verdict on the last one (``WheelSimulator.follow_table``); the
+    time it takes shifts the rest of the session rather than bunching frames.
+    """
     plans: list[GamePlan] = []
     queue = list(faults or [])
     wheel = simulator.wheel
@@ -164,6 +170,10 @@ async def play(
     start_wall = time.monotonic()
     noise_rate = simulator.settings.noise_rate
     while games is None or len(plans) < games:
+        if before_game is not None:
+            waited_from = time.monotonic()
+            await before_game()
+            start_wall += time.monotonic() - waited_from
         new = simulator.play(queue.pop(0) if queue else None)
         for plan in new:
             plans.append(plan)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wheeld.simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
+from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 
 def _start(**kwargs: object) -> ScriptedWheel:
