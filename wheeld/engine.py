@@ -9,6 +9,8 @@ The rules and their reason codes are those of ``docs/rules.md``.
 
 from __future__ import annotations
 
+import enum
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +64,56 @@ _INCIDENT_REASONS: dict[str, ReasonCode] = {
     "ball_out": "ball_out_of_wheel",
     "rotor_fault": "rotor_malfunction",
     "sensor_fault": "rotor_malfunction",
+}
+
+
+class Phase(enum.Enum):
+    """Where a game cycle stands; ``docs/rules.md`` has the same table."""
+
+    #: No game: the rotor turns, the next launch opens a game.
+    IDLE = "idle"
+    #: The ball was launched and runs; bets are still open.
+    BETTING = "betting"
+    #: The ball slowed to the threshold (or the wheel said so): betting closed.
+    NO_MORE_BETS = "no_more_bets"
+    #: The ball rests in a pocket; ``settle_ms`` of rest make it the result.
+    SETTLING = "settling"
+
+
+ANY_PHASE: dict[type, str] = {
+    Heartbeat: "wheel time moves on: timers are judged",
+    RotorDatum: "a rotor revolution (a direction change voids a game: rotor_malfunction)",
+    WheelHello: "the wheel introduces itself (a reboot mid-game: frame_loss)",
+    WheelIncident: "voids a game (object, ball out, faults), else an alarm",
+    SequenceGap: "frames lost: voids a game (frame_loss), else an alarm",
+    FrameDropped: "a frame unusable: voids a game (frame_loss), else an alarm",
+    WheelVoid: "the wheel voids the game, else an alarm",
+    AlternationUnknown: "spins went by unseen: the alternation rule restarts",
+    WheelReply: "a command reply: nothing for the rules",
+    DisplayMismatch: "nothing for the rules (the pipeline raises display_mismatch)",
+}
+_IN_GAME: dict[type, str] = {
+    BallPassed: "counts a revolution; slow enough: -> NO_MORE_BETS",
+    PocketReading: "a pocket: -> SETTLING (betting closes); none: the ball left it",
+    BallRunning: "the wheel still sees the ball in the rim",
+    BettingClosed: "the wheel's own no more bets: -> NO_MORE_BETS",
+    WinningNumber: "the wheel's confirmed pocket: the result -> IDLE",
+}
+#: Which wheel event each phase takes, and what it does there. An event not
+#: listed for the current phase is refused: counted, reported, never applied.
+PHASE_EVENTS: dict[Phase, dict[type, str]] = {
+    Phase.IDLE: {
+        **ANY_PHASE,
+        BallPassed: "a launch (period 0): -> BETTING; other passes: a voided spin's ball",
+        BallLaunched: "the wheel reports a launch: -> BETTING",
+        PocketReading: "the ball rests or is picked up between games",
+        BallRunning: "a voided spin's ball, still running",
+        BettingClosed: "a voided spin's phases go on",
+        WinningNumber: "a voided spin's pocket: never a result",
+    },
+    Phase.BETTING: {**ANY_PHASE, **_IN_GAME},
+    Phase.NO_MORE_BETS: {**ANY_PHASE, **_IN_GAME},
+    Phase.SETTLING: {**ANY_PHASE, **_IN_GAME},
 }
 
 
@@ -169,6 +221,9 @@ class GameEngine:
         self._last_heard: float | None = None
         #: The last host time told was that of a wheel event (no silence watched since).
         self._told_by_event = False
+        #: Events refused for the phase they came in: (phase, event name) -> count.
+        self.refused: Counter[tuple[str, str]] = Counter()
+        self._refusals: list[tuple[Phase, WheelEvent]] = []
         self._handlers = {
             Heartbeat: self._on_heartbeat,
             RotorDatum: self._on_rotor,
@@ -189,6 +244,21 @@ class GameEngine:
         }
 
     # -- queries ---------------------------------------------------------
+
+    @property
+    def phase(self) -> Phase:
+        """The game cycle's phase, from the open game's own facts."""
+        game = self._game
+        if game is None:
+            return Phase.IDLE
+        if game.candidate is not None:
+            return Phase.SETTLING
+        return Phase.NO_MORE_BETS if game.no_more_bets else Phase.BETTING
+
+    def take_refusals(self) -> list[tuple[Phase, WheelEvent]]:
+        """The events refused since the last call (for the log); counts stay in ``refused``."""
+        taken, self._refusals = self._refusals, []
+        return taken
 
     @property
     def game_in_progress(self) -> int | None:
@@ -221,6 +291,11 @@ class GameEngine:
         tick = getattr(event, "tick", None)
         if game is not None and tick is not None:
             self._expire(game, tick, now, out)
+        phase = self.phase
+        if type(event) not in PHASE_EVENTS[phase]:
+            self.refused[(phase.value, type(event).__name__)] += 1
+            self._refusals.append((phase, event))
+            return out
         self._handlers[type(event)](event, now, out)  # type: ignore[operator]
         self._heard_from_wheel = True
         return out

@@ -136,8 +136,6 @@ class TablePipeline:
         #: Game ids whose decisions the journal could not keep, in order.
         self.unrecorded: list[int] = []
         self.journal_failed = False
-        #: Events refused for the state they came in (counted, logged).
-        self.refused_events = 0
         self._saved_state = replace(self.engine.state)
         self._last_game: int | None = None
         self._base = settings.base_topic
@@ -183,6 +181,10 @@ class TablePipeline:
                     wheel_pockets=event.pockets,
                 )
                 out.messages.append(self.wheel_message(now))
+        for phase, refused in self.engine.take_refusals():
+            # Legal elsewhere, not here: a corrupt frame or a driver's slip. Counted
+            # in <base>/wheel; one debug line each, since a voided spin can send many.
+            out.log("debug", "wheel event refused", phase=phase.value, wheel_event=repr(refused))
         self._decide(decisions, out)
         if session is not None:
             out.writes += session.after_decisions(decisions, now)
@@ -366,7 +368,9 @@ class TablePipeline:
             "serial": self.wheel_info.get("serial"),
             "pockets": self.engine.layout.pockets,
             "counters": self.decoder.counters.as_dict(),
-            "refused_events": self.refused_events,
+            "refused_events": {
+                f"{phase}/{name}": count for (phase, name), count in self.engine.refused.items()
+            },
             "ts": iso_utc(now),
         }
         return Outgoing(f"{self._base}/wheel", json.dumps(state), retain=True)

@@ -1,0 +1,62 @@
+"""The game cycle's named phases: which event each takes, and the refusal of the rest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import warmed_up
+from wheeld.drivers.wrp import WrpDecoder
+from wheeld.engine import ANY_PHASE, PHASE_EVENTS, GameEngine, Phase
+from wheeld.events import BallLaunched
+from wheeld.rules import RulesConfig
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
+
+
+def phase_table() -> str:
+    """The markdown table docs/rules.md carries, made from the engine's own table."""
+    rows = ["| phase | wheel event | what it does there |", "|---|---|---|"]
+    for event, does in ANY_PHASE.items():
+        rows.append(f"| any | `{event.__name__}` | {does} |")
+    every = set(ANY_PHASE) | {e for events in PHASE_EVENTS.values() for e in events}
+    for phase, events in PHASE_EVENTS.items():
+        for event, does in events.items():
+            if event not in ANY_PHASE:
+                rows.append(f"| `{phase.value}` | `{event.__name__}` | {does} |")
+        for event in sorted(every - set(events), key=lambda e: e.__name__):
+            rows.append(f"| `{phase.value}` | `{event.__name__}` | refused: counted, logged |")
+    return "\n".join(rows)
+
+
+def test_docs_rules_md_mirrors_the_engine_phase_table() -> None:
+    assert phase_table() in DOCS.read_text(), "regenerate the table: python -m tests.test_engine_phases"
+
+
+def test_a_game_goes_betting_no_more_bets_settling_idle() -> None:
+    wheel = warmed_up()
+    wheel.game("17")
+    engine = GameEngine(RulesConfig())
+    decoder = WrpDecoder()
+    seen: list[Phase] = []
+    for at, frame in wheel.lines:
+        for event in decoder.feed(frame + b"\r\n"):
+            engine.on_event(event, at)
+            if not seen or seen[-1] != engine.phase:
+                seen.append(engine.phase)
+    assert seen == [Phase.IDLE, Phase.BETTING, Phase.NO_MORE_BETS, Phase.SETTLING, Phase.IDLE]
+
+
+def test_a_launch_reported_during_a_game_is_refused_and_counted() -> None:
+    engine = GameEngine(RulesConfig())
+    engine.on_event(BallLaunched(1000, "cw", "ccw", counts_revolutions=False), 1.0)
+    assert engine.phase is Phase.BETTING
+    assert engine.on_event(BallLaunched(1500, "cw", "ccw", counts_revolutions=False), 1.5) == []
+    assert engine.refused == {("betting", "BallLaunched"): 1}
+    ((phase, event),) = engine.take_refusals()
+    assert phase is Phase.BETTING and isinstance(event, BallLaunched)
+    assert engine.take_refusals() == []
+    assert engine.game_in_progress == 1
+
+
+if __name__ == "__main__":
+    print(phase_table())
