@@ -29,7 +29,8 @@ def phase_table() -> str:
 
 
 def test_docs_rules_md_mirrors_the_engine_phase_table() -> None:
-    assert phase_table() in DOCS.read_text(), "regenerate the table: python -m tests.test_engine_phases"
+    regenerate = "regenerate it: python -m tests.test_engine_phases"
+    assert phase_table() in DOCS.read_text(), regenerate
 
 
 def test_a_game_goes_betting_no_more_bets_settling_idle() -> None:
