@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from tests.helpers import decide, outcomes
 from wheeld.cli import main as wheeld
-from wheeld.config import Config, ConfigError, load
+from wheeld.config import Config, ConfigError, driver_settings, load
 from wheeld.rules import RulesConfig
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 
@@ -167,7 +167,10 @@ def test_host_names_and_addresses_are_accepted(tmp_path: Path, host: str) -> Non
         ("[mqtt]\nport = true\n", "mqtt.port"),
         ('[mqtt]\nport = "1883"\n', "mqtt.port"),
         ("[wheel]\nwait_for_device = 1\n", "wheel.wait_for_device"),
-        ("[wheel.control]\npoll_s = true\n", "wheel.control.poll_s"),
+        (
+            '[wheel]\ndriver = "cammegh-ss2"\n[wheel.control]\npoll_s = true\n',
+            "wheel.control.poll_s",
+        ),
         ("[marquee]\nstats_games = false\n", "marquee.stats_games"),
     ],
 )
@@ -178,9 +181,21 @@ def test_numbers_and_booleans_are_strict(tmp_path: Path, text: str, key: str) ->
 
 def test_a_float_key_takes_a_toml_integer(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
-    path.write_text('[wheel.control]\nbets_open_s = 10\n[state]\ndir = "/tmp/w"\n')
+    path.write_text(
+        '[wheel]\ndriver = "cammegh-ss2"\n[wheel.control]\nbets_open_s = 10\n'
+        '[state]\ndir = "/tmp/w"\n'
+    )
     config = load(path, {})
-    assert config.wheel.control.bets_open_s == 10.0 and config.state.dir == Path("/tmp/w")
+    assert driver_settings(config).bets_open_s == 10.0 and config.state.dir == Path("/tmp/w")
+
+
+def test_a_driver_section_belongs_to_its_driver(tmp_path: Path) -> None:
+    (line,) = _problems(tmp_path, "[wheel.control]\nenabled = true\n")
+    assert "wheel.control: unknown key (driver 'wrp')" in line
+    (line,) = _problems(tmp_path, '[wheel]\ndriver = "cammegh-ss2"\n[wheel.control]\nspeed = 1\n')
+    assert "wheel.control.speed: unknown key" in line
+    (line,) = _problems(tmp_path, '[wheel]\ndriver = "acme"\n')
+    assert "wheel.driver: unknown driver 'acme' (installed: " in line
 
 
 def test_rules_built_in_code_are_strict_too() -> None:

@@ -20,10 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from wheeld.drivers.cammegh_control import AUTO_STATUS_BIT
 from wheeld.rules import RulesConfig
-
-DRIVER_NAMES = ("wrp", "cammegh-ss2")
 
 #: A configuration is a few kilobytes; anything bigger is the wrong file.
 MAX_CONFIG_BYTES = 1 << 20
@@ -33,8 +30,6 @@ MQTT_MAX_BYTES = 65_535
 #: wheeld adds, and short enough for a broker's ACL.
 MAX_TOPIC_CHARS = 200
 MAX_TABLE_ID_CHARS = 64
-#: With ``*X`` polling the link timeout must outlast this many poll intervals.
-LINK_TIMEOUT_POLLS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,30 +159,30 @@ class TableConfig(_Section):
         return check_topic_segment(value)
 
 
-class ControlConfig(_Section):
-    """``[wheel.control]``: drive a Cammegh SS2 instead of only listening to it."""
+class WheelConfig(BaseModel):
+    # Extra keys are the driver's own section (``[wheel.control]`` for the
+    # Cammegh SS2), checked against the driver's model in _driver_problems.
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
-    enabled: bool = False
-    #: The maker's value for a game server: 1159 = 1+2+4+128+1024.
-    operating_mode: int = Field(default=1159, ge=0, le=65535)
-    #: Send ``*u 1`` once bets have been open ``bets_open_s`` (manual-start mode).
-    start_games: bool = True
-    bets_open_s: float = Field(default=15.0, ge=0, le=3600)
-    #: Ask for ``*bs`` ball passes (``*I 4``), so revolutions are counted.
-    sensor_events: bool = True
-    #: ``*X`` poll interval when the mode has no automatic status (>= 0.1 s).
-    poll_s: float = Field(default=0.5, ge=0.1, le=60)
-
-
-class WheelConfig(_Section):
-    driver: Literal["wrp", "cammegh-ss2"] = "wrp"
+    #: An installed driver's name (``wheeld.drivers`` entry points).
+    driver: str = "wrp"
     port: str = Field(default="/dev/ttyUSB0", min_length=1)
     baudrate: int | None = Field(default=None, ge=50, le=4_000_000)
     #: None: take the count from the wheel's own hello (37 until it says).
     pockets: Literal[37, 38] | None = None
     #: At start-up, wait for a missing port instead of exiting with an error.
     wait_for_device: bool = False
-    control: ControlConfig = ControlConfig()
+
+    @field_validator("driver")
+    @classmethod
+    def _installed(cls, value: str) -> str:
+        from wheeld.drivers import UnknownDriver, driver_named
+
+        try:
+            driver_named(value)
+        except UnknownDriver as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class TlsConfig(_Section):
@@ -299,20 +294,7 @@ def _consistency(config: Config) -> list[tuple[str, str]]:
                 f"must not be the base topic {config.base_topic!r}, under it or above it",
             )
         )
-    # Without automatic status the SS2 speaks only when polled: a link timeout
-    # shorter than a few polls would void every game.
-    control = config.wheel.control
-    polled = not control.operating_mode & AUTO_STATUS_BIT
-    if config.wheel.driver == "cammegh-ss2" and control.enabled and polled:
-        floor = round(LINK_TIMEOUT_POLLS * control.poll_s * 1000)
-        if config.rules.link_timeout_ms < floor:
-            problems.append(
-                (
-                    "rules.link_timeout_ms",
-                    f"must be at least {LINK_TIMEOUT_POLLS} x wheel.control.poll_s "
-                    f"({floor} ms) when the wheel is polled (operating_mode without bit 128)",
-                )
-            )
+    problems += _driver_problems(config)
     return problems
 
 
@@ -452,6 +434,40 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
         return config  # untouched: an empty file still reads as every value a default
     updates["tls"] = mqtt.tls.model_copy(update=tls_paths)
     return config.model_copy(update={"mqtt": mqtt.model_copy(update=updates)})
+
+
+def driver_settings(config: Config) -> Any:
+    """The driver's own section (``[wheel.<section>]``) as its model, or None."""
+    from wheeld.drivers import driver_named
+
+    driver = driver_named(config.wheel.driver)
+    if driver.section is None or driver.settings is None:
+        return None
+    raw = (config.wheel.model_extra or {}).get(driver.section, {})
+    return driver.settings.model_validate(raw)
+
+
+def _driver_problems(config: Config) -> list[tuple[str, str]]:
+    """Keys under ``[wheel]`` that belong to no field: the chosen driver's section or errors."""
+    from wheeld.drivers import driver_named
+
+    driver = driver_named(config.wheel.driver)
+    problems: list[tuple[str, str]] = []
+    for key, value in (config.wheel.model_extra or {}).items():
+        if key != driver.section or driver.settings is None:
+            problems.append((f"wheel.{key}", f"unknown key (driver {driver.name!r})"))
+            continue
+        try:
+            settings = driver.settings.model_validate(value)
+        except ValidationError as exc:
+            for item in exc.errors():
+                where = ".".join(str(part) for part in ("wheel", key, *item["loc"]))
+                text = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+                problems.append((where, text))
+            continue
+        if driver.check is not None:
+            problems += driver.check(settings, config.rules)
+    return problems
 
 
 def _validate(data: dict[str, Any], source: str, origins: Origins) -> Config:

@@ -19,7 +19,7 @@ from typing import Any
 
 from wheeld import logs
 from wheeld.commands import OperatorCommand
-from wheeld.config import Config
+from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
 from wheeld.journal import Journal, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
@@ -40,8 +40,7 @@ def build_pipeline(config: Config, journal: Journal) -> TablePipeline:
     decoder = driver.decoder()
     session = None
     if driver.session is not None:
-        section = getattr(config.wheel, driver.section) if driver.section else None
-        session = driver.session(decoder, section)
+        session = driver.session(decoder, driver_settings(config))
     settings = TableSettings(
         table=config.table.id,
         base_topic=config.base_topic,

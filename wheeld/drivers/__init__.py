@@ -86,6 +86,8 @@ class Driver:
     settings: Any = None
     #: The configuration section's name under ``[wheel]``.
     section: str | None = None
+    #: Checks the section against the rules: ``(dotted key, problem)`` pairs.
+    check: Callable[[Any, Any], list[tuple[str, str]]] | None = None
 
 
 class UnknownDriver(ValueError):

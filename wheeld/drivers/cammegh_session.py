@@ -9,11 +9,50 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from wheeld.drivers import Driver, WheelDecoder
-from wheeld.drivers.cammegh_control import ControlSettings, SS2Controller
+from wheeld.drivers.cammegh_control import AUTO_STATUS_BIT, ControlSettings, SS2Controller
 from wheeld.drivers.cammegh_ss2 import CammeghDecoder, Status
 from wheeld.events import WheelEvent
 from wheeld.game import Decision, NoSpin
+
+#: With ``*X`` polling the link timeout must outlast this many poll intervals.
+LINK_TIMEOUT_POLLS = 3
+
+
+class ControlConfig(BaseModel):
+    """``[wheel.control]``: drive a Cammegh SS2 instead of only listening to it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    enabled: bool = False
+    #: The maker's value for a game server: 1159 = 1+2+4+128+1024.
+    operating_mode: int = Field(default=1159, ge=0, le=65535)
+    #: Send ``*u 1`` once bets have been open ``bets_open_s`` (manual-start mode).
+    start_games: bool = True
+    bets_open_s: float = Field(default=15.0, ge=0, le=3600)
+    #: Ask for ``*bs`` ball passes (``*I 4``), so revolutions are counted.
+    sensor_events: bool = True
+    #: ``*X`` poll interval when the mode has no automatic status (>= 0.1 s).
+    poll_s: float = Field(default=0.5, ge=0.1, le=60)
+
+
+def _check(control: ControlConfig, rules: Any) -> list[tuple[str, str]]:
+    # Without automatic status the SS2 speaks only when polled: a link timeout
+    # shorter than a few polls would void every game.
+    polled = not control.operating_mode & AUTO_STATUS_BIT
+    floor = round(LINK_TIMEOUT_POLLS * control.poll_s * 1000)
+    if control.enabled and polled and rules.link_timeout_ms < floor:
+        return [
+            (
+                "rules.link_timeout_ms",
+                f"must be at least {LINK_TIMEOUT_POLLS} x wheel.control.poll_s "
+                f"({floor} ms) when the wheel is polled (operating_mode without bit 128)",
+            )
+        ]
+    return []
+
 
 #: States in which the ball is in play: a void there is acknowledged with ``*R``.
 _BALL_IN_PLAY = (3, 4)
@@ -63,7 +102,7 @@ class CammeghSession:
 
 
 def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
-    if settings is None or not getattr(settings, "enabled", False):
+    if not isinstance(settings, ControlConfig) or not settings.enabled:
         return None  # listening only
     assert isinstance(decoder, CammeghDecoder)
     return CammeghSession(
@@ -83,5 +122,7 @@ DRIVER = Driver(
     default_baudrate=9600,
     decoder=CammeghDecoder,
     session=_session,
+    settings=ControlConfig,
     section="control",
+    check=_check,
 )
