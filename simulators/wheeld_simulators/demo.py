@@ -289,6 +289,14 @@ async def _stop(process: asyncio.subprocess.Process) -> None:
             await process.wait()
 
 
+async def _spawn_marquee(work: Path, config: Path, port: int) -> asyncio.subprocess.Process:
+    marquee = await _spawn(
+        work / "marquee.log", "marquee", "--config", str(config), "--listen", f"127.0.0.1:{port}"
+    )
+    print(f"the marquee (winning-number board): http://127.0.0.1:{port}/", flush=True)
+    return marquee
+
+
 def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, protocol: str) -> Path:
     # json.dumps quotes a string as TOML reads it, whatever the temporary path holds.
     config = work / "wheeld.toml"
@@ -372,17 +380,17 @@ async def _demo(args: argparse.Namespace) -> int:
     if marquee_port is None:
         free = not _listening("127.0.0.1", DEFAULT_MARQUEE_PORT)
         marquee_port = DEFAULT_MARQUEE_PORT if free else 0
-    marquee_port = marquee_port or _free_port()
     daemon = await _spawn(work / "wheeld.log", "run", "--config", str(config_path))
-    marquee = await _spawn(
-        work / "marquee.log",
-        "marquee",
-        "--config",
-        str(config_path),
-        "--listen",
-        f"127.0.0.1:{marquee_port}",
-    )
-    print(f"the marquee (winning-number board): http://127.0.0.1:{marquee_port}/\n", flush=True)
+    marquee = await _spawn_marquee(work, config_path, marquee_port or _free_port())
+    print()
+
+    async def marquee_elsewhere() -> None:
+        # Another demo may bind the default port between our probe and our
+        # marquee's bind: that marquee ends at once, and starts again on a free port.
+        nonlocal marquee
+        if await marquee.wait() != 0 and args.marquee_port is None:
+            marquee = await _spawn_marquee(work, config_path, _free_port())
+
     simulator = WheelSimulator(
         SimulatorSettings(seed=args.seed, fault_rate=args.fault_rate, noise_rate=0.01)
     )
@@ -396,6 +404,7 @@ async def _demo(args: argparse.Namespace) -> int:
         asyncio.create_task(_watch(config, base, LiveView(base), dealer)),
         asyncio.create_task(wheel()),
     ]
+    keeper = asyncio.create_task(marquee_elsewhere())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -406,6 +415,8 @@ async def _demo(args: argparse.Namespace) -> int:
     ended = asyncio.create_task(daemon.wait())
     await asyncio.wait([stopper, ended], return_when=asyncio.FIRST_COMPLETED)
     print("\nstopping...", flush=True)
+    keeper.cancel()
+    await asyncio.gather(keeper, return_exceptions=True)
     for process in (marquee, daemon):
         await _stop(process)
     for task in [*tasks, stopper, ended]:
