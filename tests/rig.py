@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
@@ -51,6 +52,10 @@ class Broker:
         lines = [f"listener {self.port} 127.0.0.1", "allow_anonymous true"]
         if persistent:
             lines += ["persistence true", f"persistence_location {workdir}/"]
+            if os.geteuid() == 0:
+                # Started as root, mosquitto becomes user "mosquitto", who cannot write
+                # its database into a test's private directory (and says so only at exit).
+                lines.append("user root")
         else:
             lines += ["persistence false"]
         self.conf.write_text("\n".join(lines) + "\n")
@@ -83,14 +88,18 @@ class Subscriber:
         self.seen: list[tuple[str, Any, bool]] = []
         persistent = client_id is not None
         self.client = paho.Client(
-            paho.CallbackAPIVersion.VERSION2,
+            CallbackAPIVersion.VERSION2,
             client_id=client_id or "",
             clean_session=not persistent,
         )
-        self.client.reconnect_delay_set(0.1, 0.5)
+        # paho annotates whole seconds but computes with any number: a subscriber
+        # back within 0.1 s of the broker misses nothing a test could wait on.
+        self.client.reconnect_delay_set(0.1, 0.5)  # type: ignore[arg-type]
         self.topic = topic
         self.client.on_connect = lambda c, u, f, rc, p=None: c.subscribe(topic, qos=1)
-        self.client.on_message = lambda c, u, m: self.messages.put((m.topic, m.payload, m.retain))
+        self.client.on_message = lambda c, u, m: self.messages.put(
+            (m.topic, bytes(m.payload), m.retain)
+        )
         self.client.connect("127.0.0.1", port, keepalive=5)
         self.client.loop_start()
 

@@ -56,10 +56,6 @@ class ChaosBroker(Broker):
         super().__init__(workdir, persistent=True)
         with self.conf.open("a") as conf:
             conf.write("autosave_on_changes true\nautosave_interval 1\n")
-            if os.geteuid() == 0:
-                # Started as root, mosquitto becomes user "mosquitto", who cannot
-                # write the database into a test's private directory.
-                conf.write("user root\n")
 
     def kill(self) -> None:
         """SIGKILL: no goodbye to clients, nothing saved beyond the last autosave."""
