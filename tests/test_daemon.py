@@ -9,9 +9,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -235,9 +237,9 @@ def test_silence_mid_game_is_wheel_link_lost(table: Table) -> None:
 
 
 def _command_client(port: int, replies: list[tuple[bytes, bytes]]) -> paho.Client:
-    client = paho.Client(paho.CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
     client.on_message = lambda c, u, m: replies.append(
-        (m.payload, getattr(m.properties, "CorrelationData", b""))
+        (bytes(m.payload), bytes(getattr(m.properties, "CorrelationData", b"")))
     )
     client.connect("127.0.0.1", port)
     client.subscribe("wheeld-replies/rig", qos=1)
@@ -246,7 +248,7 @@ def _command_client(port: int, replies: list[tuple[bytes, bytes]]) -> paho.Clien
 
 
 def _send(client: paho.Client, command: str, payload: bytes, correlation: bytes) -> None:
-    properties = Properties(PacketTypes.PUBLISH)
+    properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     properties.ResponseTopic = "wheeld-replies/rig"
     properties.CorrelationData = correlation
     client.publish(f"{BASE}/command/{command}", payload, qos=1, properties=properties)
@@ -337,7 +339,10 @@ def test_capture_records_the_traffic_and_replays_to_the_same_games(table: Table)
         check=True,
     ).stdout.splitlines()
     published = table.sub.on(f"{BASE}/game")
-    strip = lambda p: {k: v for k, v in p.items() if k not in ("ts", "table")}  # noqa: E731
+
+    def strip(payload: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in payload.items() if k not in ("ts", "table")}
+
     assert [strip(json.loads(line)) for line in replayed] == [strip(p) for p in published]
 
 

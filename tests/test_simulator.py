@@ -13,7 +13,8 @@ import pytest
 
 from tests.helpers import decide, outcomes
 from wheeld.game import Result
-from wheeld_simulators.physics import FAULTS, WHEEL_FAULTS, SimulatorSettings, WheelSimulator
+from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
+from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 from wheeld_simulators.targets import TcpSink, play
 
 
@@ -52,11 +53,10 @@ def test_the_rotor_alternates_from_result_to_result() -> None:
 
 
 def test_a_seed_reproduces_the_session() -> None:
-    settings = {"seed": 5, "fault_rate": 0.3, "noise_rate": 0.0}
     one, two = (
-        WheelSimulator(SimulatorSettings(**settings)),
-        WheelSimulator(SimulatorSettings(**settings)),
-    )  # type: ignore[arg-type]
+        WheelSimulator(SimulatorSettings(seed=5, fault_rate=0.3, noise_rate=0.0)),
+        WheelSimulator(SimulatorSettings(seed=5, fault_rate=0.3, noise_rate=0.0)),
+    )
     assert [one.play() for _ in range(10)] == [two.play() for _ in range(10)]
     assert one.wheel.lines == two.wheel.lines
 

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
-from wheeld_simulators.physics import FAULTS
+from wheeld_simulators.faults import FAULTS
 
 BASE = "wheeld/T9"
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Broker:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     broker = Broker(tmp_path_factory.mktemp("broker"))
     broker.start()
-    yield broker  # type: ignore[misc]
+    yield broker
     broker.stop()
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
+from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel, opposite
 
 
 def _start(**kwargs: object) -> ScriptedWheel:
@@ -29,12 +29,11 @@ def _launched(wheel: ScriptedWheel, passes: int = 3) -> None:
     wheel.pocket(None)
     wheel.advance(700)
     wheel.launch()
-    wheel.run_ball("ccw" if wheel.rotor == "cw" else "cw", DEFAULT_BALL_PERIODS[:passes])
+    wheel.run_ball(opposite(wheel.rotor or "cw"), DEFAULT_BALL_PERIODS[:passes])
 
 
 def _finish(wheel: ScriptedWheel, number: str = "17", passes: int = 3) -> None:
-    direction = "ccw" if (wheel.rotor or "cw") == "cw" else "cw"
-    wheel.run_ball(direction, DEFAULT_BALL_PERIODS[passes:])
+    wheel.run_ball(opposite(wheel.rotor or "cw"), DEFAULT_BALL_PERIODS[passes:])
     wheel.drop(number)
     wheel.advance(1500)
 
