@@ -12,16 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from wheeld.effects import CommandRecord, GameRecord, Outgoing
 from wheeld.engine import EngineState
-from wheeld.journal import (
-    GAME_IDS_FILE,
-    GameRecord,
-    Journal,
-    JournalError,
-    JournalWriteError,
-    Outgoing,
-)
-from wheeld.pipeline import CommandRecord
+from wheeld.journal import GAME_IDS_FILE, Journal, JournalError, JournalWriteError
 
 JOURNAL = "journal.sqlite3"
 
@@ -318,8 +311,8 @@ _FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
 from wheeld.engine import EngineState
-from wheeld.pipeline import CommandRecord
-from wheeld.journal import GameRecord, Journal, JournalWriteError, Outgoing
+from wheeld.effects import CommandRecord, GameRecord, Outgoing
+from wheeld.journal import Journal, JournalWriteError
 
 journal = Journal(Path(sys.argv[1]))
 # Room for a few games in the write-ahead log, not for 99. Python ignores

@@ -14,7 +14,8 @@ import pytest
 from tests.helpers import warmed_up
 from wheeld.commands import OperatorCommand
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.pipeline import Effects, TablePipeline, TableSettings
+from wheeld.effects import Effects
+from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"

@@ -25,7 +25,8 @@ from tests.rig import Broker, Subscriber
 from wheeld import publisher as publisher_module
 from wheeld.commands import OperatorCommand
 from wheeld.config import Config
-from wheeld.journal import Journal, Outgoing
+from wheeld.effects import Outgoing
+from wheeld.journal import Journal
 from wheeld.publisher import MAX_SENDER, Publisher, reply_topic_refusal
 
 BASE = "wheeld/T9"

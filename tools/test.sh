@@ -6,5 +6,6 @@ bash tools/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 lint="wheeld simulators tests benchmarks"
 echo "== ruff"; ruff check $lint && ruff format --check $lint
-echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators
+echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators tests
+echo "== import contracts"; lint-imports
 echo "== pytest"; exec pytest -q "$@"

@@ -21,10 +21,11 @@ from wheeld import logs
 from wheeld.commands import OperatorCommand
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
+from wheeld.effects import Effects
 from wheeld.journal import Journal, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.notify import Notifier
-from wheeld.pipeline import Effects, TablePipeline, TableSettings
+from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld.publisher import Publisher
 
 JOURNAL_FILE = "journal.sqlite3"

@@ -33,10 +33,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wheeld.effects import GameRecord, Outgoing
 from wheeld.engine import EngineState
 
 if TYPE_CHECKING:
-    from wheeld.pipeline import CommandRecord, TableState
+    from wheeld.effects import CommandRecord, TableState
 
 #: Files the journal keeps beside its database, in the state directory.
 GAME_IDS_FILE = "game-ids"
@@ -116,31 +117,11 @@ class JournalWriteError(JournalError):
 
 
 @dataclass(frozen=True, slots=True)
-class Outgoing:
-    """One MQTT message to publish."""
-
-    topic: str
-    payload: str
-    qos: int = 1
-    retain: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class OutboxEntry:
     """A message waiting for the broker's acknowledgement."""
 
     id: int
     message: Outgoing
-
-
-@dataclass(frozen=True, slots=True)
-class GameRecord:
-    """A game decision as journalled: its id, event name and published payload."""
-
-    game_id: int
-    event: str
-    payload: str
-    number: str | None = None
 
 
 class Journal:

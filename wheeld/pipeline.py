@@ -15,88 +15,22 @@ import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from wheeld.commands import CommandError, DeclareNoSpin, OperatorCommand, SetTable, parse
 from wheeld.drivers import DriverSession, WheelDecoder
+from wheeld.effects import CommandRecord, Effects, GameRecord, Outgoing, TableState
 from wheeld.engine import EngineState, GameEngine
 from wheeld.events import DisplayMismatch, WheelHello
 from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
-from wheeld.journal import GameRecord, Outgoing
 from wheeld.messages import game_payload, iso_utc
 from wheeld.rules import RulesConfig
-
-LogLevel = Literal["debug", "info", "warning", "error"]
-TableState = Literal["open", "closed"]
 
 #: The note a spin launched while the table is closed is voided with.
 CLOSED_TABLE_NOTE = "table closed"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
 _EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
-
-
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    """A line for the daemon's structured log."""
-
-    level: LogLevel
-    event: str
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class CommandRecord:
-    """An operator command as the journal keeps it: who, what, and what came of it."""
-
-    at: float
-    name: str
-    sender: str | None
-    payload: str
-    accepted: bool
-    outcome: str
-
-
-@dataclass(slots=True)
-class Effects:
-    """What the shell must do, in this order: journal, write to the wheel, publish, log."""
-
-    #: Game decisions; with ``state`` they make one durable journal commit.
-    games: list[GameRecord] = field(default_factory=list)
-    #: Messages to publish, in order, once ``games`` are durable.
-    messages: list[Outgoing] = field(default_factory=list)
-    #: The engine state to store, when it changed.
-    state: EngineState | None = None
-    #: The table was opened or closed: to be stored, so a restart keeps it.
-    table_state: TableState | None = None
-    commands: list[CommandRecord] = field(default_factory=list)
-    writes: list[bytes] = field(default_factory=list)
-    logs: list[LogRecord] = field(default_factory=list)
-
-    #: An alarm is among the messages: it must survive a power cut too.
-    alarmed: bool = False
-
-    @property
-    def durable(self) -> bool:
-        """True when a decision or an alarm is in it: the journal commit must be fsync'd."""
-        return bool(self.games) or self.alarmed
-
-    def extend(self, other: Effects) -> None:
-        """Append ``other``'s effects after these."""
-        self.games += other.games
-        self.messages += other.messages
-        if other.state is not None:
-            self.state = other.state
-        if other.table_state is not None:
-            self.table_state = other.table_state
-        self.alarmed = self.alarmed or other.alarmed
-        self.commands += other.commands
-        self.writes += other.writes
-        self.logs += other.logs
-
-    def log(self, level: LogLevel, event: str, **fields: Any) -> None:
-        """Add a log record."""
-        self.logs.append(LogRecord(level, event, fields))
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheeld.commands import OperatorCommand
-from wheeld.journal import Journal, JournalWriteError, OutboxEntry, Outgoing
+from wheeld.effects import Outgoing
+from wheeld.journal import Journal, JournalWriteError, OutboxEntry
 from wheeld.messages import iso_utc
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from wheeld.capture import Capture
-from wheeld.journal import Outgoing
-from wheeld.pipeline import Effects, TablePipeline
+from wheeld.effects import Effects, Outgoing
+from wheeld.pipeline import TablePipeline
 
 
 @dataclass(slots=True)

@@ -1,0 +1,99 @@
+"""What the table pipeline asks of the shell: records to journal, messages, bytes, log lines.
+
+Plain values, no behaviour: the pure core builds them, the shell (journal,
+publisher, link, log) carries them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from wheeld.engine import EngineState
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+TableState = Literal["open", "closed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One MQTT message to publish."""
+
+    topic: str
+    payload: str
+    qos: int = 1
+    retain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GameRecord:
+    """A game decision as journalled: its id, event name and published payload."""
+
+    game_id: int
+    event: str
+    payload: str
+    number: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """A line for the daemon's structured log."""
+
+    level: LogLevel
+    event: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRecord:
+    """An operator command as the journal keeps it: who, what, and what came of it."""
+
+    at: float
+    name: str
+    sender: str | None
+    payload: str
+    accepted: bool
+    outcome: str
+
+
+@dataclass(slots=True)
+class Effects:
+    """What the shell must do, in this order: journal, write to the wheel, publish, log."""
+
+    #: Game decisions; with ``state`` they make one durable journal commit.
+    games: list[GameRecord] = field(default_factory=list)
+    #: Messages to publish, in order, once ``games`` are durable.
+    messages: list[Outgoing] = field(default_factory=list)
+    #: The engine state to store, when it changed.
+    state: EngineState | None = None
+    #: The table was opened or closed: to be stored, so a restart keeps it.
+    table_state: TableState | None = None
+    commands: list[CommandRecord] = field(default_factory=list)
+    writes: list[bytes] = field(default_factory=list)
+    logs: list[LogRecord] = field(default_factory=list)
+
+    #: An alarm is among the messages: it must survive a power cut too.
+    alarmed: bool = False
+
+    @property
+    def durable(self) -> bool:
+        """True when a decision or an alarm is in it: the journal commit must be fsync'd."""
+        return bool(self.games) or self.alarmed
+
+    def extend(self, other: Effects) -> None:
+        """Append ``other``'s effects after these."""
+        self.games += other.games
+        self.messages += other.messages
+        if other.state is not None:
+            self.state = other.state
+        if other.table_state is not None:
+            self.table_state = other.table_state
+        self.alarmed = self.alarmed or other.alarmed
+        self.commands += other.commands
+        self.writes += other.writes
+        self.logs += other.logs
+
+    def log(self, level: LogLevel, event: str, **fields: Any) -> None:
+        """Add a log record."""
+        self.logs.append(LogRecord(level, event, fields))
