@@ -160,8 +160,8 @@ class TableConfig(_Section):
 
 
 class WheelConfig(BaseModel):
-    # Extra keys are the driver's own section (``[wheel.control]`` for the
-    # Cammegh SS2), checked against the driver's model in _driver_problems.
+    # Extra keys are the driver's own section (``[wheel.<Driver.section>]``),
+    # checked against the driver's model in _driver_problems.
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
     #: An installed driver's name (``wheeld.drivers`` entry points).
@@ -482,11 +482,6 @@ def _validate(data: dict[str, Any], source: str, origins: Origins) -> Config:
     if problems:
         raise ConfigError(source, problems)
     return config
-
-
-def from_mapping(data: dict[str, Any], source: str) -> Config:
-    """Validate an already-parsed configuration; raises ConfigError."""
-    return _validate(data, source, {})
 
 
 def _parse_file(path: Path) -> dict[str, Any]:

@@ -31,9 +31,6 @@ from wheeld.events import (
 )
 from wheeld.game import Decision
 
-NAME = "wrp"
-DEFAULT_BAUDRATE = 115200
-
 #: A whole frame, ``$`` to LF, is at most this many bytes.
 MAX_FRAME = 82
 _SEQ_MOD = 1 << 16
