@@ -20,6 +20,8 @@ import itertools
 import json
 import os
 import random
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -30,6 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
 from tests.rig import Broker, DaemonProcess, Subscriber, wait_for
 from wheeld.daemon import JOURNAL_FILE
 from wheeld.journal import Journal
@@ -38,6 +45,14 @@ TABLE = "CHAOS"
 BASE = f"wheeld/{TABLE}"
 GAME_TOPIC = f"{BASE}/game"
 _PROBE_TOPIC = f"{BASE}/chaos/probe"
+#: Where the operator's console asks for command replies (under mqtt.reply_prefix).
+REPLY_TOPIC = "wheeld-replies/chaos"
+#: The daemon's broker user: the ACL can take its write on <base>/game away.
+DAEMON_USER = f"wheeld-{TABLE}"
+_DAEMON_PASSWORD = "chaos"
+#: Big enough for a long run's journal and write-ahead log, small enough to fill at once.
+STATE_TMPFS_SIZE = "16m"
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
 _ENDS = ("result", "no_spin")
 #: Game messages per game at the most (spinning, no_more_bets, its end).
 _MESSAGES_PER_GAME = 3
@@ -45,17 +60,49 @@ _subscriber_ids = itertools.count(1)
 
 
 class ChaosBroker(Broker):
-    """A persistent mosquitto that writes its database on every change.
+    """A persistent mosquitto that writes its database on every change, with an ACL.
 
     mosquitto saves only at exit by default: killed, it would forget the
     subscriber's session and the messages queued for it, a loss that is the
     broker's and not the daemon's.
+
+    The daemon logs in as ``DAEMON_USER``; everyone else (the subscriber, the
+    operator's console) is anonymous and may do anything. ``refuse_game``
+    takes the daemon's write on ``<base>/game`` away, live (SIGHUP reloads the
+    ACL), so its PUBACKs there say 0x87 Not authorized.
     """
 
     def __init__(self, workdir: Path) -> None:
         super().__init__(workdir, persistent=True)
+        self.acl = workdir / "mosquitto.acl"
+        self.passwords = workdir / "mosquitto.passwd"
+        self.refusing = False
+        self._write_acl()
+        subprocess.run(
+            ["mosquitto_passwd", "-b", "-c", str(self.passwords), DAEMON_USER, _DAEMON_PASSWORD],
+            check=True,
+            capture_output=True,
+        )
         with self.conf.open("a") as conf:
             conf.write("autosave_on_changes true\nautosave_interval 1\n")
+            conf.write(f"password_file {self.passwords}\nacl_file {self.acl}\n")
+
+    def _write_acl(self) -> None:
+        deny = f"topic deny {GAME_TOPIC}\n" if self.refusing else ""
+        self.acl.write_text(
+            "topic readwrite #\n"  # anonymous clients: the subscriber and the operator
+            f"user {DAEMON_USER}\n"
+            f"topic readwrite {BASE}/#\n"
+            f"{deny}"
+            "topic write wheeld-replies/#\n"
+        )
+
+    def refuse_game(self, refusing: bool) -> None:
+        """Take the daemon's write on ``<base>/game`` away, or give it back, and reload."""
+        self.refusing = refusing
+        self._write_acl()
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
 
     def kill(self) -> None:
         """SIGKILL: no goodbye to clients, nothing saved beyond the last autosave."""
@@ -113,6 +160,8 @@ def check(journal: list[tuple[int, str, str]], received: list[Any]) -> Verdict:
             if game_id <= last_opened:
                 problems.append(f"journal: game id {game_id} opened after {last_opened}")
             last_opened = max(last_opened, game_id)
+        elif not events[game_id] and _unrecorded_void(payload):
+            pass  # the journal could not keep its start: its void is all there is of it
         elif not events[game_id] or events[game_id][0] != "spinning":
             problems.append(f"journal: {event} of game {game_id} before its spinning")
         events[game_id].append(event)
@@ -142,6 +191,11 @@ def check(journal: list[tuple[int, str, str]], received: list[Any]) -> Verdict:
     return verdict
 
 
+def _unrecorded_void(payload: Any) -> bool:
+    """A game the journal could not keep, voided once it could (docs/architecture.md)."""
+    return bool(payload.get("event") == "no_spin" and payload.get("reason") == "controller_restart")
+
+
 def _live_journal(path: Path) -> list[tuple[int, str, str]]:
     """The decisions of a journal a running daemon holds (read-only, beside its lock)."""
     if not path.exists():
@@ -166,29 +220,87 @@ class ChaosRig:
         self.daemon = DaemonProcess(self.config, workdir)
         self.wheel: subprocess.Popen[bytes] | None = None
         self.subscriber: Subscriber | None = None
+        self.operator: paho.Client | None = None
         self.wheels_started = 0
+        #: Decisions of journals a fault moved aside or deleted, oldest first.
+        self.retired: list[tuple[int, str, str]] = []
+        #: The daemon's wall clock, ahead of the host's by this much (libfaketime).
+        self.clock_offset_s = 0
+        self._faketime = workdir / "faketime"
+        self._tmpfs = False
+        #: What each optional part could not have, by name (empty when it is there).
+        self.missing: dict[str, str] = {}
+        if LIBFAKETIME.exists():
+            self._faketime.write_text("+0\n")
+            self.daemon.env.update(
+                LD_PRELOAD=str(LIBFAKETIME),
+                FAKETIME_TIMESTAMP_FILE=str(self._faketime),
+                FAKETIME_NO_CACHE="1",
+                # A clock step moves the wall clock only, as NTP's does.
+                FAKETIME_DONT_FAKE_MONOTONIC="1",
+            )
+        else:
+            self.missing["clock"] = f"{LIBFAKETIME} not found (apt-get install faketime)"
 
     # -- the parts -------------------------------------------------------------
 
     def start(self) -> None:
         """Everything up, and one game seen through to the subscriber."""
+        self._mount_state()
         self.broker.start()
-        self.config.write_text(
-            f'[table]\nid = "{TABLE}"\n'
-            f'[wheel]\ndriver = "wrp"\nport = "{self.link}"\nwait_for_device = true\n'
-            f'[mqtt]\nhost = "127.0.0.1"\nport = {self.broker.port}\nkeepalive_s = 5\n'
-            f'[state]\ndir = "{self.state}"\n'
-            f'[log]\nformat = "json"\nlevel = "debug"\n'
-        )
+        write_chaos_config(self.config, link=self.link, broker=self.broker.port, state=self.state)
         client_id = f"chaos-{os.getpid()}-{next(_subscriber_ids)}"
         self.subscriber = Subscriber(self.broker.port, f"{BASE}/#", client_id=client_id)
         # Its own probe coming back proves the subscription (and so the session) exists;
         # retained, so it comes back even when it reaches the broker before the SUBSCRIBE.
         self.subscriber.client.publish(_PROBE_TOPIC, b"{}", qos=1, retain=True)
         wait_for(lambda: self.on_topic(_PROBE_TOPIC), 10, "the subscriber's probe")
+        self.operator = paho.Client(CallbackAPIVersion.VERSION2, client_id="", protocol=paho.MQTTv5)
+        self.operator.connect("127.0.0.1", self.broker.port, keepalive=5)
+        self.operator.loop_start()
         self.start_wheel()
         self.daemon.start()
         self.wait_game_ends(1)
+
+    def _mount_state(self) -> None:
+        """The state directory on a small tmpfs of its own, so a fault can fill it."""
+        self.state.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            self.missing["disk"] = "mounting a tmpfs needs root"
+            return
+        mounted = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={STATE_TMPFS_SIZE}", "tmpfs", str(self.state)],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
+        if mounted.returncode != 0:
+            self.missing["disk"] = f"cannot mount a tmpfs: {mounted.stderr.strip()}"
+            return
+        self._tmpfs = True
+
+    def step_clock(self, seconds: int) -> None:
+        """Step the daemon's wall clock (only the daemon's) by ``seconds``, at once."""
+        assert "clock" not in self.missing
+        self.clock_offset_s += seconds
+        temporary = self._faketime.with_suffix(".new")
+        temporary.write_text(f"{self.clock_offset_s:+d}\n")
+        temporary.replace(self._faketime)  # libfaketime must never read half a file
+
+    def command(self, name: str, payload: bytes, *, retain: bool = False) -> None:
+        """Publish on ``<base>/command/<name>``; a reply is asked for unless retained."""
+        assert self.operator is not None
+        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        if not retain:
+            properties.ResponseTopic = f"{REPLY_TOPIC}/{name}"
+        info = self.operator.publish(
+            f"{BASE}/command/{name}", payload, qos=1, retain=retain, properties=properties
+        )
+        info.wait_for_publish(10)
+
+    def replies(self, name: str) -> list[Any]:
+        """Every reply to command ``name`` so far."""
+        return self.on_topic(f"{REPLY_TOPIC}/{name}")
 
     def start_wheel(self) -> None:
         """A fresh simulated wheel on the link (a new seed each time, drawn from the rig's)."""
@@ -280,22 +392,67 @@ class ChaosRig:
 
     # -- the end ---------------------------------------------------------------
 
+    def journalled(self) -> list[tuple[int, str, str]]:
+        """Every decision journalled so far: retired journals first, then the live one."""
+        return self.retired + _live_journal(self.journal_path)
+
+    def wait_drained(self, timeout: float = 30.0) -> None:
+        """Wait until the subscriber has every decision the journals hold."""
+
+        def drained() -> bool:
+            wanted = {_canonical(json.loads(p)) for _, _, p in self.journalled()}
+            return wanted <= {_canonical(payload) for payload in self.received()}
+
+        wait_for(drained, timeout, "every journalled decision at the subscriber")
+
+    def stop_daemon_drained(self) -> None:
+        """Stop the wheel (its game ends as a lost link), deliver everything, stop cleanly.
+
+        What a fault that replaces the journal needs first: anything still in
+        the outbox would go with the old journal.
+        """
+        self.kill_wheel()
+        self.wait_drained()
+        status = self.daemon.terminate()
+        self.daemon.process = None
+        assert status == 0, f"wheeld run stopped with status {status}"
+
+    def retire_journal(self, how: Callable[[Path], None]) -> None:
+        """Keep the stopped daemon's decisions for the check, then ``how`` the journal files."""
+        self.retired += _live_journal(self.journal_path)
+        for suffix in ("", "-wal", "-shm"):
+            path = self.journal_path.with_name(self.journal_path.name + suffix)
+            if path.exists():
+                how(path)
+
+    def fill_disk(self) -> Path:
+        """Fill the state directory's tmpfs to the last byte; returns the filler to delete."""
+        assert self._tmpfs, self.missing.get("disk")
+        filler = self.state / "filler"
+        with filler.open("wb") as file:
+            # Past what statvfs says is free: the last partial block must go as well.
+            with contextlib.suppress(OSError):
+                while True:
+                    file.write(b"\0" * (1 << 20))
+                    file.flush()
+            with contextlib.suppress(OSError):
+                while True:
+                    file.write(b"\0" * 512)
+                    file.flush()
+        return filler
+
     def finish(self, drain_timeout: float = 30.0) -> Verdict:
         """Stop the wheel, let the daemon publish all it journalled, stop it, judge."""
         self.kill_wheel()
 
-        def drained() -> bool:
-            wanted = {_canonical(json.loads(p)) for _, _, p in _live_journal(self.journal_path)}
-            return wanted <= {_canonical(payload) for payload in self.received()}
-
         # What is still missing after the timeout is reported as lost by check().
         with contextlib.suppress(AssertionError):
-            wait_for(drained, drain_timeout, "every journalled decision at the subscriber")
+            self.wait_drained(drain_timeout)
         if self.daemon.process is not None and self.daemon.process.poll() is None:
             self.daemon.terminate()
         journal = Journal(self.journal_path)
         try:
-            rows = journal.decisions()
+            rows = self.retired + journal.decisions()
         finally:
             journal.close()
         verdict = check(rows, self.received())
@@ -312,8 +469,28 @@ class ChaosRig:
         if self.subscriber is not None:
             self.subscriber.close()
             self.subscriber = None
+        if self.operator is not None:
+            self.operator.loop_stop()
+            self.operator.disconnect()
+            self.operator = None
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.broker.stop()
+        if self._tmpfs:
+            # Lazily: a process the rig lost track of must not keep the mount forever.
+            subprocess.run(["umount", "-l", str(self.state)], check=False, capture_output=True)
+            self._tmpfs = False
+
+
+def write_chaos_config(path: Path, *, link: Path, broker: int, state: Path) -> None:
+    """A daemon for table ``TABLE``, logging in as ``DAEMON_USER``."""
+    path.write_text(
+        f'[table]\nid = "{TABLE}"\n'
+        f'[wheel]\ndriver = "wrp"\nport = "{link}"\nwait_for_device = true\n'
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {broker}\nkeepalive_s = 5\n'
+        f'username = "{DAEMON_USER}"\npassword = "{_DAEMON_PASSWORD}"\n'
+        f'[state]\ndir = "{state}"\n'
+        f'[log]\nformat = "json"\nlevel = "debug"\n'
+    )
 
 
 @contextlib.contextmanager
