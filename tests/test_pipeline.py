@@ -158,7 +158,8 @@ def test_games_the_journal_could_not_keep_are_voided_once_when_it_can_again() ->
     assert topics == [f"{BASE}/alarm", f"{BASE}/status"]
     assert json.loads(alarm.messages[1].payload)["state"] == "fault"
     assert "JOURNAL" in table.pipeline.status_line()
-    # Nothing new is decided while the journal cannot keep it.
+    # Nothing new is decided while the journal cannot keep it, and no timer runs.
+    assert table.pipeline.next_deadline() is None
     table.wheel.drop("17")
     table.wheel.advance(1500)
     table.wheel.game("3")

@@ -137,7 +137,8 @@ class TablePipeline:
 
     def next_deadline(self) -> float | None:
         """The host time the pipeline next wants :meth:`on_timer`, if any."""
-        deadlines = [self.engine.link_deadline()]
+        # While the journal cannot write nothing is decided, so no rule's timer runs.
+        deadlines = [None if self.journal_failed else self.engine.link_deadline()]
         if self.session is not None:
             deadlines.append(self.session.next_deadline())
         known = [d for d in deadlines if d is not None]
