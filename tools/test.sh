@@ -4,8 +4,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash tools/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
-lint="wheeld simulators tests benchmarks"
+lint="wheeld simulators drivers tests benchmarks"
 echo "== ruff"; ruff check $lint && ruff format --check $lint
-echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators tests
+echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators tests \
+    drivers/cammegh-ss2/wheeld_cammegh drivers/cammegh-ss2/tests
 echo "== import contracts"; lint-imports
 echo "== pytest"; exec pytest -q "$@"

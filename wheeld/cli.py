@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--config", type=Path, help="configuration file (rules, table, wheel)")
     replay.add_argument(
         "--driver",
-        help="driver name, e.g. wrp or cammegh-ss2 (default: the "
+        help="an installed driver's name, e.g. wrp (default: the "
         "capture's '# driver:' line, then the configuration, then wrp)",
     )
     replay.add_argument(

@@ -124,7 +124,7 @@ class FrameDropped:
     reason: Literal["bad_checksum", "malformed"]
 
 
-# -- events of wheels that judge the game themselves (Cammegh SS2) ----------
+# -- events of wheels that judge the game themselves -------------------------
 # Such a wheel reports its own phases rather than raw sensor passes; the engine
 # applies the same rules to them. ``tick`` is host milliseconds there.
 

@@ -23,7 +23,7 @@ def iso_utc(at: float) -> str:
 
 
 class _Payload(BaseModel):
-    # Drivers may add fields of their own (the Cammegh spin number, say).
+    # Drivers may add fields of their own (a wheel's own spin number, say).
     model_config = ConfigDict(extra="allow", frozen=True)
 
     event: str

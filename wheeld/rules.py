@@ -23,8 +23,8 @@ RESPIN_ROTOR_REVOLUTIONS = 3
 #: slow last revolution (about 2 s) and the drop. ``result_timeout_ms`` counts
 #: from that last pass, so it must leave this much room before ``settle_ms``.
 BALL_DROP_MS = 4000
-#: Both protocols promise a frame at least every 500 ms (WRP/1 ``HBT``, SS2
-#: status with mode bit 128); the link timeout must outlast three of them.
+#: The wheels wheeld drives promise a frame at least every 500 ms (WRP/1 ``HBT``,
+#: a self-judging wheel's automatic status); the link timeout must outlast three.
 FRAME_INTERVAL_MS = 500
 LINK_TIMEOUT_FLOOR_MS = 3 * FRAME_INTERVAL_MS
 
@@ -55,8 +55,8 @@ class RulesConfig(BaseModel):
     #: 2 s; outside 500..5000 the threshold closes betting at the first pass or
     #: only ever at the drop.
     no_more_bets_period_ms: int = Field(default=1400, ge=500, le=5_000)
-    #: At least ``settle_ms + BALL_DROP_MS`` (checked below) and the SS2's own
-    #: 5 s sensor timeout; two minutes is past any ball still moving.
+    #: At least ``settle_ms + BALL_DROP_MS`` (checked below) and the 5 s sensor
+    #: timeout of wheels that judge their own games; two minutes is past any ball.
     result_timeout_ms: int = Field(default=15000, ge=5_000, le=120_000)
     #: The slowest rotor (15 rpm) takes 4 s a revolution.
     rotor_timeout_ms: int = Field(default=8000, ge=5_000, le=60_000)

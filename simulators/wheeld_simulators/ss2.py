@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from wheeld.capture import FORMAT_LINE, format_line
-from wheeld.drivers.cammegh_ss2 import Status, encode_status
 from wheeld.events import Direction
+from wheeld_cammegh.decoder import Status, encode_status
 
 STATUS_EVERY_MS = 500
 

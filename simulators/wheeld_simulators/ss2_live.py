@@ -14,8 +14,8 @@ import os
 import random
 from dataclasses import dataclass
 
-from wheeld.drivers.cammegh_ss2 import Status, encode_status
 from wheeld.layout import layout_for
+from wheeld_cammegh.decoder import Status, encode_status
 from wheeld_simulators.targets import PtySink
 
 

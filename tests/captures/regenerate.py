@@ -3,8 +3,10 @@
     python -m tests.captures.regenerate             # every .expected.jsonl from its capture
     python -m tests.captures.regenerate --captures  # also rewrite the scripted WRP/1 captures
 
-Review the diff (``git diff tests/captures``) before committing: every changed
-line is a changed decision.
+Every capture is here or with its driver's distribution
+(``drivers/*/tests/captures/``); replaying one needs its driver installed.
+Review the diff (``git diff tests/captures drivers``) before committing: every
+changed line is a changed decision.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ from tests.captures.scenarios import SCENARIOS
 from wheeld.cli import main as wheeld
 
 HERE = Path(__file__).parent
+REPO = HERE.parents[1]
 
 
 def golden_pairs() -> list[tuple[Path, Path]]:
-    """Every capture under this folder with the golden output beside it."""
-    return [(cap, cap.with_suffix(".expected.jsonl")) for cap in sorted(HERE.rglob("*.cap"))]
+    """Every capture, here and with each driver, with the golden output beside it."""
+    folders = [HERE, *sorted(REPO.glob("drivers/*/tests/captures"))]
+    captures = [cap for folder in folders for cap in sorted(folder.rglob("*.cap"))]
+    return [(cap, cap.with_suffix(".expected.jsonl")) for cap in captures]
 
 
 def replay_output(capture: Path) -> str:
@@ -46,7 +51,7 @@ def main() -> None:
             print(f"wrote {path.relative_to(HERE)}")
     for capture, golden in golden_pairs():
         golden.write_text(replay_output(capture))
-        print(f"wrote {golden.relative_to(HERE)}")
+        print(f"wrote {golden.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

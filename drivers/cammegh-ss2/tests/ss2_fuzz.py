@@ -1,9 +1,9 @@
 """A mutation fuzzer for the Cammegh SS2 decoder feeding the game engine.
 
-    python -m tests.fuzz.ss2_fuzz --seconds 600 [--seed S] [--failures DIR]
-    python -m tests.fuzz.ss2_fuzz --replay FILE     # judge one saved input again
+    python drivers/cammegh-ss2/tests/ss2_fuzz.py --seconds 600 [--seed S] [--failures DIR]
+    python drivers/cammegh-ss2/tests/ss2_fuzz.py --replay FILE     # judge one saved input
 
-Seeds (``corpus/ss2/``) are stretches of the real captures as raw serial
+Seeds (``corpus/`` beside this file) are stretches of the real captures as raw serial
 bytes, a few games each. Each input is a seed put through a few random
 mutations: bit flips, byte insertions and deletions, splices with another
 seed, and digit rewrites (the corruption that yields frames the parser still
@@ -32,12 +32,12 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from wheeld.drivers.cammegh_ss2 import CammeghDecoder
 from wheeld.engine import GameEngine
 from wheeld.game import Decision, Result, Spinning
 from wheeld.rules import RulesConfig
+from wheeld_cammegh.decoder import CammeghDecoder
 
-CORPUS = Path(__file__).parent / "corpus" / "ss2"
+CORPUS = Path(__file__).parent / "corpus"
 #: Inputs grow by splices; past this they are cut back.
 MAX_INPUT = 64 * 1024
 START = 1_760_000_000.0

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
-from wheeld.drivers.cammegh_control import ControlSettings, SS2Controller
-from wheeld.drivers.cammegh_ss2 import Status
 from wheeld.events import WheelReply
+from wheeld_cammegh.control import ControlSettings, SS2Controller
+from wheeld_cammegh.decoder import Status
 
 BASE = "wheeld/T9"
 

@@ -30,15 +30,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.cammegh.wheel_games import WheelGame, wheel_games
-from tests.fuzz import ss2_fuzz
+import ss2_fuzz
+from ss2_games import WheelGame, wheel_games
 from wheeld.capture import read
-from wheeld.drivers.cammegh_ss2 import CammeghDecoder, parse_status
 from wheeld.engine import GameEngine
 from wheeld.game import Decision, Result
 from wheeld.rules import RulesConfig
+from wheeld_cammegh.decoder import CammeghDecoder, parse_status
 
-CAPTURES = sorted((Path(__file__).parent / "captures" / "cammegh-ss2").glob("*.cap"))
+CAPTURES = sorted((Path(__file__).parent / "captures").glob("*.cap"))
 
 _STATUS = re.compile(rb"\*X;(\d);\d{3};([ \d]{2});")
 _BARE = re.compile(rb"\d{1,2}")
@@ -166,7 +166,7 @@ def test_no_single_corrupted_line_publishes_another_number(capture: Path) -> Non
 
 
 def test_the_ss2_fuzzer_finds_nothing_in_three_seconds() -> None:
-    # The long run is documented in docs/cammegh-ss2.md; this keeps the target working.
+    # The long run is documented in the driver's README.md; this keeps the target working.
     judged, failure = ss2_fuzz.fuzz(3.0, seed=2025)
     assert failure is None, str(failure)
     assert judged > 100

@@ -9,22 +9,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.cammegh.wheel_games import games_owed_a_result, wheel_games
+from ss2_games import games_owed_a_result, wheel_games
 from tests.captures.regenerate import replay_output
-from wheeld.drivers.cammegh_ss2 import (
+from wheeld.engine import EngineState, GameEngine
+from wheeld.events import DisplayMismatch, WheelEvent, WheelReply, WinningNumber
+from wheeld.game import Decision, NoMoreBets, NoSpin, Result, Spinning
+from wheeld.rules import RulesConfig
+from wheeld_cammegh.decoder import (
     MAX_TICK_STEP_MS,
     CammeghDecoder,
     Status,
     encode_status,
     parse_status,
 )
-from wheeld.engine import EngineState, GameEngine
-from wheeld.events import DisplayMismatch, WheelEvent, WheelReply, WinningNumber
-from wheeld.game import Decision, NoMoreBets, NoSpin, Result, Spinning
-from wheeld.rules import RulesConfig
 from wheeld_simulators.ss2 import ScriptedSS2
 
-CAPTURES = Path(__file__).parent / "captures" / "cammegh-ss2"
+CAPTURES = Path(__file__).parent / "captures"
 
 
 def decide(wheel: ScriptedSS2, engine: GameEngine | None = None) -> list[Decision]:

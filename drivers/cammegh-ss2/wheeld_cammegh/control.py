@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from wheeld.drivers.cammegh_ss2 import Status, encode_command
 from wheeld.events import WheelEvent, WheelReply
+from wheeld_cammegh.decoder import Status, encode_command
 
 REPLY_TIMEOUT_S = 1.0
 RETRIES = 3

@@ -4,7 +4,7 @@ The SS2 judges its own game and reports phases in a status frame every 500 ms
 (``*X;state;spin;win;flags;speed;dir``), so this driver turns those snapshots
 into the engine's events: state 3 is the launch, state 4 the wheel's no more
 bets, state 5 the winning number; warning flags, ``*F`` faults and state 6
-void the game with the closest reason code (see ``docs/cammegh-ss2.md``).
+void the game with the closest reason code (see this distribution's ``README.md``).
 
 No line carries a checksum, and one flipped bit turns a state-4 frame (whose
 ``win`` is the previous game's number) into a state-5 one. So a number is

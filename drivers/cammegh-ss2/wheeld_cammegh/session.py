@@ -12,10 +12,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wheeld.drivers import Driver, WheelDecoder
-from wheeld.drivers.cammegh_control import AUTO_STATUS_BIT, ControlSettings, SS2Controller
-from wheeld.drivers.cammegh_ss2 import CammeghDecoder, Status
 from wheeld.events import WheelEvent
 from wheeld.game import Decision, NoSpin
+from wheeld_cammegh.control import AUTO_STATUS_BIT, ControlSettings, SS2Controller
+from wheeld_cammegh.decoder import DEFAULT_BAUDRATE, NAME, CammeghDecoder, Status
 
 #: With ``*X`` polling the link timeout must outlast this many poll intervals.
 LINK_TIMEOUT_POLLS = 3
@@ -118,8 +118,8 @@ def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
 
 
 DRIVER = Driver(
-    name="cammegh-ss2",
-    default_baudrate=9600,
+    name=NAME,
+    default_baudrate=DEFAULT_BAUDRATE,
     decoder=CammeghDecoder,
     session=_session,
     settings=ControlConfig,
