@@ -224,6 +224,12 @@ class Daemon:
         """Journal, then write to the wheel, log, wake the publisher and re-arm the timer."""
         journal = self.journal
         try:
+            # Decisions last: when a write fails, exactly the games whose records
+            # did not reach the journal are the ones the pipeline will void.
+            if effects.commands:
+                journal.record_commands(effects.commands)
+            if effects.table_state is not None:
+                journal.save_table_state(effects.table_state)
             if effects.durable:
                 state = effects.state or self.pipeline.engine.state
                 journal.record(effects.games, effects.messages, state)
@@ -232,10 +238,6 @@ class Daemon:
                     journal.save_state(effects.state)
                 if effects.messages:
                     journal.enqueue(effects.messages)
-            if effects.table_state is not None:
-                journal.save_table_state(effects.table_state)
-            if effects.commands:
-                journal.record_commands(effects.commands)
         except JournalWriteError as exc:
             self._journal_failed(effects, str(exc))
         for data in effects.writes:
