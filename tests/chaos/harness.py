@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import json
 import os
+import queue
 import random
 import shutil
 import signal
@@ -44,6 +45,11 @@ from wheeld.journal import Journal
 TABLE = "CHAOS"
 BASE = f"wheeld/{TABLE}"
 GAME_TOPIC = f"{BASE}/game"
+ALARM_TOPIC = f"{BASE}/alarm"
+STATUS_TOPIC = f"{BASE}/status"
+RESULT_TOPIC = f"{BASE}/result"
+HISTORY_TOPIC = f"{BASE}/history"
+TABLE_TOPIC = f"{BASE}/table"
 _PROBE_TOPIC = f"{BASE}/chaos/probe"
 #: Where the operator's console asks for command replies (under mqtt.reply_prefix).
 REPLY_TOPIC = "wheeld-replies/chaos"
@@ -221,6 +227,8 @@ class ChaosRig:
         self.wheel: subprocess.Popen[bytes] | None = None
         self.subscriber: Subscriber | None = None
         self.operator: paho.Client | None = None
+        self._replies: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._replies_seen: list[tuple[str, Any]] = []
         self.wheels_started = 0
         #: Decisions of journals a fault moved aside or deleted, oldest first.
         self.retired: list[tuple[int, str, str]] = []
@@ -256,6 +264,12 @@ class ChaosRig:
         self.subscriber.client.publish(_PROBE_TOPIC, b"{}", qos=1, retain=True)
         wait_for(lambda: self.on_topic(_PROBE_TOPIC), 10, "the subscriber's probe")
         self.operator = paho.Client(CallbackAPIVersion.VERSION2, client_id="", protocol=paho.MQTTv5)
+        replies = f"{REPLY_TOPIC}/#"
+        self.operator.on_connect = lambda c, u, f, rc, p=None: c.subscribe(replies, qos=1)
+        self.operator.reconnect_delay_set(1, 2)
+        self.operator.on_message = lambda c, u, m: self._replies.put(
+            (m.topic, json.loads(m.payload))
+        )
         self.operator.connect("127.0.0.1", self.broker.port, keepalive=5)
         self.operator.loop_start()
         self.start_wheel()
@@ -299,8 +313,71 @@ class ChaosRig:
         info.wait_for_publish(10)
 
     def replies(self, name: str) -> list[Any]:
-        """Every reply to command ``name`` so far."""
-        return self.on_topic(f"{REPLY_TOPIC}/{name}")
+        """Every reply to command ``name`` so far, oldest first."""
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._replies_seen.append(self._replies.get_nowait())
+        return [body for topic, body in self._replies_seen if topic == f"{REPLY_TOPIC}/{name}"]
+
+    def wait_reply(self, name: str, timeout: float = 10) -> Any:
+        """The next reply to command ``name``."""
+        count = len(self.replies(name))
+        wait_for(lambda: len(self.replies(name)) > count, timeout, f"a reply to {name}")
+        return self.replies(name)[count]
+
+    def subscriber_wait(
+        self,
+        topic: str,
+        predicate: Callable[[dict[str, Any]], bool],
+        *,
+        mark: int = 0,
+        timeout: float = 20,
+    ) -> dict[str, Any]:
+        """The first JSON object on ``topic``, from its ``mark``-th message on, that matches."""
+
+        def found() -> dict[str, Any] | None:
+            return next(
+                (p for p in self.on_topic(topic)[mark:] if isinstance(p, dict) and predicate(p)),
+                None,
+            )
+
+        found_it: dict[str, Any] = self._wait_for_value(found, timeout, f"a message on {topic}")
+        return found_it
+
+    def _wait_for_value(self, find: Callable[[], Any], timeout: float, what: str) -> Any:
+        """``wait_for`` returning what ``find`` found, failing early if a part died."""
+
+        def met() -> Any:
+            self._assert_running()
+            return find()
+
+        return wait_for(met, timeout, what)
+
+    def wait_spinning(self, timeout: float = 30) -> int:
+        """Wait for the next game to start at the subscriber; returns its game id."""
+        count = len(self._spinning())
+        self._wait_playing(lambda: len(self._spinning()) > count, timeout, "a game starting")
+        return int(self._spinning()[count]["game_id"])
+
+    def _spinning(self) -> list[Any]:
+        return [p for p in self.received() if isinstance(p, dict) and p.get("event") == "spinning"]
+
+    def end_of(self, game_id: int, timeout: float = 30) -> Any:
+        """Wait for game ``game_id`` to end at the subscriber; returns its end."""
+
+        def ended() -> Any:
+            return next(
+                (
+                    p
+                    for p in self.received()
+                    if isinstance(p, dict)
+                    and p.get("game_id") == game_id
+                    and p.get("event") in _ENDS
+                ),
+                None,
+            )
+
+        return wait_for(ended, timeout, f"the end of game {game_id}")
 
     def start_wheel(self) -> None:
         """A fresh simulated wheel on the link (a new seed each time, drawn from the rig's)."""
@@ -350,12 +427,7 @@ class ChaosRig:
 
     def _wait_playing(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         """``wait_for``, failing early if a part of the rig died."""
-
-        def met() -> bool:
-            self._assert_running()
-            return condition()
-
-        wait_for(met, timeout, what)
+        self._wait_for_value(condition, timeout, what)
 
     def on_topic(self, topic: str) -> list[Any]:
         assert self.subscriber is not None
@@ -417,9 +489,12 @@ class ChaosRig:
         self.daemon.process = None
         assert status == 0, f"wheeld run stopped with status {status}"
 
-    def retire_journal(self, how: Callable[[Path], None]) -> None:
-        """Keep the stopped daemon's decisions for the check, then ``how`` the journal files."""
+    def keep_decisions(self) -> None:
+        """Keep the stopped daemon's decisions for the check: its journal is about to go."""
         self.retired += _live_journal(self.journal_path)
+
+    def retire_journal(self, how: Callable[[Path], object]) -> None:
+        """Do ``how`` (move aside, delete) to the journal's files, once ``keep_decisions``."""
         for suffix in ("", "-wal", "-shm"):
             path = self.journal_path.with_name(self.journal_path.name + suffix)
             if path.exists():
