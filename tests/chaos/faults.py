@@ -161,7 +161,7 @@ def disk_full(rig: ChaosRig) -> None:
 
 def _restart_on_new_journal(rig: ChaosRig, move: Callable[[Path], object]) -> None:
     """Retire the stopped daemon's journal with ``move``; the next start must go on from it."""
-    highest = _highest_game(rig)
+    highest = max((game_id for game_id, _, _ in rig.retired), default=0)
     alarms = len(rig.on_topic(ALARM_TOPIC))
     rig.retire_journal(move)
     rig.daemon.start()

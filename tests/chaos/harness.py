@@ -504,16 +504,15 @@ class ChaosRig:
         """Fill the state directory's tmpfs to the last byte; returns the filler to delete."""
         assert self._tmpfs, self.missing.get("disk")
         filler = self.state / "filler"
-        with filler.open("wb") as file:
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
             # Past what statvfs says is free: the last partial block must go as well.
-            with contextlib.suppress(OSError):
-                while True:
-                    file.write(b"\0" * (1 << 20))
-                    file.flush()
-            with contextlib.suppress(OSError):
-                while True:
-                    file.write(b"\0" * 512)
-                    file.flush()
+            for size in (1 << 20, 4096, 1):
+                with contextlib.suppress(OSError):
+                    while os.write(fd, bytes(size)):
+                        pass
+        finally:
+            os.close(fd)
         return filler
 
     def finish(self, drain_timeout: float = 30.0) -> Verdict:
