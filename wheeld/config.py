@@ -172,6 +172,9 @@ class WheelConfig(BaseModel):
     pockets: Literal[37, 38] | None = None
     #: At start-up, wait for a missing port instead of exiting with an error.
     wait_for_device: bool = False
+    #: Reset the USB serial adapter behind the port (with pyusb) when it wedges:
+    #: silent, or failing to open three times in a row. Device paths only.
+    usb_reset: bool = False
 
     @field_validator("driver")
     @classmethod

@@ -86,6 +86,7 @@ class Daemon:
             on_down=self._on_link_down,
             silence_s=max(5.0, 3 * link_timeout_s),
             capture=self.capture,
+            usb_reset=config.wheel.usb_reset,
             log=self.log,
         )
         self.publisher = Publisher(config, self.journal, on_command=self._on_command, log=self.log)

@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from wheeld.capture import CUT_BYTES, CUT_MARK, FORMAT_LINE, MAX_LINE_CHARS, format_line
+from wheeld.usb_reset import (
+    ResetPolicy,
+    UsbAdapter,
+    identify_usb_adapter,
+    is_resettable_port,
+    is_url,
+    reset_usb_adapter,
+)
 
 BACKOFF_FIRST_S = 0.2
 BACKOFF_MAX_S = 5.0
@@ -135,6 +143,7 @@ class WheelLink:
         on_down: Callable[[str], None],
         silence_s: float,
         capture: CaptureWriter | None = None,
+        usb_reset: bool = False,
         log: Any,
     ) -> None:
         self.port = port
@@ -151,6 +160,12 @@ class WheelLink:
         self.connected = False
         self.retrying = False
         self.last_data = time.monotonic()
+        # wheel.usb_reset: a URL has no adapter to reset; a pty is ruled out later,
+        # when the port's path is resolved.
+        self._usb_policy = ResetPolicy() if usb_reset and not is_url(port) else None
+        #: The adapter last seen behind the port: still resettable once its tty is gone.
+        self._usb_adapter: UsbAdapter | None = None
+        self._cycled_for_silence = False
 
     async def open(self) -> None:
         """Open the port once; raises LinkOpenError naming it."""
@@ -173,6 +188,11 @@ class WheelLink:
         self._arm_silence_timer()
         self._log.info("wheel link up", port=self.port, baudrate=self.baudrate)
         self._on_up()
+        if self._usb_policy is not None:
+            self._usb_policy.opened()
+            if is_resettable_port(self.port):
+                adapter = await asyncio.to_thread(identify_usb_adapter, self.port)
+                self._usb_adapter = adapter or self._usb_adapter
 
     async def run(self) -> None:
         """Serve the open port; reopen it with capped backoff whenever it goes."""
@@ -189,12 +209,29 @@ class WheelLink:
                     if str(exc) != last_error:  # log a new reason once, not every retry
                         self._log.warning("wheel port unavailable, retrying", error=str(exc))
                         last_error = str(exc)
+                    policy = self._usb_policy
+                    if policy is not None and policy.open_failed(time.monotonic()):
+                        await self._reset_usb_adapter(
+                            f"failed to open {policy.failed_opens} times in a row"
+                        )
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                     continue
             assert self._protocol is not None
             lost = await self._protocol.lost
             self._went_down(f"port closed: {_reason(lost)}" if lost else "port closed")
+            policy = self._usb_policy
+            if self._cycled_for_silence and policy is not None:
+                self._cycled_for_silence = False
+                if policy.silence_cycled(time.monotonic()):
+                    await self._reset_usb_adapter("silent port cycled")
+
+    async def _reset_usb_adapter(self, reason: str) -> None:
+        """Reset the adapter behind a USB port (a pty has none), in a thread: it blocks."""
+        if is_resettable_port(self.port):
+            self._usb_adapter = await asyncio.to_thread(
+                reset_usb_adapter, self.port, self._usb_adapter, self._log, reason
+            )
 
     def hearing(self) -> bool:
         """The port is open and bytes came within the silence limit."""
@@ -219,6 +256,8 @@ class WheelLink:
     def _received(self, data: bytes) -> None:
         now = time.time()
         self.last_data = time.monotonic()
+        if self._usb_policy is not None:
+            self._usb_policy.data_flowed()
         if self._capture is not None:
             self._capture.received(data, now)
         self._on_data(data, now)
@@ -235,6 +274,7 @@ class WheelLink:
             # A port that is open but silent may be a dead adapter: cycle it, so the
             # daemon is "actively retrying" rather than waiting on a corpse.
             self._log.warning("wheel silent, reopening port", silent_s=round(quiet, 1))
+            self._cycled_for_silence = True
             if self._transport is not None:
                 self._transport.close()
             return
