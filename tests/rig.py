@@ -229,6 +229,16 @@ class DaemonProcess:
     def logs(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def log_lines(self) -> list[dict[str, Any]]:
+        """The JSON log records so far (``log.format = "json"``); other lines are skipped."""
+        records: list[dict[str, Any]] = []
+        for line in self.logs().splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if isinstance(record, dict):
+                    records.append(record)
+        return records
+
     def ensure_stopped(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()

@@ -30,6 +30,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -352,6 +353,21 @@ class ChaosRig:
             return find()
 
         return wait_for(met, timeout, what)
+
+    def wait_connected_for(self, seconds: float, timeout: float = 30) -> None:
+        """Wait until the daemon's broker connection has held for ``seconds``."""
+
+        def held() -> bool:
+            connected = [
+                line for line in self.daemon.log_lines() if line.get("event") == "broker connected"
+            ]
+            if not connected:
+                return False
+            # The daemon's log stamps its own (possibly stepped) wall clock.
+            stamp = datetime.fromisoformat(connected[-1]["timestamp"]).timestamp()
+            return time.time() + self.clock_offset_s - stamp >= seconds
+
+        self._wait_playing(held, timeout, f"a broker connection {seconds} s old")
 
     def wait_spinning(self, timeout: float = 30) -> int:
         """Wait for the next game to start at the subscriber; returns its game id."""
