@@ -304,11 +304,14 @@ class ChaosRig:
 
     def command(self, name: str, payload: bytes, *, retain: bool = False) -> None:
         """Publish on ``<base>/command/<name>``; a reply is asked for unless retained."""
-        assert self.operator is not None
+        operator = self.operator
+        assert operator is not None
+        # Back from a broker restart first (paho reconnects on its own, a second later).
+        self._wait_playing(operator.is_connected, 15, "the operator's console to reconnect")
         properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
         if not retain:
             properties.ResponseTopic = f"{REPLY_TOPIC}/{name}"
-        info = self.operator.publish(
+        info = operator.publish(
             f"{BASE}/command/{name}", payload, qos=1, retain=retain, properties=properties
         )
         info.wait_for_publish(10)

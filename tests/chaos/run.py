@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.chaos.faults import FAULTS, inject
+from tests.chaos.faults import FAULTS, inject, unavailable
 from tests.chaos.harness import chaos_rig
 
 
@@ -49,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     deadline = started + args.minutes * 60
     try:
         with chaos_rig(workdir, seed=seed, speed=args.speed) as rig:
+            for name, why in ((n, unavailable(rig, n)) for n in list(names)):
+                if why is not None:
+                    print(f"chaos: not throwing {name}: {why}", file=sys.stderr)
+                    names.remove(name)
+            if not names:
+                print("chaos: no fault can be thrown here", file=sys.stderr)
+                return 1
             while time.monotonic() < deadline:
                 name = choose.choice(names)
                 print(f"{time.monotonic() - started:7.1f} s  {name}", flush=True)
