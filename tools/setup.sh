@@ -13,6 +13,7 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # the unit tests
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)         # the marquee's browser tests
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)       # the chaos suite's clock steps
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]} from Debian" >&2
     sudo_if_needed apt-get update -qq

@@ -59,7 +59,8 @@ DAEMON_USER = f"wheeld-{TABLE}"
 _DAEMON_PASSWORD = "chaos"
 #: Big enough for a long run's journal and write-ahead log, small enough to fill at once.
 STATE_TMPFS_SIZE = "16m"
-LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1")
+#: Debian's libfaketime (package faketime), the thread-safe build: the daemon has threads.
+LIBFAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"), None)
 _ENDS = ("result", "no_spin")
 #: Game messages per game at the most (spinning, no_more_bets, its end).
 _MESSAGES_PER_GAME = 3
@@ -239,7 +240,7 @@ class ChaosRig:
         self._tmpfs = False
         #: What each optional part could not have, by name (empty when it is there).
         self.missing: dict[str, str] = {}
-        if LIBFAKETIME.exists():
+        if LIBFAKETIME is not None:
             self._faketime.write_text("+0\n")
             self.daemon.env.update(
                 LD_PRELOAD=str(LIBFAKETIME),
@@ -249,7 +250,7 @@ class ChaosRig:
                 FAKETIME_DONT_FAKE_MONOTONIC="1",
             )
         else:
-            self.missing["clock"] = f"{LIBFAKETIME} not found (apt-get install faketime)"
+            self.missing["clock"] = "libfaketime not found (apt-get install faketime)"
 
     # -- the parts -------------------------------------------------------------
 
