@@ -23,7 +23,16 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     broker.stop()
 
 
-@pytest.mark.parametrize("fault", FAULTS)
+#: Every fault is decided in-process by tests/test_simulator.py; through a real
+#: pty and daemon, the ones that live on the line, and one game rule as a smoke test.
+THROUGH_THE_DAEMON = ("disconnect", "corrupted_frame", "dropped_frame", "foreign_object")
+
+
+def test_the_daemon_faults_are_simulator_faults() -> None:
+    assert set(THROUGH_THE_DAEMON) <= set(FAULTS)
+
+
+@pytest.mark.parametrize("fault", THROUGH_THE_DAEMON)
 def test_fault_through_pty_and_daemon(fault: str, tmp_path: Path, broker: Broker) -> None:
     link = tmp_path / "wheel"
     games = 4 if fault == "early_respin" else 3
