@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -89,7 +90,13 @@ class Daemon:
             usb_reset=config.wheel.usb_reset,
             log=self.log,
         )
-        self.publisher = Publisher(config, self.journal, on_command=self._on_command, log=self.log)
+        self.publisher = Publisher(
+            config,
+            self.journal,
+            on_command=self._on_command,
+            log=self.log,
+            instance=f"{socket.gethostname()}:{config.state.dir.resolve()}",
+        )
         self._stop = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._journal_retry: asyncio.TimerHandle | None = None
@@ -202,7 +209,9 @@ class Daemon:
         """The table's state, and what stands in the way of delivery, for sd_notify STATUS."""
         parts = [self.pipeline.status_line()]
         publisher = self.publisher
-        if publisher.session_taken_over:
+        if publisher.rival is not None:
+            parts.append(f"another wheeld publishes for this table: {publisher.rival}")
+        elif publisher.session_taken_over:
             parts.append(f"MQTT client id {self.config.client_id} taken by another client")
         if publisher.stuck_since is not None:
             parts.append(f"broker refusing messages ({publisher.refusals} refusals)")

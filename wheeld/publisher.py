@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from wheeld.mqtt_client import Client
 
 ONLINE = json.dumps({"state": "online"})
+#: The MQTT 5 user property on <base>/status naming the daemon that said it.
+INSTANCE_PROPERTY = "wheeld-instance"
 OFFLINE = json.dumps({"state": "offline"})
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 5.0
@@ -136,6 +138,7 @@ class Publisher:
         *,
         on_command: CommandHandler,
         log: Any,
+        instance: str = "",
     ) -> None:
         self._config = config
         self._journal = journal
@@ -145,8 +148,13 @@ class Publisher:
         self._reply_prefix = config.mqtt.reply_prefix
         self._wake = asyncio.Event()
         self._client: Client | None = None
+        #: Who we are on ``<base>/status`` (host and state directory): a status
+        #: that names another instance means a second wheeld publishes for the table.
+        self.instance = instance
         #: The retained status said on every connect (a fault replaces ``online``).
         self.status_payload = ONLINE
+        #: Another wheeld seen publishing this table's status, if any.
+        self.rival: str | None = None
         self._unjournaled: set[asyncio.Task[None]] = set()
         self._refused: dict[int, _Refusal] = {}
         self._connected_at: float | None = None
@@ -164,7 +172,39 @@ class Publisher:
     @property
     def session_taken_over(self) -> bool:
         """Another client with our client id has been taking our session lately."""
-        return self._taken_over_at is not None
+        return self._taken_over_at is not None or self.rival is not None
+
+    def _status_properties(self) -> Properties | None:
+        """The status's properties: JSON, and (MQTT 5) who we are, as user property."""
+        properties = self._json_properties()
+        if properties is not None and self.instance:
+            properties.UserProperty = [(INSTANCE_PROPERTY, self.instance)]
+        return properties
+
+    def _status_heard(self, payload: bytes, properties: Properties | None) -> None:
+        """A status on ``<base>/status``: ours, or another wheeld's for the same table."""
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(body, dict):
+            return
+        named = dict(getattr(properties, "UserProperty", None) or [])
+        other = named.get(INSTANCE_PROPERTY)
+        if body.get("state") == "offline":
+            self.rival = None  # whoever it was has stopped (clean stop or last will)
+            return
+        if not isinstance(other, str) or other in (self.instance, self.rival):
+            return
+        self.rival = other[:200]
+        self._log.error(
+            "another wheeld publishes for this table: only one may run per table id; "
+            "stop one of them, or give each its own table.id",
+            table=self._config.table.id,
+            client_id=self._config.client_id,
+            other_instance=self.rival,
+            this_instance=self.instance,
+        )
 
     def wake(self) -> None:
         """New entries are in the outbox."""
@@ -232,9 +272,12 @@ class Publisher:
         if held_s >= TAKEOVER_CLEARED_S:
             # A connection that held this long: whoever took the session has gone.
             self._taken_over_at = None
+            self.rival = None
             self._takeover_backoff_s = TAKEOVER_BACKOFF_FIRST_S
         self._short_sessions = self._short_sessions + 1 if held_s < SHORT_SESSION_S else 0
-        said_so = any(getattr(cause, "rc", None) == SESSION_TAKEN_OVER for cause in _causes(error))
+        said_so = self.rival is not None or any(
+            getattr(cause, "rc", None) == SESSION_TAKEN_OVER for cause in _causes(error)
+        )
         guessed = self._short_sessions >= SHORT_SESSIONS_IN_A_ROW
         if self._taken_over_at is not None:
             return True  # still in the episode: keep backing off
@@ -255,11 +298,14 @@ class Publisher:
         return True
 
     async def _serve(self, client: Client) -> None:
+        # Before saying we are online: the retained status there now tells
+        # whether another wheeld already publishes for this table.
+        await client.subscribe(f"{self._base}/status", qos=1)
         status = await client.publish_acknowledged(
             f"{self._base}/status",
             self.status_payload,
             retain=True,
-            properties=self._json_properties(),
+            properties=self._status_properties(),
         )
         if status.is_failure:
             self._log.error(
@@ -377,8 +423,12 @@ class Publisher:
 
     async def _listen(self, client: Client) -> None:
         prefix = f"{self._base}/command/"
+        status = f"{self._base}/status"
         async for message in client.messages:
             topic = message.topic.value
+            if topic == status and isinstance(message.payload, bytes):
+                self._status_heard(message.payload, message.properties)
+                continue
             if not topic.startswith(prefix):
                 continue
             payload = message.payload
@@ -439,7 +489,8 @@ class Publisher:
     def publish_unjournaled(self, message: Outgoing) -> None:
         """Best effort, outside the outbox: what must be said when the journal cannot keep it."""
         if message.topic == f"{self._base}/status":
-            self.status_payload = message.payload  # what every reconnect says from now on
+            # What every reconnect says from now on.
+            self.status_payload = message.payload
         client = self._client
         if client is None:
             return
@@ -454,7 +505,9 @@ class Publisher:
                 message.payload,
                 qos=1,
                 retain=message.retain,
-                properties=self._json_properties(),
+                properties=self._status_properties()
+                if message.topic == f"{self._base}/status"
+                else self._json_properties(),
             )
         except Exception as exc:  # best effort: the broker may be away too
             self._log.warning("could not publish", topic=message.topic, error=str(exc))

@@ -39,12 +39,6 @@ def test_every_fault_is_in_ci() -> None:
     assert sorted(name for names in SHORT for name in names) == sorted(FAULTS)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="wheeld defect: of two daemons with one client id, the one whose connection is "
-    "younger than SHORT_SESSION_S yields, even when it is the first; the newcomer then holds "
-    "the session 5 s and more at a time, never counts a short session and never says so",
-)
 def test_a_newcomer_says_the_client_id_is_taken_even_when_the_first_just_connected(
     tmp_path: Path,
 ) -> None:
@@ -65,13 +59,11 @@ def test_a_newcomer_says_the_client_id_is_taken_even_when_the_first_just_connect
         first.start()
         wait_for(lambda: _said(first, "broker connected"), 15, "the first daemon connected")
         second.start()
-        wait_for(
-            lambda: _said(first, "same client id") or _said(second, "same client id"),
-            20,
-            "a daemon to see the take-over",
-        )
-        # The newcomer (no wheel, nothing to deliver) must be the one told, and so yield.
-        wait_for(lambda: _said(second, "same client id"), 8, "the newcomer to see the take-over")
+        # The newcomer reads the first one's retained status, naming another
+        # instance, as soon as it subscribes; the first hears the newcomer's.
+        rival = "another wheeld publishes for this table"
+        wait_for(lambda: _said(second, rival), 20, "the newcomer to name the other daemon")
+        wait_for(lambda: _said(first, rival), 20, "the first daemon to name the newcomer")
     finally:
         for daemon in daemons:
             daemon.ensure_stopped()
