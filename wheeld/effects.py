@@ -27,6 +27,18 @@ class Outgoing:
 
 
 @dataclass(frozen=True, slots=True)
+class FrameRecord:
+    """A line that crossed the link, for the journal: host time, direction, the game it fell in."""
+
+    at: float
+    direction: Literal["<", ">"]
+    #: The line without its terminator.
+    line: bytes
+    #: The game in progress when it crossed (or the one it opened), else None.
+    game_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class GameRecord:
     """A game decision as journalled: its id, event name and published payload."""
 
@@ -70,6 +82,8 @@ class Effects:
     #: The table was opened or closed: to be stored, so a restart keeps it.
     table_state: TableState | None = None
     commands: list[CommandRecord] = field(default_factory=list)
+    #: Lines that crossed the link (both ways), journaled without an fsync of their own.
+    frames: list[FrameRecord] = field(default_factory=list)
     writes: list[bytes] = field(default_factory=list)
     logs: list[LogRecord] = field(default_factory=list)
 
@@ -91,6 +105,7 @@ class Effects:
             self.table_state = other.table_state
         self.alarmed = self.alarmed or other.alarmed
         self.commands += other.commands
+        self.frames += other.frames
         self.writes += other.writes
         self.logs += other.logs
 
