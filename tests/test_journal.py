@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from wheeld.effects import CommandRecord, GameRecord, Outgoing
+from wheeld.effects import CommandRecord, FrameRecord, GameRecord, Outgoing
 from wheeld.engine import EngineState
 from wheeld.journal import GAME_IDS_FILE, Journal, JournalError, JournalWriteError
+from wheeld.signing import ChainState
 
 JOURNAL = "journal.sqlite3"
 
@@ -311,7 +312,7 @@ _FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
 from wheeld.engine import EngineState
-from wheeld.effects import CommandRecord, GameRecord, Outgoing
+from wheeld.effects import CommandRecord, FrameRecord, GameRecord, Outgoing
 from wheeld.journal import Journal, JournalWriteError
 
 journal = Journal(Path(sys.argv[1]))
@@ -453,4 +454,60 @@ def test_a_malformed_table_state_is_one_clear_line(journal: Journal) -> None:
     journal = Journal(journal.path)
     with pytest.raises(JournalError, match="journal is corrupt \\(stored table state 'ajar'"):
         journal.table_state()
+    journal.close()
+
+
+# -- the message chain and the frames -------------------------------------------------------
+
+
+def test_the_message_chain_is_stored_with_the_decisions(journal: Journal) -> None:
+    assert journal.load_chain() == ChainState()
+    journal.record(
+        [GameRecord(1, "Spinning", "{}")],
+        [Outgoing("t/game", "{}")],
+        EngineState(next_game_id=2),
+        ChainState(2, "A" * 43),
+    )
+    play(journal, 1)  # no chain given: the stored one stays
+    journal = reopen(journal)
+    assert journal.load_chain() == ChainState(2, "A" * 43)
+    journal.close()
+
+
+def test_a_malformed_chain_state_is_one_clear_line(journal: Journal) -> None:
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("""INSERT INTO state (key, value) VALUES ('chain', '{"seq": 0}')""")
+    db.close()
+    journal = Journal(journal.path)
+    with pytest.raises(JournalError, match="journal is corrupt \\(stored chain state has a"):
+        journal.load_chain()
+    journal.close()
+
+
+def test_frames_are_kept_escaped_with_their_game(journal: Journal) -> None:
+    journal.record_frames(
+        [
+            FrameRecord(10.25, "<", b"$SPN,1*00", 1),
+            FrameRecord(10.5, ">", b"QRY\\\x00", None),
+        ]
+    )
+    journal.record_frames([])
+    journal = reopen(journal)
+    with sqlite3.connect(journal.path) as db:
+        rows = db.execute("SELECT t, dir, line, game_id FROM frames ORDER BY id").fetchall()
+    db.close()
+    assert rows == [(10.25, "<", "$SPN,1*00", 1), (10.5, ">", "QRY\\x5C\\x00", None)]
+    journal.close()
+
+
+def test_a_journal_from_before_the_frames_table_is_upgraded(journal: Journal) -> None:
+    play(journal, 1)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DROP TABLE frames")
+    db.close()
+    journal = Journal(journal.path)
+    journal.record_frames([FrameRecord(1.0, "<", b"x", 1)])
+    assert [game_id for game_id, _, _ in journal.decisions()] == [1]
     journal.close()

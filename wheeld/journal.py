@@ -33,11 +33,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wheeld.capture import escape
 from wheeld.effects import GameRecord, Outgoing
 from wheeld.engine import EngineState
+from wheeld.signing import ChainState
 
 if TYPE_CHECKING:
-    from wheeld.effects import CommandRecord, TableState
+    from wheeld.effects import CommandRecord, FrameRecord, TableState
 
 #: Files the journal keeps beside its database, in the state directory.
 GAME_IDS_FILE = "game-ids"
@@ -91,9 +93,18 @@ CREATE TABLE commands (
     outcome TEXT NOT NULL
 )
 """,
+    "frames": """
+CREATE TABLE frames (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    t REAL NOT NULL,
+    dir TEXT NOT NULL,
+    line TEXT NOT NULL,
+    game_id INTEGER
+)
+""",
 }
 #: Tables added after the first journals were written: created when missing.
-_ADDED_TABLES = ("commands",)
+_ADDED_TABLES = ("commands", "frames")
 
 #: The first 16 bytes of every SQLite 3 database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -417,11 +428,17 @@ class Journal:
     # -- decisions -----------------------------------------------------------
 
     def record(
-        self, games: list[GameRecord], messages: list[Outgoing], state: EngineState
+        self,
+        games: list[GameRecord],
+        messages: list[Outgoing],
+        state: EngineState,
+        chain: ChainState | None = None,
     ) -> list[int]:
-        """Write decisions, their messages and the new state in one durable commit.
+        """Write decisions, their messages, the new state and chain in one durable commit.
 
-        Returns the outbox ids of the messages, in order. Raises
+        ``chain`` is where the signed message chain stands after these
+        messages: stored with them, so a restart never reuses a ``seq`` nor
+        skips one. Returns the outbox ids of the messages, in order. Raises
         JournalWriteError, with nothing recorded, when the disk refuses.
         """
         self._note_game_ids(games, state)
@@ -438,7 +455,41 @@ class Journal:
                     )
             ids = [self._enqueue(message) for message in messages]
             self._put_state(state)
+            if chain is not None:
+                self._db.execute(
+                    "INSERT INTO state (key, value) VALUES ('chain', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (json.dumps(chain.to_dict(), sort_keys=True),),
+                )
         return ids
+
+    def load_chain(self) -> ChainState:
+        """Where the message chain stands: the next ``seq`` and ``prev`` (a fresh chain if none)."""
+        rows = self._read("SELECT value FROM state WHERE key = 'chain'")
+        if not rows:
+            return ChainState()
+        try:
+            stored = json.loads(rows[0][0])
+            if not isinstance(stored, dict):
+                raise ValueError("stored chain state is not an object")
+            return ChainState.from_dict(stored)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise self._corrupt(str(exc)) from None
+
+    def record_frames(self, frames: Sequence[FrameRecord]) -> None:
+        """Keep the lines that crossed the link, escaped as in the capture format.
+
+        No fsync of their own (several a second): the next durable commit, a
+        decision's, makes them durable with it, since the write-ahead log is
+        written in order.
+        """
+        if not frames:
+            return
+        with self._writing(durable=False):
+            self._db.executemany(
+                "INSERT INTO frames (t, dir, line, game_id) VALUES (?, ?, ?, ?)",
+                [(f.at, f.direction, escape(f.line), f.game_id) for f in frames],
+            )
 
     def enqueue(self, messages: list[Outgoing]) -> None:
         """Queue messages that need no durability of their own (wheel state, table).
