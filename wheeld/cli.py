@@ -32,6 +32,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="wheeld",
         description="Controller daemon for electronic roulette wheels.",
     )
+    from wheeld.identity import VersionAction
+
+    parser.add_argument(
+        "--version",
+        action=VersionAction,
+        help="print the version, the SHA-256 of the installed package and the installed "
+        "drivers, and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     replay = commands.add_parser(
