@@ -245,9 +245,31 @@ class DaemonProcess:
             self.process.wait(10)
 
 
+def make_signing_key(directory: Path) -> Path:
+    """A fresh signing key pair for a test's daemon: ``signing.key`` (0600) and ``signing.pub``.
+
+    Kept when already there, so a restarted daemon signs with the same key.
+    """
+    from wheeld.signing import Signer
+
+    key = directory / "signing.key"
+    if not key.exists():
+        signer = Signer.generate()
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(signer.private_pem())
+        (directory / "signing.pub").write_bytes(signer.public_pem())
+    return key
+
+
 def write_config(
     path: Path, *, port: Path | str, broker: int, state: Path, **sections: str
 ) -> Path:
+    """A daemon's configuration; it signs with a key of its own beside the file
+    (``signing.pub`` there) unless ``sections`` has a ``signing`` of its own."""
+    if "signing" not in sections:
+        key = make_signing_key(path.parent)
+        sections = {"signing": f"[signing]\nkey_file = {json.dumps(str(key))}", **sections}
     extra = "\n".join(sections.values())
     path.write_text(
         f'[table]\nid = "T9"\n'

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from wheeld.config import Config
+    from wheeld.signing import Signer
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -67,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
         help="print every message `run` would publish, alarms included, as "
         '{"topic": ..., "payload": ..., "retain": ...}',
     )
+    replay.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help="sign and chain the payloads with this private key (default: signing.key_file "
+        "of the configuration; unsigned without either)",
+    )
     replay.add_argument("capture", type=Path, help="capture file (wheeld capture format 1)")
 
     run = commands.add_parser(
@@ -76,6 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", type=Path, required=True, help="configuration file (TOML)")
     run.add_argument("--capture", type=Path, help="record the serial traffic to this capture file")
+
+    keygen = commands.add_parser(
+        "keygen",
+        help="make the table's signing key pair and print its key id",
+        description="Write DIR/signing.key (PKCS#8 PEM, mode 0600; never overwritten) and "
+        "DIR/signing.pub (SubjectPublicKeyInfo PEM, for consumers); print the key id that "
+        "signed messages carry as `kid`.",
+    )
+    keygen.add_argument("--out", type=Path, required=True, metavar="DIR")
 
     marquee = commands.add_parser(
         "marquee",
@@ -165,7 +182,7 @@ def _replay(args: argparse.Namespace) -> int:
         rules=config.rules,
         history_length=config.mqtt.history_length,
     )
-    pipeline = TablePipeline(settings, driver.decoder())
+    pipeline = TablePipeline(settings, driver.decoder(), signer=_replay_signer(args.key, config))
     summary = ReplaySummary()
     game_topic = f"{config.base_topic}/game"
     out = sys.stdout
@@ -189,6 +206,52 @@ def _replay(args: argparse.Namespace) -> int:
             "a capture of another wheel? (--driver NAME)",
             file=sys.stderr,
         )
+    return 0
+
+
+def _replay_signer(key: Path | None, config: Config) -> Signer | None:
+    """``--key``, else the configuration's ``signing.key_file``, else None (unsigned)."""
+    from wheeld.signing import Signer, SigningError
+
+    if key is not None:
+        where, path = "--key", key
+    elif config.signing.key_file is not None:
+        where, path = "signing.key_file", config.signing.key_file
+    else:
+        return None
+    try:
+        return Signer.from_file(path)
+    except SigningError as exc:
+        raise CommandError(f"{where}: {exc}", EXIT_USAGE) from None
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    import os
+
+    from wheeld.signing import Signer
+
+    out: Path = args.out
+    key_path, public_path = out / "signing.key", out / "signing.pub"
+    signer = Signer.generate()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        # O_EXCL: an existing key (perhaps the only copy of a table's) is never replaced;
+        # mode 0600 from the first byte, not after a chmod.
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        raise CommandError(f"{key_path}: a key is already there; not overwritten") from None
+    except OSError as exc:
+        raise CommandError(f"{key_path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(signer.private_pem())
+            handle.flush()
+            os.fsync(handle.fileno())
+        public_path.write_bytes(signer.public_pem())
+    except OSError as exc:
+        key_path.unlink(missing_ok=True)
+        raise CommandError(f"{out}: {exc.strerror or exc}") from None
+    print(signer.kid)
     return 0
 
 
@@ -217,9 +280,12 @@ def _run(args: argparse.Namespace) -> int:
     from wheeld.daemon import Daemon
     from wheeld.journal import JournalError
     from wheeld.link import LinkOpenError
+    from wheeld.signing import SigningError
 
     try:
         return asyncio.run(Daemon(config, capture=args.capture).run())
+    except SigningError as exc:
+        raise CommandError(str(exc)) from None
     except LinkOpenError as exc:
         raise CommandError(f"wheel.port: {exc}") from None
     except JournalError as exc:
@@ -267,6 +333,7 @@ _COMMANDS = {
     "replay": _replay,
     "check-config": _check_config,
     "run": _run,
+    "keygen": _keygen,
 }
 
 

@@ -238,6 +238,16 @@ class StateConfig(_Section):
     dir: Path = _path(Path("/var/lib/wheeld"))
 
 
+class SigningConfig(_Section):
+    """``[signing]``: the Ed25519 key every ``<base>/game`` message and alarm is signed with."""
+
+    #: PKCS#8 PEM (``wheeld keygen``); a secret, so a relative path is looked up in
+    #: $CREDENTIALS_DIRECTORY first (systemd ``LoadCredential=``).
+    key_file: Path | None = _path()
+    #: ``wheeld run`` refuses to start without a usable key unless this is false.
+    required: bool = True
+
+
 class MarqueeConfig(_Section):
     """``[marquee]``: the winning-number display board (``wheeld marquee``)."""
 
@@ -270,6 +280,7 @@ class Config(_Section):
     state: StateConfig = StateConfig()
     log: LogConfig = LogConfig()
     marquee: MarqueeConfig = MarqueeConfig()
+    signing: SigningConfig = SigningConfig()
     rules: RulesConfig = RulesConfig()
 
     @property
@@ -398,7 +409,7 @@ def _read_password(path: Path, environ: Mapping[str, str], base: Path) -> str:
 
 
 def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Config:
-    """Read the password file, and make every TLS path absolute and checked.
+    """Read the password file, and make every TLS path and the signing key absolute and checked.
 
     Problems are returned keyed by dotted key, in a ConfigError whose source is
     left for the caller to blame.
@@ -431,8 +442,17 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
             tls_paths[key] = find_secret(value, search_env, base)
         except (FileNotFoundError, ValueError) as exc:
             problems.append(f"mqtt.tls.{key}: {exc}")
+    signing_key: Path | None = None
+    if config.signing.key_file is not None:
+        try:
+            signing_key = find_secret(config.signing.key_file, environ, base)
+        except (FileNotFoundError, ValueError) as exc:
+            problems.append(f"signing.key_file: {exc}")
     if problems:
         raise ConfigError("configuration", problems)
+    if signing_key is not None:
+        signing = config.signing.model_copy(update={"key_file": signing_key})
+        config = config.model_copy(update={"signing": signing})
     if not updates and not tls_paths:
         return config  # untouched: an empty file still reads as every value a default
     updates["tls"] = mqtt.tls.model_copy(update=tls_paths)

@@ -28,6 +28,7 @@ from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.notify import Notifier
 from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld.publisher import Publisher
+from wheeld.signing import Signer, SigningError
 
 JOURNAL_FILE = "journal.sqlite3"
 #: How often the retained wheel state (with its counters) is refreshed.
@@ -36,8 +37,28 @@ WHEEL_STATE_EVERY_S = 60.0
 JOURNAL_RETRY_S = 1.0
 
 
-def build_pipeline(config: Config, journal: Journal) -> TablePipeline:
-    """The table's pipeline, resumed from what the journal keeps."""
+def load_signer(config: Config) -> Signer | None:
+    """The table's signing key, or None when ``signing.required = false`` and none is set.
+
+    Raises SigningError with one line naming ``signing.key_file``; the key itself
+    is never in a message.
+    """
+    signing = config.signing
+    if signing.key_file is None:
+        if signing.required:
+            raise SigningError(
+                "signing.key_file: not set; every game message is signed "
+                "(wheeld keygen --out DIR makes a key; signing.required = false runs unsigned)"
+            )
+        return None
+    try:
+        return Signer.from_file(signing.key_file)
+    except SigningError as exc:
+        raise SigningError(f"signing.key_file: {exc}") from None
+
+
+def build_pipeline(config: Config, journal: Journal, signer: Signer | None = None) -> TablePipeline:
+    """The table's pipeline, resumed from what the journal keeps (the chain included)."""
     driver = driver_named(config.wheel.driver)
     decoder = driver.decoder()
     session = None
@@ -59,6 +80,8 @@ def build_pipeline(config: Config, journal: Journal) -> TablePipeline:
         state=journal.load_state(),
         history=journal.history(config.mqtt.history_length),
         table_state=journal.table_state(),
+        signer=signer,
+        chain=journal.load_chain(),
     )
 
 
@@ -75,8 +98,12 @@ class Daemon:
         self.config = config
         self.notifier = notifier or Notifier()
         self.log = logs.get().bind(table=config.table.id)
+        # The key first: without one (when required) nothing else is touched.
+        signer = load_signer(config)
+        if signer is None:
+            self.log.warning("signing.required = false and no signing.key_file: messages unsigned")
         self.journal = Journal(config.state.dir / JOURNAL_FILE)
-        self.pipeline = build_pipeline(config, self.journal)
+        self.pipeline = build_pipeline(config, self.journal, signer)
         self.capture = CaptureWriter(capture, config.wheel.driver) if capture is not None else None
         link_timeout_s = config.rules.link_timeout_ms / 1000
         self.link = WheelLink(
@@ -235,14 +262,20 @@ class Daemon:
         journal = self.journal
         try:
             # Decisions last: when a write fails, exactly the games whose records
-            # did not reach the journal are the ones the pipeline will void.
+            # did not reach the journal are the ones the pipeline will void. The
+            # frames first, without an fsync: the decisions' commit makes them durable.
+            if effects.frames:
+                journal.record_frames(effects.frames)
             if effects.commands:
                 journal.record_commands(effects.commands)
             if effects.table_state is not None:
                 journal.save_table_state(effects.table_state)
             if effects.durable:
                 state = effects.state or self.pipeline.engine.state
-                journal.record(effects.games, effects.messages, state)
+                # The chain as it stands after this batch, kept in the same commit.
+                pipeline = self.pipeline
+                chain = pipeline.chain if pipeline.signer is not None else None
+                journal.record(effects.games, effects.messages, state, chain=chain)
             else:
                 if effects.state is not None:
                     journal.save_state(effects.state)

@@ -17,20 +17,67 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from wheeld.capture import CUT_BYTES
 from wheeld.commands import CommandError, DeclareNoSpin, OperatorCommand, SetTable, parse
 from wheeld.drivers import DriverSession, WheelDecoder
-from wheeld.effects import CommandRecord, Effects, GameRecord, Outgoing, TableState
+from wheeld.effects import CommandRecord, Effects, FrameRecord, GameRecord, Outgoing, TableState
 from wheeld.engine import EngineState, GameEngine
 from wheeld.events import DisplayMismatch, WheelHello
 from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
 from wheeld.messages import game_payload, iso_utc
 from wheeld.rules import RulesConfig
+from wheeld.signing import ChainState, Signer
+from wheeld.signing import chain as sign_into_chain
 
 #: The note a spin launched while the table is closed is voided with.
 CLOSED_TABLE_NOTE = "table closed"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
 _EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
+#: A table's chain before its first message ever: seq 1, prev null.
+FIRST_MESSAGE = ChainState()
+
+
+def _compact(payload: dict[str, Any]) -> str:
+    """A signed payload on the wire: compact, like the unsigned ones (the models' JSON)."""
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+class LineSplitter:
+    """The wheel's byte stream cut into lines for the journal: at LF, without CR.
+
+    A line that runs on without a line end is handed over in pieces of
+    ``CUT_BYTES``, as the capture writes it, so garbage costs memory in
+    proportion to nothing.
+    """
+
+    def __init__(self) -> None:
+        self._partial = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines ``data`` completes (and the pieces of any over-long one)."""
+        lines: list[bytes] = []
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            self._partial += data[start:end]
+            lines.append(bytes(self._partial).removesuffix(b"\r"))
+            self._partial.clear()
+            start = end + 1
+        self._partial += data[start:]
+        while len(self._partial) > CUT_BYTES:
+            lines.append(bytes(self._partial[:CUT_BYTES]))
+            del self._partial[:CUT_BYTES]
+        return lines
+
+
+def _segments(data: bytes) -> list[bytes]:
+    """``data`` cut after each LF: the decoder is fed a line at a time, so each line's
+    frame record names the game it fell in."""
+    pieces = data.split(b"\n")
+    segments = [piece + b"\n" for piece in pieces[:-1]]
+    if pieces[-1] or not segments:
+        segments.append(pieces[-1])
+    return segments
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +105,8 @@ class TablePipeline:
         state: EngineState | None = None,
         history: Iterable[str] = (),
         table_state: TableState = "open",
+        signer: Signer | None = None,
+        chain: ChainState = FIRST_MESSAGE,
     ) -> None:
         self.settings = settings
         self.decoder = decoder
@@ -73,6 +122,11 @@ class TablePipeline:
         self._saved_state = replace(self.engine.state)
         self._last_game: int | None = None
         self._base = settings.base_topic
+        #: Signs every <base>/game payload (chained) and every alarm; None: unsigned.
+        self.signer = signer
+        #: Where the chain of <base>/game messages stands: what the next one carries.
+        self.chain = chain
+        self._from_wheel = LineSplitter()
 
     # -- inputs ---------------------------------------------------------------
 
@@ -83,8 +137,18 @@ class TablePipeline:
         return out
 
     def on_bytes(self, data: bytes, now: float) -> Effects:
-        """Bytes from the wheel, heard at host time ``now``."""
+        """Bytes from the wheel, heard at host time ``now``; every line goes to the journal."""
         out = Effects()
+        for segment in _segments(data):
+            before = self.engine.game_in_progress
+            self._on_segment(segment, now, out)
+            # The game in progress when the line crossed, or the one it opened.
+            game = before if before is not None else self.engine.game_in_progress
+            for line in self._from_wheel.feed(segment):
+                out.frames.append(FrameRecord(now, "<", line, game))
+        return self._frame_writes(out, now)
+
+    def _on_segment(self, data: bytes, now: float, out: Effects) -> None:
         decisions: list[Decision] = []
         session = self.session
         for event in self.decoder.feed(data, now):
@@ -123,7 +187,6 @@ class TablePipeline:
         if session is not None:
             out.writes += session.after_decisions(decisions, now)
             self._session_alarms(now, out)
-        return out
 
     def on_timer(self, now: float) -> Effects:
         """A deadline set by :meth:`next_deadline` has come."""
@@ -133,7 +196,7 @@ class TablePipeline:
         if self.session is not None:
             out.writes += self.session.on_timer(now)
             self._session_alarms(now, out)
-        return out
+        return self._frame_writes(out, now)
 
     def next_deadline(self) -> float | None:
         """The host time the pipeline next wants :meth:`on_timer`, if any."""
@@ -152,7 +215,7 @@ class TablePipeline:
             out.writes += self.session.on_connect(now)
             self._session_alarms(now, out)
         out.messages.append(self.wheel_message(now))
-        return out
+        return self._frame_writes(out, now)
 
     def on_link_down(self, why: str, now: float) -> Effects:
         """The port went away: the open game cannot be vouched for."""
@@ -178,8 +241,11 @@ class TablePipeline:
         """The journal could not keep ``failed``: stop deciding until it can again.
 
         Returns what to publish without the journal (an alarm and the status).
+        The chain goes back to where it stood before ``failed``: its messages were
+        never sent, so the next ones take their ``seq`` and no consumer sees a gap.
         """
         out = Effects()
+        self.chain = self._chain_before(failed) or self.chain
         for game in failed.games:
             if game.game_id not in self.unrecorded:
                 self.unrecorded.append(game.game_id)
@@ -241,7 +307,7 @@ class TablePipeline:
             return {"ok": False, "error": reason}, out
         who = asked.operator
         out.commands.append(CommandRecord(now, command.name, who, text, True, json.dumps(reply)))
-        return reply, out
+        return reply, self._frame_writes(out, now)
 
     def _no_spin(self, asked: DeclareNoSpin, now: float, out: Effects) -> dict[str, Any]:
         if self.journal_failed:
@@ -349,6 +415,9 @@ class TablePipeline:
                 out.log("warning", "alarm", alarm=decision.code, **decision.detail)
                 continue
             body = game_payload(decision, table, layout).to_json()
+            if self.signer is not None:
+                signed, self.chain = sign_into_chain(json.loads(body), self.chain, self.signer)
+                body = _compact(signed)
             number = decision.number if isinstance(decision, Result) else None
             out.games.append(GameRecord(decision.game_id, type(decision).__name__, body, number))
             out.messages.append(Outgoing(f"{self._base}/game", body))
@@ -369,7 +438,27 @@ class TablePipeline:
             "ts": iso_utc(alarm.at),
             **alarm.detail,
         }
+        if self.signer is not None:
+            # Signed, not chained: alarms are not decisions and may bypass the journal.
+            return Outgoing(f"{self._base}/alarm", _compact(self.signer.sign(payload)))
         return Outgoing(f"{self._base}/alarm", json.dumps(payload))
+
+    def _chain_before(self, effects: Effects) -> ChainState | None:
+        """Where the chain stood before ``effects``: its first game message's link."""
+        for message in effects.messages:
+            if message.topic == f"{self._base}/game":
+                payload = json.loads(message.payload)
+                if "seq" in payload:
+                    return ChainState(payload["seq"], payload["prev"])
+        return None
+
+    def _frame_writes(self, out: Effects, now: float) -> Effects:
+        """Every line written to the wheel goes to the journal too, with its game."""
+        game = self.engine.game_in_progress
+        for data in out.writes:
+            for line in data.rstrip(b"\r\n").split(b"\n"):
+                out.frames.append(FrameRecord(now, ">", line.removesuffix(b"\r"), game))
+        return out
 
     def _history_message(self) -> Outgoing:
         body = json.dumps({"numbers": list(self.history)})

@@ -297,9 +297,23 @@ async def _spawn_marquee(work: Path, config: Path, port: int) -> asyncio.subproc
     return marquee
 
 
+def _write_signing_key(work: Path) -> Path:
+    """The run's own signing key (mode 0600), and ``signing.pub`` beside it for consumers."""
+    from wheeld.signing import Signer
+
+    signer = Signer.generate()
+    key = work / "signing.key"
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(signer.private_pem())
+    (work / "signing.pub").write_bytes(signer.public_pem())
+    return key
+
+
 def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, protocol: str) -> Path:
     # json.dumps quotes a string as TOML reads it, whatever the temporary path holds.
     config = work / "wheeld.toml"
+    key = _write_signing_key(work)
     config.write_text(
         f"[table]\nid = {json.dumps(table)}\n"
         f"[wheel]\nport = {json.dumps(str(link))}\n"
@@ -309,6 +323,7 @@ def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, pro
         "session_expiry_s = 60\n"
         f"[state]\ndir = {json.dumps(str(work / 'state'))}\n"
         '[log]\nformat = "json"\nlevel = "warning"\n'
+        f"[signing]\nkey_file = {json.dumps(str(key))}\n"
     )
     return config
 

@@ -39,7 +39,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.rig import Broker, DaemonProcess, Subscriber, wait_for
+from tests.rig import Broker, DaemonProcess, Subscriber, make_signing_key, wait_for
 from wheeld.daemon import JOURNAL_FILE
 from wheeld.journal import Journal
 
@@ -576,7 +576,9 @@ class ChaosRig:
 
 
 def write_chaos_config(path: Path, *, link: Path, broker: int, state: Path) -> None:
-    """A daemon for table ``TABLE``, logging in as ``DAEMON_USER``."""
+    """A daemon for table ``TABLE``, logging in as ``DAEMON_USER``, signing with a key
+    beside the configuration (never in the state directory the faults attack)."""
+    key = make_signing_key(path.parent)
     path.write_text(
         f'[table]\nid = "{TABLE}"\n'
         f'[wheel]\ndriver = "wrp"\nport = "{link}"\nwait_for_device = true\n'
@@ -584,6 +586,7 @@ def write_chaos_config(path: Path, *, link: Path, broker: int, state: Path) -> N
         f'username = "{DAEMON_USER}"\npassword = "{_DAEMON_PASSWORD}"\n'
         f'[state]\ndir = "{state}"\n'
         f'[log]\nformat = "json"\nlevel = "debug"\n'
+        f"[signing]\nkey_file = {json.dumps(str(key))}\n"
     )
 
 
