@@ -13,8 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     from wheeld.config import Config
+    from wheeld.journal import JournalView
     from wheeld.signing import Signer
+    from wheeld.verify import Failure
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -118,8 +124,188 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
     check.add_argument("file", type=Path)
+    _add_audit_commands(commands)
     _add_plugin_commands(commands)
     return parser
+
+
+def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """verify, recall and export: they read the journal, never write it."""
+    verify = commands.add_parser(
+        "verify",
+        help="check signed, chained game messages: the journal, a recording or an export",
+        description="Exit 0 when every signature, link and game ending holds; exit 1 with one "
+        "line naming the first entry that fails and why.",
+    )
+    verify.add_argument("--key", type=Path, required=True, help="the table's public key (PEM)")
+    source = verify.add_mutually_exclusive_group(required=True)
+    source.add_argument("--state-dir", type=Path, help="the daemon's state directory")
+    source.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        help="<base>/game payloads, one JSON object a line ('-': stdin)",
+    )
+
+    recall = commands.add_parser(
+        "recall",
+        help="show the last games with their events and serial lines",
+        description="The last N games in play order, each with its events and every serial "
+        "line that crossed the link during it. Reads the journal without its lock: works "
+        "while the daemon runs and when it is stopped.",
+    )
+    recall.add_argument("--state-dir", type=Path, required=True)
+    recall.add_argument("--last", type=_positive, default=10, metavar="N", help="default 10")
+    recall.add_argument("--game", type=_positive, metavar="ID", help="end with this game")
+    recall.add_argument("--json", action="store_true", help="one JSON object per game")
+
+    export = commands.add_parser(
+        "export",
+        help="write a self-contained, verifiable file of games for an auditor",
+        description="The games' payloads, their serial lines and the chain's anchor, one JSON "
+        "object a line; `wheeld verify --key PUB FILE` checks it.",
+    )
+    export.add_argument("--state-dir", type=Path, required=True)
+    export.add_argument("--out", type=Path, required=True)
+    export.add_argument("--key", type=Path, help="public key to include (PEM)")
+    export.add_argument("--from-game", type=_positive, metavar="A")
+    export.add_argument("--to-game", type=_positive, metavar="B")
+    export.add_argument("--since", type=_instant, metavar="DATE", help="ISO 8601, UTC if no zone")
+    export.add_argument("--until", type=_instant, metavar="DATE", help="ISO 8601, exclusive")
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
+    return int(text)
+
+
+def _instant(text: str) -> datetime:
+    from datetime import UTC, datetime
+
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date or time") from None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _journal_view(state_dir: Path) -> JournalView:
+    from wheeld.journal import JOURNAL_FILE, JournalError, JournalView
+
+    try:
+        return JournalView(state_dir / JOURNAL_FILE)
+    except JournalError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from wheeld import verify
+    from wheeld.journal import JournalError
+    from wheeld.signing import SigningError, load_public_key
+
+    try:
+        key = load_public_key(args.key)
+    except SigningError as exc:
+        raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
+    if args.state_dir is not None:
+        view = _journal_view(args.state_dir)
+        try:
+            failure = verify.verify_journal(view, key)
+        except JournalError as exc:
+            raise CommandError(str(exc), EXIT_USAGE) from None
+        finally:
+            view.close()
+        source = str(args.state_dir)
+    else:
+        failure = _verify_file(args.file, key)
+        source = str(args.file)
+    if failure is not None:
+        print(f"{source}: {failure}")
+        return EXIT_FAILURE
+    print(f"{source}: intact")
+    return 0
+
+
+def _verify_file(path: Path, key: Ed25519PublicKey) -> Failure | None:
+    from wheeld import verify
+
+    try:
+        if str(path) == "-":
+            recording = verify.read_lines(sys.stdin)
+        else:
+            with path.open(encoding="utf-8") as lines:
+                recording = verify.read_lines(lines)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise CommandError(f"{path}: cannot read: {reason}", EXIT_USAGE) from None
+    if isinstance(recording, verify.Failure):
+        return recording
+    if recording.header is None:
+        return verify.verify_messages(recording.messages, key)
+    bounds = verify.export_bounds(recording.header)
+    if isinstance(bounds, verify.Failure):
+        return bounds
+    return verify.verify_messages(recording.messages, key, start=bounds[0], end=bounds[1])
+
+
+def _recall(args: argparse.Namespace) -> int:
+    import json
+
+    from wheeld.journal import JournalError
+    from wheeld.recall import recall
+
+    view = _journal_view(args.state_dir)
+    try:
+        games = recall(view, args.last, args.game)
+    except JournalError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    finally:
+        view.close()
+    for game in games:
+        if args.json:
+            print(json.dumps(game.to_json()))
+        else:
+            print("\n".join(game.describe()))
+    if not games:
+        print(f"{args.state_dir}: no game in the journal", file=sys.stderr)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from wheeld.journal import JournalError
+    from wheeld.recall import ExportError, export_lines
+    from wheeld.signing import SigningError, load_public_key
+
+    if (args.from_game or args.to_game) and (args.since or args.until):
+        raise CommandError("give a game range or a date range, not both", EXIT_USAGE)
+    pem = None
+    if args.key is not None:
+        try:
+            load_public_key(args.key)  # the file must hold a key before it is copied
+            pem = args.key.read_text(encoding="ascii")
+        except (SigningError, OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
+    view = _journal_view(args.state_dir)
+    try:
+        lines = export_lines(
+            view,
+            from_game=args.from_game,
+            to_game=args.to_game,
+            since=args.since,
+            until=args.until,
+            public_key_pem=pem,
+        )
+    except (JournalError, ExportError) as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        view.close()
+    try:
+        args.out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
+    print(f"{args.out}: {len(lines) - 1} lines")
+    return 0
 
 
 def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -334,6 +520,9 @@ _COMMANDS = {
     "check-config": _check_config,
     "run": _run,
     "keygen": _keygen,
+    "verify": _verify,
+    "recall": _recall,
+    "export": _export,
 }
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -30,8 +31,11 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import rfc8785
 
 from wheeld.capture import escape
 from wheeld.effects import GameRecord, Outgoing
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from wheeld.effects import CommandRecord, FrameRecord, TableState
 
 #: Files the journal keeps beside its database, in the state directory.
+JOURNAL_FILE = "journal.sqlite3"
 GAME_IDS_FILE = "game-ids"
 LOCK_FILE = "lock"
 
@@ -52,7 +57,8 @@ CREATE TABLE decisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     game_id INTEGER NOT NULL,
     event TEXT NOT NULL,
-    payload TEXT NOT NULL
+    payload TEXT NOT NULL,
+    hash TEXT
 )
 """,
     "results": """
@@ -90,7 +96,8 @@ CREATE TABLE commands (
     sender TEXT,
     payload TEXT NOT NULL,
     accepted INTEGER NOT NULL,
-    outcome TEXT NOT NULL
+    outcome TEXT NOT NULL,
+    hash TEXT
 )
 """,
     "frames": """
@@ -102,9 +109,28 @@ CREATE TABLE frames (
     game_id INTEGER
 )
 """,
+    "anchors": """
+CREATE TABLE anchors (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    chain TEXT NOT NULL,
+    after_id INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    problem TEXT
+)
+""",
 }
 #: Tables added after the first journals were written: created when missing.
-_ADDED_TABLES = ("commands", "frames")
+_ADDED_TABLES = ("commands", "frames", "anchors")
+#: The hash-chained tables, each with the columns a row's hash covers, in order.
+CHAINED: dict[str, tuple[str, ...]] = {
+    "decisions": ("id", "game_id", "event", "payload"),
+    "commands": ("id", "at", "name", "sender", "payload", "accepted", "outcome"),
+}
+#: Anchor reasons: rows deleted by retention, or a segment begun after a break found at open.
+RETENTION = "retention"
+BROKEN = "broken"
 
 #: The first 16 bytes of every SQLite 3 database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -158,6 +184,10 @@ class Journal:
             self._db = self._connect()
             self._durable = True
             self._check_game_ids()
+            self._heads: dict[str, tuple[int, str]] = {}
+            #: The first break in the journal's hash chain found at this open, or None.
+            #: The daemon raises it as a critical alarm; a new segment begins after it.
+            self.chain_problem = self._check_chain()
         except BaseException:
             self.close()
             raise
@@ -235,6 +265,10 @@ class Journal:
         if missing and set(missing) <= set(_ADDED_TABLES):
             self._create(db, only=missing)
             found = _tables(db)
+        unchained = [name for name in CHAINED if found.get(name) == expected[name][:-1]]
+        if unchained:
+            self._chain_older_rows(db, unchained)
+            found = _tables(db)
         for name, columns in expected.items():
             if name not in found:
                 raise self._corrupt(f"table {name} is missing")
@@ -252,6 +286,61 @@ class Journal:
                         db.execute(statement)
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot create the journal: {exc}") from None
+
+    def _chain_older_rows(self, db: sqlite3.Connection, tables: Sequence[str]) -> None:
+        """Give a journal from before the hash chain its ``hash`` columns, chaining what it holds.
+
+        The rows kept so far are chained as they are found: from here on an
+        edit, a deletion or a reordering of any of them is detected.
+        """
+        try:
+            with _transaction(db):
+                heads = _stored_heads(db)
+                for table in tables:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN hash TEXT")
+                    head = _GENESIS
+                    for row in db.execute(
+                        f"SELECT {', '.join(CHAINED[table])} FROM {table} ORDER BY id"
+                    ).fetchall():
+                        head = (row[0], link_hash(head[1], row))
+                        db.execute(f"UPDATE {table} SET hash = ? WHERE id = ?", (head[1], row[0]))
+                    heads[table] = head
+                _put_heads(db, heads)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot upgrade the journal: {exc}") from None
+
+    def _check_chain(self) -> str | None:
+        """Walk the hash chains; on a new break, begin a new anchored segment after it.
+
+        Nothing is repaired or deleted: the broken rows stay as found, for
+        ``wheeld verify`` to name, and the problem is kept in the anchor.
+        Returns the first new break, described, or None.
+        """
+        walks = {table: _walk(self._db, table) for table in CHAINED}
+        self._heads = {table: walk.end for table, walk in walks.items()}
+        fresh = [
+            (table, brk)
+            for table, walk in walks.items()
+            for brk in walk.breaks
+            if not brk.acknowledged
+        ]
+        if not fresh:
+            return None
+        at = time.time()
+        try:
+            with self._writing():
+                for table, walk in walks.items():
+                    first = next((b for b in walk.breaks if not b.acknowledged), None)
+                    if first is not None:
+                        self._db.execute(
+                            "INSERT INTO anchors (at, chain, after_id, hash, reason, problem)"
+                            " VALUES (?, ?, ?, ?, ?, ?)",
+                            (at, table, walk.end[0], walk.end[1], BROKEN, first.describe()),
+                        )
+                _put_heads(self._db, self._heads)
+        except JournalWriteError as exc:
+            raise JournalError(str(exc)) from None
+        return fresh[0][1].describe()
 
     def _corrupt(self, what: str) -> JournalError:
         return JournalError(
@@ -393,12 +482,16 @@ class Journal:
 
     def record_commands(self, commands: Sequence[CommandRecord]) -> None:
         """Keep operator commands, accepted or refused, with who sent them (durably)."""
+        heads = dict(self._heads)
         with self._writing():
-            self._db.executemany(
-                "INSERT INTO commands (at, name, sender, payload, accepted, outcome)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(c.at, c.name, c.sender, c.payload, int(c.accepted), c.outcome) for c in commands],
-            )
+            for c in commands:
+                self._insert_chained(
+                    heads,
+                    "commands",
+                    (c.at, c.name, c.sender, c.payload, int(c.accepted), c.outcome),
+                )
+            _put_heads(self._db, heads)
+        self._heads = heads
 
     def commands(self) -> list[tuple[float, str, str | None, str, bool, str]]:
         """Every journalled operator command: (at, name, sender, payload, accepted, outcome)."""
@@ -442,12 +535,10 @@ class Journal:
         JournalWriteError, with nothing recorded, when the disk refuses.
         """
         self._note_game_ids(games, state)
+        heads = dict(self._heads)
         with self._writing():
             for game in games:
-                self._db.execute(
-                    "INSERT INTO decisions (game_id, event, payload) VALUES (?, ?, ?)",
-                    (game.game_id, game.event, game.payload),
-                )
+                self._insert_chained(heads, "decisions", (game.game_id, game.event, game.payload))
                 if game.number is not None:
                     self._db.execute(
                         "INSERT OR REPLACE INTO results (game_id, number) VALUES (?, ?)",
@@ -461,7 +552,65 @@ class Journal:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (json.dumps(chain.to_dict(), sort_keys=True),),
                 )
+            if games:
+                _put_heads(self._db, heads)
+        # Only once committed: a failed write leaves the chain where it was.
+        self._heads = heads
         return ids
+
+    def _insert_chained(
+        self, heads: dict[str, tuple[int, str]], table: str, values: tuple[Any, ...]
+    ) -> None:
+        """Insert a row of a chained table, linked to the one before it; advances ``heads``."""
+        columns = CHAINED[table][1:]
+        cursor = self._db.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            values,
+        )
+        row_id = cursor.lastrowid
+        assert row_id is not None
+        link = link_hash(heads.get(table, _GENESIS)[1], (row_id, *values))
+        self._db.execute(f"UPDATE {table} SET hash = ? WHERE id = ?", (link, row_id))
+        heads[table] = (row_id, link)
+
+    def prune(self, keep_games: int) -> int:
+        """Retention: delete the decisions and frames of all but the last ``keep_games`` games.
+
+        One durable transaction that also writes a retention anchor: the id
+        and hash of the last deleted decision, so the rows kept still verify
+        from it. Results (one short row a game, the history) and operator
+        commands are kept. Returns the number of decisions deleted.
+        """
+        if keep_games < 1:
+            raise ValueError("keep_games must be at least 1")
+        rows = self._read(
+            "SELECT game_id FROM (SELECT DISTINCT game_id FROM decisions)"
+            " ORDER BY game_id DESC LIMIT 1 OFFSET ?",
+            (keep_games - 1,),
+        )
+        if not rows:
+            return 0
+        first_kept = rows[0][0]
+        last = self._read(
+            "SELECT id, hash FROM decisions WHERE id < "
+            "(SELECT MIN(id) FROM decisions WHERE game_id >= ?) ORDER BY id DESC LIMIT 1",
+            (first_kept,),
+        )
+        if not last:
+            return 0
+        last_id, last_hash = last[0]
+        with self._writing():
+            deleted = self._db.execute("DELETE FROM decisions WHERE id <= ?", (last_id,)).rowcount
+            self._db.execute(
+                "DELETE FROM frames WHERE game_id < ? OR (game_id IS NULL AND id < "
+                "(SELECT COALESCE(MIN(id), 0) FROM frames WHERE game_id >= ?))",
+                (first_kept, first_kept),
+            )
+            self._db.execute(
+                "INSERT INTO anchors (at, chain, after_id, hash, reason) VALUES (?, ?, ?, ?, ?)",
+                (time.time(), "decisions", last_id, last_hash or "", RETENTION),
+            )
+        return deleted
 
     def load_chain(self) -> ChainState:
         """Where the message chain stands: the next ``seq`` and ``prev`` (a fresh chain if none)."""
@@ -579,6 +728,246 @@ class Journal:
             raise JournalWriteError(
                 f"{self.path}: cannot write to the journal ({exc}); nothing of this write was kept"
             ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalFrame:
+    """A journalled line: host time, direction and the line escaped as in the capture format."""
+
+    t: float
+    dir: str
+    line: str
+    game_id: int | None
+
+
+class JournalView:
+    """A journal opened read-only and without the lock: recall, verify and export use it.
+
+    It works beside a running daemon (which holds the lock) and with the
+    daemon stopped; everything it reads comes from one snapshot.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not path.is_file():
+            raise JournalError(f"{path}: no journal there")
+        try:
+            self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            self._db.isolation_level = None
+            found = _tables(self._db)
+            self._db.execute("BEGIN")  # one snapshot for every read that follows
+        except sqlite3.Error as exc:
+            raise JournalError(f"{path}: cannot read the journal: {exc}") from None
+        expected = _expected_tables()
+        if not found.keys() & expected.keys():
+            raise JournalError(f"{path}: not a wheeld journal")
+        if any(found.get(name) != columns for name, columns in expected.items()):
+            raise JournalError(
+                f"{path}: written by an older wheeld: let the daemon open it once to upgrade it"
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> JournalView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, parameters).fetchall()
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def walks(self) -> dict[str, ChainWalk]:
+        """Every hash chain walked, by table."""
+        try:
+            return {table: _walk(self._db, table) for table in CHAINED}
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def broken_segments(self) -> list[str]:
+        """The breaks start-ups found and began new segments after, one line each, oldest first."""
+        rows = self._read(
+            "SELECT at, after_id, problem FROM anchors WHERE reason = ? ORDER BY id", (BROKEN,)
+        )
+        return [
+            f"{problem} (found at start-up at {_iso(at)}; a new segment began after row {after})"
+            for at, after, problem in rows
+        ]
+
+    def decisions(self) -> list[tuple[int, int, str]]:
+        """Every decision kept: (row id, game id, payload), in the order decided."""
+        return [
+            tuple(row)
+            for row in self._read("SELECT id, game_id, payload FROM decisions ORDER BY id")
+        ]
+
+    def chain_state(self) -> ChainState | None:
+        """Where the message chain stood at the last decision, or None when never stored."""
+        rows = self._read("SELECT value FROM state WHERE key = 'chain'")
+        if not rows:
+            return None
+        try:
+            return ChainState.from_dict(json.loads(rows[0][0]))
+        except (ValueError, AttributeError):
+            raise JournalError(f"{self.path}: the stored chain state is malformed") from None
+
+    def game_ids(self, last: int, game_id: int | None = None) -> list[int]:
+        """The last ``last`` games (ending with ``game_id`` if given), in play order."""
+        bound = (game_id,) if game_id is not None else (_GAME_ID_LIMIT,)
+        rows = self._read(
+            "SELECT game_id FROM (SELECT game_id, MIN(id) AS first FROM decisions"
+            " WHERE game_id <= ? GROUP BY game_id) ORDER BY first DESC LIMIT ?",
+            (*bound, last),
+        )
+        return [row[0] for row in reversed(rows)]
+
+    def events(self, game_ids: Sequence[int]) -> dict[int, list[str]]:
+        """Each game's published payloads, in order."""
+        found: dict[int, list[str]] = {game_id: [] for game_id in game_ids}
+        for game_id, payload in self._read(
+            f"SELECT game_id, payload FROM decisions WHERE game_id IN ({_marks(game_ids)})"
+            " ORDER BY id",
+            tuple(game_ids),
+        ):
+            found[game_id].append(payload)
+        return found
+
+    def frames(self, game_ids: Sequence[int]) -> dict[int, list[JournalFrame]]:
+        """The lines that crossed the link during each game, in order."""
+        found: dict[int, list[JournalFrame]] = {game_id: [] for game_id in game_ids}
+        for row in self._read(
+            f"SELECT t, dir, line, game_id FROM frames WHERE game_id IN ({_marks(game_ids)})"
+            " ORDER BY id",
+            tuple(game_ids),
+        ):
+            found[row[3]].append(JournalFrame(*row))
+        return found
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+#: Where a chain begins: no row yet, and the empty string as the previous hash.
+_GENESIS: tuple[int, str] = (0, "")
+
+
+def link_hash(previous: str, row: Sequence[Any]) -> str:
+    """A chained row's hash: SHA-256, hex, of the previous row's hash then the row.
+
+    The row is the JSON array of its chained columns (``CHAINED``) in RFC 8785
+    canonical form; the first row's previous hash is the empty string.
+    """
+    return hashlib.sha256(previous.encode("ascii") + rfc8785.dumps(list(row))).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ChainBreak:
+    """Where a journal's hash chain fails: the table, the row (and its game) and why."""
+
+    table: str
+    row_id: int
+    game_id: int | None
+    why: str
+    #: Behind a segment begun at a start-up that found it already (it is still a break).
+    acknowledged: bool = False
+
+    def describe(self) -> str:
+        game = f" (game {self.game_id})" if self.game_id is not None else ""
+        return f"{self.table} row {self.row_id}{game}: {self.why}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChainWalk:
+    """A whole chained table walked: its breaks and the id and hash the next row links to."""
+
+    breaks: list[ChainBreak]
+    end: tuple[int, str]
+
+
+def _stored_heads(db: sqlite3.Connection) -> dict[str, tuple[int, str]]:
+    row = db.execute("SELECT value FROM state WHERE key = 'journal_heads'").fetchone()
+    if row is None:
+        return {}
+    try:
+        stored = json.loads(row[0])
+        return {
+            table: (int(stored[table][0]), str(stored[table][1]))
+            for table in CHAINED
+            if table in stored
+        }
+    except (ValueError, TypeError, KeyError, IndexError):
+        return {}  # reported as a head that does not match
+
+
+def _put_heads(db: sqlite3.Connection, heads: dict[str, tuple[int, str]]) -> None:
+    """Store each chain's last id and hash: a deleted last row is told by them."""
+    db.execute(
+        "INSERT INTO state (key, value) VALUES ('journal_heads', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (json.dumps({table: list(head) for table, head in sorted(heads.items())}),),
+    )
+
+
+def _walk(db: sqlite3.Connection, table: str) -> ChainWalk:
+    """Check every link of one chained table, its anchors and its stored head."""
+    anchors = db.execute(
+        "SELECT after_id, hash, reason FROM anchors WHERE chain = ? ORDER BY after_id, id",
+        (table,),
+    ).fetchall()
+    segments = [after for after, _, reason in anchors if reason == BROKEN]
+    pending = list(reversed(anchors))
+    breaks: list[ChainBreak] = []
+    last_id, previous = _GENESIS
+    game_column = CHAINED[table].index("game_id") if "game_id" in CHAINED[table] else None
+    cursor = db.execute(f"SELECT {', '.join(CHAINED[table])}, hash FROM {table} ORDER BY id")
+    for row in cursor:
+        row_id, stored = row[0], row[-1]
+        while pending and pending[-1][0] < row_id:
+            after, anchored, _ = pending.pop()
+            if after >= last_id:  # an anchor behind rows still kept changes nothing
+                last_id, previous = after, anchored
+        why = None
+        if row_id != last_id + 1:
+            missing = (
+                f"row {last_id + 1}"
+                if row_id == last_id + 2
+                else f"rows {last_id + 1}-{row_id - 1}"
+            )
+            why = f"{missing} before it missing (deleted)"
+        elif stored != link_hash(previous, row[:-1]):
+            why = "hash does not match: the row was edited, moved, or one before it changed"
+        if why is not None:
+            breaks.append(
+                ChainBreak(
+                    table,
+                    row_id,
+                    None if game_column is None else row[game_column],
+                    why,
+                    any(row_id <= after for after in segments),
+                )
+            )
+        # Go on from what is stored: each independent edit is found, not only the first.
+        last_id, previous = row_id, stored if isinstance(stored, str) else ""
+    for after, anchored, _ in reversed(pending):
+        if after >= last_id:
+            last_id, previous = after, anchored
+    head = _stored_heads(db).get(table, _GENESIS)
+    if head != (last_id, previous):
+        if head[0] > last_id:
+            why = f"rows after {last_id} missing (deleted): the journal's head is row {head[0]}"
+        else:
+            why = f"the journal's head (row {head[0]}) does not match its last row"
+        breaks.append(ChainBreak(table, last_id + 1 if head[0] > last_id else last_id, None, why))
+    return ChainWalk(breaks, (last_id, previous))
 
 
 def _lock_state_dir(state_dir: Path) -> int:
