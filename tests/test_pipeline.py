@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from tests.helpers import warmed_up
+from wheeld.capture import CUT_BYTES
 from wheeld.commands import OperatorCommand
-from wheeld.drivers.wrp import WrpDecoder
+from wheeld.drivers.wrp import WrpDecoder, WrpSession, encode_query
 from wheeld.effects import Effects
 from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld_simulators.scripted import ScriptedWheel
@@ -180,3 +181,51 @@ def test_closing_the_table_voids_the_game_in_progress() -> None:
     table.wheel.drop("17")
     table.wheel.advance(1500)
     assert table.feed().games == []
+
+
+# -- frames: every line that crosses the link, with its game -------------------------------
+
+
+def test_every_line_from_the_wheel_is_a_frame_of_the_game_it_fell_in() -> None:
+    table = Table()
+    warm = table.feed()
+    assert warm.frames and all(f.direction == "<" and f.game_id is None for f in warm.frames)
+    game = table.launch()
+    launched = table.effects.frames[len(warm.frames) :]
+    # The line that opened the game is already the game's.
+    assert launched[-1].game_id == game
+    table.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
+    table.wheel.drop("17")
+    table.wheel.advance(1500)
+    at = table.wheel.host_time()
+    wire = b"".join(frame + b"\r\n" for _, frame in table.wheel.lines[table.fed :])
+    middle = len(wire) // 2 + 3  # in any chunking: a line cut across two reads
+    out = table.pipeline.on_bytes(wire[:middle], at)
+    out.extend(table.pipeline.on_bytes(wire[middle:], at))
+    sent = [frame for _, frame in table.wheel.lines[table.fed :]]
+    assert [f.line for f in out.frames] == sent  # whole lines, without CR LF
+    # The game's lines up to the one that settled it (its own), then no game's.
+    games = [f.game_id for f in out.frames]
+    settled = games.count(game)
+    assert settled > 1 and games == [game] * settled + [None] * (len(games) - settled)
+    assert game_events(out)[-1] == (game, "result")
+
+
+def test_a_line_without_end_is_journaled_in_pieces() -> None:
+    table = Table()
+    noise = b"x" * (CUT_BYTES * 2 + 10)
+    out = table.pipeline.on_bytes(noise, 1.0)
+    assert [len(f.line) for f in out.frames] == [CUT_BYTES, CUT_BYTES]
+    rest = table.pipeline.on_bytes(b"\r\n", 2.0)
+    assert [f.line for f in rest.frames] == [b"x" * 10]
+
+
+def test_lines_written_to_the_wheel_are_frames_too() -> None:
+    pipeline = TablePipeline(
+        TableSettings(table="T9", base_topic=BASE, driver="wrp"), WrpDecoder(), WrpSession()
+    )
+    out = pipeline.on_link_up(5.0)
+    assert out.writes == [encode_query()]
+    assert [(f.at, f.direction, f.line, f.game_id) for f in out.frames] == [
+        (5.0, ">", encode_query().rstrip(b"\r\n"), None)
+    ]
