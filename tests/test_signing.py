@@ -439,6 +439,9 @@ def test_live_messages_verify_and_the_chain_survives_a_sigkill(
         for secret in _secrets(key_file):
             assert secret not in everything
         assert str(key_file) not in cmdline
+        # And the journal the daemon kept verifies with the public key alone.
+        state = str(tmp_path / "state")
+        assert wheeld(["verify", "--key", str(public), "--state-dir", state]) == 0
     finally:
         table.close()
 
