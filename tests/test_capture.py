@@ -228,3 +228,15 @@ def test_a_capture_target_that_cannot_be_one_is_one_line(tmp_path: Path, kind: s
     assert "\n" not in str(caught.value)
     if kind == "not a capture":
         assert path.read_text() == "precious notes\n"
+
+
+def test_a_clock_step_comment_is_attached_to_the_next_line(tmp_path: Path) -> None:
+    path = tmp_path / "step.cap"
+    path.write_text(
+        "# wheeld-capture 1\n# driver: wrp\n1.000 < A\n# clock-step: +20.000\n21.500 < B\n"
+    )
+    first, second = read(path).lines
+    assert (first.clock_step, second.clock_step) == (0.0, 20.0)
+    path.write_text("# wheeld-capture 1\n# clock-step: soon\n1.000 < A\n")
+    with pytest.raises(CaptureError, match="2: clock-step 'soon'"):
+        read(path)

@@ -229,3 +229,15 @@ def test_lines_written_to_the_wheel_are_frames_too() -> None:
     assert [(f.at, f.direction, f.line, f.game_id) for f in out.frames] == [
         (5.0, ">", encode_query().rstrip(b"\r\n"), None)
     ]
+
+
+def test_a_clock_step_moves_the_link_timeout_with_it_and_raises_an_alarm() -> None:
+    table = Table()
+    table.launch()
+    deadline = table.pipeline.next_deadline()
+    assert deadline is not None
+    effects = table.pipeline.on_clock_step(20.0, deadline + 18.0)
+    assert table.pipeline.next_deadline() == deadline + 20.0
+    (alarm,) = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/alarm"]
+    assert (alarm["alarm"], alarm["step_s"]) == ("clock_step", 20.0)
+    assert table.pipeline.on_timer(deadline + 18.0).games == []

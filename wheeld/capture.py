@@ -3,11 +3,14 @@
 ``<host time> <direction> <line>``, where ``<`` is from the wheel and ``>`` to
 it; bytes outside printable ASCII, and the backslash, are written ``\\xNN``.
 A line the wheel ran on for more than ``CUT_BYTES`` without a line end is
-written in pieces, each after a ``# cut:`` comment.
+written in pieces, each after a ``# cut:`` comment. A step of the host's
+wall clock (seen by ``run`` against a monotonic clock) is a ``# clock-step:
++S`` comment before the next line: without it a gap in the times is silence.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +25,10 @@ CUT_MARK = f"# cut: the next line ran on past {CUT_BYTES} bytes without a line e
 #: The longest capture line read: a cut piece escaped (4 characters a byte),
 #: its time and direction, with room for hand-edited files.
 MAX_LINE_CHARS = 64 * 1024
+#: The comment key that records a step of the host's wall clock, in seconds.
+CLOCK_STEP_KEY = "clock-step"
+#: A step larger than this (about 32 years) is a corrupt comment, not a clock.
+MAX_CLOCK_STEP_S = 1e9
 #: 9999-12-31T23:59:59.999Z: the last time a payload's timestamp can show.
 MAX_TIME = 253_402_300_799.999
 
@@ -45,6 +52,9 @@ class CaptureLine:
     at: float
     direction: Literal["<", ">"]
     data: bytes
+    #: The host's wall clock stepped by this many seconds just before this line
+    #: (a ``# clock-step: +S`` comment, which ``run --capture`` writes when it sees one).
+    clock_step: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +132,7 @@ def _collect(handle: TextIO, name: str) -> Capture:
     lines: list[CaptureLine] = []
     warnings: list[str] = []
     number = 0
+    step = 0.0
     while raw := handle.readline(MAX_LINE_CHARS + 1):
         number += 1
         if len(raw) > MAX_LINE_CHARS:
@@ -135,12 +146,32 @@ def _collect(handle: TextIO, name: str) -> Capture:
             break
         item = _parse_line(raw, name, number)
         if isinstance(item, CaptureLine):
+            if step:
+                item = CaptureLine(item.at, item.direction, item.data, step)
+                step = 0.0
             lines.append(item)
         elif item is not None and item[0] == "driver":
             driver = item[1]
+        elif item is not None and item[0] == CLOCK_STEP_KEY:
+            step += _clock_step(item[1], name, number)
     if number == 0:
         raise CaptureError(f"{name}: empty file, not a wheeld capture")
     return Capture(driver, lines, warnings)
+
+
+def _clock_step(value: str, name: str, number: int) -> float:
+    try:
+        step = float(value)
+    except ValueError:
+        step = math.nan
+    if not abs(step) <= MAX_CLOCK_STEP_S:
+        raise CaptureError(f"{name}:{number}: clock-step {value[:24]!r} is not a number of seconds")
+    return step
+
+
+def clock_step_comment(step_s: float) -> str:
+    """The comment line that records a step of the host's wall clock."""
+    return f"# {CLOCK_STEP_KEY}: {step_s:+.3f}\n"
 
 
 def _check_format(first: str, name: str) -> None:

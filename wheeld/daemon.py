@@ -33,6 +33,8 @@ from wheeld.signing import Signer, SigningError
 JOURNAL_FILE = "journal.sqlite3"
 #: How often the retained wheel state (with its counters) is refreshed.
 WHEEL_STATE_EVERY_S = 60.0
+#: A wall clock that moves this much unlike the monotonic clock has been stepped.
+CLOCK_STEP_S = 1.0
 #: How often an unwritable journal is tried again.
 JOURNAL_RETRY_S = 1.0
 
@@ -105,6 +107,7 @@ class Daemon:
         self.journal = Journal(config.state.dir / JOURNAL_FILE)
         self.pipeline = build_pipeline(config, self.journal, signer)
         self.capture = CaptureWriter(capture, config.wheel.driver) if capture is not None else None
+        self._wall, self._mono = time.time(), time.monotonic()
         link_timeout_s = config.rules.link_timeout_ms / 1000
         self.link = WheelLink(
             config.wheel.port,
@@ -115,6 +118,7 @@ class Daemon:
             silence_s=max(5.0, 3 * link_timeout_s),
             capture=self.capture,
             usb_reset=config.wheel.usb_reset,
+            clock=self._now,
             log=self.log,
         )
         self.publisher = Publisher(
@@ -213,20 +217,35 @@ class Daemon:
 
     # -- inputs to the pipeline ----------------------------------------------------
 
+    def _now(self) -> float:
+        """Host time, after telling the pipeline (and the capture) of any step of the wall clock.
+
+        A step shows as wall time moving unlike the monotonic clock; without this
+        a forward step would read as silence and void the game in progress.
+        """
+        wall, mono = time.time(), time.monotonic()
+        step = (wall - self._wall) - (mono - self._mono)
+        self._wall, self._mono = wall, mono
+        if abs(step) >= CLOCK_STEP_S:
+            if self.capture is not None:
+                self.capture.clock_step(step)
+            self._apply(self.pipeline.on_clock_step(step, wall))
+        return wall
+
     def _on_data(self, data: bytes, now: float) -> None:
         self._apply(self.pipeline.on_bytes(data, now))
 
     def _on_link_up(self) -> None:
-        self._apply(self.pipeline.on_link_up(time.time()))
+        self._apply(self.pipeline.on_link_up(self._now()))
         self.notifier.status(self.status_line())
 
     def _on_link_down(self, why: str) -> None:
-        self._apply(self.pipeline.on_link_down(why, time.time()))
+        self._apply(self.pipeline.on_link_down(why, self._now()))
         self.notifier.status(self.status_line())
 
     def _timer_fired(self) -> None:
         self._timer = None
-        self._apply(self.pipeline.on_timer(time.time()))
+        self._apply(self.pipeline.on_timer(self._now()))
 
     def _refresh_wheel_state(self) -> None:
         self._apply(Effects(messages=[self.pipeline.wheel_message(time.time())]))

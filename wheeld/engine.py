@@ -54,11 +54,6 @@ if TYPE_CHECKING:
 _TICK_MASK = (1 << 32) - 1
 _HALF_TICK_RANGE = 1 << 31
 
-#: Host time this far past the link deadline, told straight after a wheel event,
-#: is a jump the host never watched (its wall clock stepped, or it was not
-#: running), not silence: the daemon's link timer fires at the deadline itself.
-CLOCK_STEP_S = 10.0
-
 _INCIDENT_REASONS: dict[str, ReasonCode] = {
     "object": "foreign_object",
     "ball_out": "ball_out_of_wheel",
@@ -219,8 +214,6 @@ class GameEngine:
         self._last_rotor_tick: int | None = None
         self._heard_from_wheel = False
         self._last_heard: float | None = None
-        #: The last host time told was that of a wheel event (no silence watched since).
-        self._told_by_event = False
         #: Events refused for the phase they came in: (phase, event name) -> count.
         self.refused: Counter[tuple[str, str]] = Counter()
         self._refusals: list[tuple[Phase, WheelEvent]] = []
@@ -286,7 +279,6 @@ class GameEngine:
         """Apply one wheel event heard at host time ``now``."""
         out: list[Decision] = []
         self._last_heard = now
-        self._told_by_event = True
         game = self._game
         tick = getattr(event, "tick", None)
         if game is not None and tick is not None:
@@ -301,23 +293,19 @@ class GameEngine:
         return out
 
     def on_host_time(self, now: float) -> list[Decision]:
-        """Let host time pass: silence past ``link_timeout_ms`` voids the open game.
-
-        Host time that jumps far past the deadline straight after a wheel event
-        is a clock step, not silence: the silence is measured afresh from ``now``
-        (frames that keep arriving keep the game; if none do, the next deadline
-        voids it).
-        """
-        told_by_event, self._told_by_event = self._told_by_event, False
+        """Let host time pass: silence past ``link_timeout_ms`` voids the open game."""
         deadline = self.link_deadline()
         if deadline is None or now < deadline:
-            return []
-        if told_by_event and now - deadline > CLOCK_STEP_S:
-            self._last_heard = now
             return []
         out: list[Decision] = []
         self._void({"wheel_link_lost"}, deadline, out)
         return out
+
+    def on_clock_step(self, step_s: float) -> None:
+        """The host's wall clock stepped by ``step_s`` (the shell saw it against a
+        monotonic clock): silence is measured from the same moment, moved with it."""
+        if self._last_heard is not None:
+            self._last_heard += step_s
 
     def on_link_down(self, now: float) -> list[Decision]:
         """The port itself went away: the open game cannot be vouched for."""

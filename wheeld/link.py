@@ -15,7 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from wheeld.capture import CUT_BYTES, CUT_MARK, FORMAT_LINE, MAX_LINE_CHARS, format_line
+from wheeld.capture import (
+    CUT_BYTES,
+    CUT_MARK,
+    FORMAT_LINE,
+    MAX_LINE_CHARS,
+    clock_step_comment,
+    format_line,
+)
 from wheeld.usb_reset import (
     ResetPolicy,
     UsbAdapter,
@@ -95,6 +102,10 @@ class CaptureWriter:
             self._write("<", bytes(self._partial[:whole]), at, runs_on=True)
             del self._partial[:whole]
 
+    def clock_step(self, step_s: float) -> None:
+        """Record that the host's wall clock stepped, so replay does not read silence."""
+        self._file.write(clock_step_comment(step_s))
+
     def sent(self, data: bytes, at: float) -> None:
         for line in data.rstrip(b"\r\n").split(b"\n"):
             self._write(">", line.removesuffix(b"\r"), at)
@@ -144,9 +155,12 @@ class WheelLink:
         silence_s: float,
         capture: CaptureWriter | None = None,
         usb_reset: bool = False,
+        clock: Callable[[], float] = time.time,
         log: Any,
     ) -> None:
         self.port = port
+        #: Host time for each read; the daemon's also notices wall-clock steps.
+        self._clock = clock
         self.baudrate = baudrate
         self._on_data = on_data
         self._on_up = on_up
@@ -243,7 +257,7 @@ class WheelLink:
         if transport is not None and self.connected:
             transport.write(data)  # type: ignore[attr-defined]
             if self._capture is not None:
-                self._capture.sent(data, time.time())
+                self._capture.sent(data, self._clock())
 
     def close(self) -> None:
         """Close the port for good (at shutdown)."""
@@ -254,7 +268,7 @@ class WheelLink:
         self.connected = False
 
     def _received(self, data: bytes) -> None:
-        now = time.time()
+        now = self._clock()
         self.last_data = time.monotonic()
         if self._usb_policy is not None:
             self._usb_policy.data_flowed()

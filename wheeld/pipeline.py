@@ -198,6 +198,18 @@ class TablePipeline:
             self._session_alarms(now, out)
         return self._frame_writes(out, now)
 
+    def on_clock_step(self, step_s: float, now: float) -> Effects:
+        """The host's wall clock stepped by ``step_s``: a step is not silence.
+
+        The shell sees a step against a monotonic clock (``run``) or reads it in
+        a capture (``replay``); the link timeout moves with the clock, and an
+        alarm says so.
+        """
+        self.engine.on_clock_step(step_s)
+        out = Effects()
+        self._decide([Alarm(now, "clock_step", {"step_s": round(step_s, 3)})], out)
+        return out
+
     def next_deadline(self) -> float | None:
         """The host time the pipeline next wants :meth:`on_timer`, if any."""
         # While the journal cannot write nothing is decided, so no rule's timer runs.

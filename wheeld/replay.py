@@ -58,9 +58,13 @@ def replay(
     base = pipeline.settings.base_topic
     for line in lines:
         summary.lines += 1
-        deadline = pipeline.next_deadline()
-        if deadline is not None and line.at >= deadline:
-            yield from _messages(pipeline.on_timer(line.at), base, summary)
+        if line.clock_step:
+            yield from _messages(pipeline.on_clock_step(line.clock_step, line.at), base, summary)
+        # Timers fire at their deadlines, as the daemon's do: a gap is silence.
+        while (deadline := pipeline.next_deadline()) is not None and deadline <= line.at:
+            yield from _messages(pipeline.on_timer(deadline), base, summary)
+            if pipeline.next_deadline() == deadline:
+                break  # nothing moved it: the next line will
         if line.direction != "<":
             continue
         summary.from_wheel += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wheeld.capture import FORMAT_LINE, format_line
+from wheeld.capture import FORMAT_LINE, clock_step_comment, format_line
 from wheeld.events import Direction
 from wheeld_cammegh.decoder import Status, encode_status
 
@@ -38,6 +38,8 @@ class ScriptedSS2:
         self.cruise = speed
         self.bare_numbers = bare_numbers
         self.lines: list[tuple[float, bytes]] = []
+        #: Wall-clock steps (seconds) seen just before the line at each index.
+        self.clock_steps: dict[int, float] = {}
 
     def now(self) -> float:
         return round(self.start + self.ms / 1000, 3)
@@ -56,6 +58,11 @@ class ScriptedSS2:
         for _ in range(max(1, ms // STATUS_EVERY_MS)):
             self.ms += STATUS_EVERY_MS
             self.send_status()
+
+    def clock_step(self, ms: int) -> None:
+        """The host's wall clock steps by ``ms`` (frames keep coming; no time is lost)."""
+        self.ms += ms
+        self.clock_steps[len(self.lines)] = self.clock_steps.get(len(self.lines), 0.0) + ms / 1000
 
     def silence(self, ms: int) -> None:
         """Nothing arrives for ``ms`` (a dead link, or a recorder that missed frames)."""
@@ -103,6 +110,9 @@ class ScriptedSS2:
 
     def capture(self, comments: Iterable[str] = ()) -> str:
         head = [FORMAT_LINE, "# driver: cammegh-ss2", *(f"# {c}" for c in comments)]
-        return (
-            "\n".join(head) + "\n" + "".join(format_line(at, "<", text) for at, text in self.lines)
-        )
+        body = [
+            (clock_step_comment(self.clock_steps[index]) if index in self.clock_steps else "")
+            + format_line(at, "<", text)
+            for index, (at, text) in enumerate(self.lines)
+        ]
+        return "\n".join(head) + "\n" + "".join(body)

@@ -31,7 +31,9 @@ def decide(wheel: ScriptedSS2, engine: GameEngine | None = None) -> list[Decisio
     engine = engine or GameEngine(RulesConfig(), pockets=37)
     decoder = CammeghDecoder()
     out: list[Decision] = []
-    for at, line in wheel.lines:
+    for index, (at, line) in enumerate(wheel.lines):
+        if index in wheel.clock_steps:
+            engine.on_clock_step(wheel.clock_steps[index])
         out += engine.on_host_time(at)
         for event in decoder.feed(line + b"\r\n", at):
             out += engine.on_event(event, at)
@@ -364,7 +366,7 @@ def test_a_wall_clock_step_of_20_s_mid_game_keeps_the_result(tmp_path: Path) -> 
     wheel.reverse()
     wheel.run(3000, state=3)
     wheel.run(4000, state=4)
-    wheel.silence(20_000)  # host time jumps; the frames keep coming every 500 ms
+    wheel.clock_step(20_000)  # host time jumps; the frames keep coming every 500 ms
     wheel.run(6000, state=4)
     wheel.line(b"17")
     wheel.run(3000, state=5, win="17")
@@ -375,6 +377,22 @@ def test_a_wall_clock_step_of_20_s_mid_game_keeps_the_result(tmp_path: Path) -> 
     payloads = [json.loads(line) for line in replay_output(capture).splitlines()]
     assert [p.get("number") for p in payloads if p["event"] == "result"] == ["17"]
     assert not [p for p in payloads if p["event"] == "no_spin"]
+
+
+def test_a_gap_without_a_clock_step_is_silence(tmp_path: Path) -> None:
+    wheel = _wheel()
+    wheel.reverse()
+    wheel.run(3000, state=3)
+    wheel.run(4000, state=4)
+    wheel.silence(20_000)  # the same gap, but the host's clock did not step: nothing came
+    wheel.run(6000, state=4)
+    wheel.line(b"17")
+    wheel.run(3000, state=5, win="17")
+    assert ends(decide(wheel)) == ["wheel_link_lost"]
+    capture = tmp_path / "silence.cap"
+    capture.write_text(wheel.capture())
+    payloads = [json.loads(line) for line in replay_output(capture).splitlines()]
+    assert [p.get("reason") for p in payloads if p["event"] == "no_spin"] == ["wheel_link_lost"]
 
 
 def test_a_host_clock_jump_counts_as_a_bounded_wheel_time() -> None:
