@@ -127,6 +127,7 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
         monkeypatch.setattr(metadata, "entry_points", entry_points)
         # The registry is read once and cached: read it again under the new set.
         monkeypatch.setattr(registry, "_registry", None)
+        monkeypatch.setattr(registry, "_broken", {})
 
     return install
 
@@ -154,7 +155,7 @@ def _problems(tmp_path: Path, text: str) -> list[str]:
 @pytest.mark.usefixtures("fake_installed")
 def test_an_entry_point_driver_is_installed() -> None:
     assert registry.drivers()["fake"] is FAKE_DRIVER
-    assert registry.default_baudrate("fake") == 4800
+    assert registry.driver_named("fake").default_baudrate == 4800
 
 
 @pytest.mark.usefixtures("fake_installed")
@@ -228,3 +229,12 @@ def test_without_the_ss2_distribution_replay_names_the_installed_drivers(
     assert wheeld(["replay", str(capture)]) != 0
     (line,) = capsys.readouterr().err.splitlines()
     assert f"unknown driver '{SS2}' (installed: wrp)" in line
+
+
+def test_a_driver_that_does_not_load_is_named_with_why(
+    installed: Callable[..., None],
+) -> None:
+    installed(add={"broken": "wheeld_no_such_module:DRIVER"})
+    with pytest.raises(registry.UnknownDriver, match="'broken' is installed but does not load: "):
+        registry.driver_named("broken")
+    assert "wrp" in registry.drivers()

@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.helpers import warmed_up
 from wheeld.drivers.wrp import WrpDecoder
 from wheeld.engine import ANY_PHASE, PHASE_EVENTS, GameEngine, Phase
-from wheeld.events import BallLaunched
+from wheeld.events import BallLaunched, BallPassed, RotorDatum
 from wheeld.rules import RulesConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
@@ -57,6 +57,15 @@ def test_a_launch_reported_during_a_game_is_refused_and_counted() -> None:
     assert phase is Phase.BETTING and isinstance(event, BallLaunched)
     assert engine.take_refusals() == []
     assert engine.game_in_progress == 1
+
+
+def test_a_second_launch_during_a_game_is_refused_not_counted() -> None:
+    engine = GameEngine(RulesConfig())
+    engine.on_event(RotorDatum(0, 500, "cw", 2400), 0.5)
+    engine.on_event(BallPassed(1, 1000, "ccw", 0), 1.0)
+    assert engine.phase is Phase.BETTING
+    assert engine.on_event(BallPassed(2, 1600, "ccw", 0), 1.6) == []
+    assert engine.refused == {("betting", "BallPassed"): 1}
 
 
 if __name__ == "__main__":

@@ -88,27 +88,43 @@ ANY_PHASE: dict[type, str] = {
     DisplayMismatch: "nothing for the rules (the pipeline raises display_mismatch)",
 }
 _IN_GAME: dict[type, str] = {
-    BallPassed: "counts a revolution; slow enough: -> NO_MORE_BETS",
-    PocketReading: "a pocket: -> SETTLING (betting closes); none: the ball left it",
     BallRunning: "the wheel still sees the ball in the rim",
-    BettingClosed: "the wheel's own no more bets: -> NO_MORE_BETS",
-    WinningNumber: "the wheel's confirmed pocket: the result -> IDLE",
+    WinningNumber: "the wheel's confirmed pocket: the result -> idle",
 }
 #: Which wheel event each phase takes, and what it does there. An event not
 #: listed for the current phase is refused: counted, reported, never applied.
+#: A second launch (``BallPassed`` with period 0) during a game is refused too.
 PHASE_EVENTS: dict[Phase, dict[type, str]] = {
     Phase.IDLE: {
         **ANY_PHASE,
-        BallPassed: "a launch (period 0): -> BETTING; other passes: a voided spin's ball",
-        BallLaunched: "the wheel reports a launch: -> BETTING",
+        BallPassed: "a launch (period 0): -> betting; other passes: a voided spin's ball",
+        BallLaunched: "the wheel reports a launch: -> betting",
         PocketReading: "the ball rests or is picked up between games",
         BallRunning: "a voided spin's ball, still running",
         BettingClosed: "a voided spin's phases go on",
         WinningNumber: "a voided spin's pocket: never a result",
     },
-    Phase.BETTING: {**ANY_PHASE, **_IN_GAME},
-    Phase.NO_MORE_BETS: {**ANY_PHASE, **_IN_GAME},
-    Phase.SETTLING: {**ANY_PHASE, **_IN_GAME},
+    Phase.BETTING: {
+        **ANY_PHASE,
+        **_IN_GAME,
+        BallPassed: "a revolution; slow enough: -> no_more_bets",
+        PocketReading: "the ball dropped into a pocket: -> settling (betting closes)",
+        BettingClosed: "the wheel's own no more bets: -> no_more_bets",
+    },
+    Phase.NO_MORE_BETS: {
+        **ANY_PHASE,
+        **_IN_GAME,
+        BallPassed: "a revolution",
+        PocketReading: "the ball dropped into a pocket: -> settling",
+        BettingClosed: "the wheel confirms no more bets (it vouches for the run)",
+    },
+    Phase.SETTLING: {
+        **ANY_PHASE,
+        **_IN_GAME,
+        BallPassed: "the ball jumped out and runs on: a revolution",
+        PocketReading: "another pocket: settling afresh; none: -> no_more_bets",
+        BettingClosed: "the wheel confirms no more bets (it vouches for the run)",
+    },
 }
 
 
@@ -127,7 +143,7 @@ class EngineState:
     next_game_id: int = 1
     last_result_rotor: Direction | None = None
     open_game: int | None = None
-    #: ROT frames since the last no-spin, capped at the respin threshold;
+    #: Rotor revolutions since the last no-spin, capped at the respin threshold;
     #: None when no no-spin is waiting for the rotor.
     rotor_revolutions_since_no_spin: int | None = None
 
@@ -206,7 +222,7 @@ class GameEngine:
         self._result_timeout_ms = rules.result_timeout_ms
         self._rotor_timeout_ms = rules.rotor_timeout_ms
         self._link_timeout_s = rules.link_timeout_ms / 1000.0
-        # Configured pockets win; without them the wheel's HEL says, 37 until it does.
+        # Configured pockets win; without them the wheel's hello says, 37 until it does.
         self._pockets_fixed = pockets is not None
         self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37)
         self._game: _Game | None = None
@@ -284,7 +300,9 @@ class GameEngine:
         if game is not None and tick is not None:
             self._expire(game, tick, now, out)
         phase = self.phase
-        if type(event) not in PHASE_EVENTS[phase]:
+        if type(event) not in PHASE_EVENTS[phase] or (
+            type(event) is BallPassed and event.period_ms == 0 and phase is not Phase.IDLE
+        ):
             self.refused[(phase.value, type(event).__name__)] += 1
             self._refusals.append((phase, event))
             return out
@@ -492,8 +510,7 @@ class GameEngine:
     # -- wheels that judge the game themselves ------------------------------
 
     def _on_launched(self, event: BallLaunched, now: float, out: list[Decision]) -> None:
-        if self._game is not None:
-            return  # the driver voids a game before it reports the next launch
+        # Only in idle (PHASE_EVENTS): a driver voids a game before it reports the next.
         if event.rotor_direction is not None:
             # The wheel just reported its rotor turning: as good as a datum pass
             # for the rotor timeout (not counted as a revolution).

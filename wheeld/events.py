@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 Direction = Literal["cw", "ccw"]
 
-#: Discrete wheel incidents (WRP/1 ``EVT`` codes, lower-cased).
+#: Discrete wheel incidents a driver reports (foreign object, ball out, faults, cover).
 IncidentCode = Literal[
     "launch",
     "object",
@@ -181,7 +181,7 @@ class AlternationUnknown:
 
 @dataclass(frozen=True, slots=True)
 class WheelReply:
-    """A reply to a command (``*u OK``, ``*o BUSY``, ...); nothing for the rules."""
+    """A wheel's reply to a command the driver's session sent; nothing for the rules."""
 
     command: str
     text: str

@@ -1,7 +1,9 @@
 """The journal: every decision and the engine's state, durable before publication.
 
-SQLite in WAL mode with ``synchronous=FULL``: a commit is on disk (fsync'd)
-when ``record`` returns. The ``outbox`` table is the publisher's queue: an
+SQLite in WAL mode. Decisions are committed with ``synchronous=FULL``: on
+disk (fsync'd) when ``record`` returns; what needs no durability of its own
+(wheel state, acknowledgements, frames) is committed with NORMAL and made
+durable by the next FULL commit. The ``outbox`` table is the publisher's queue: an
 entry leaves it only once the broker has acknowledged it, so nothing decided
 is lost to a broker outage, a crash or a power cut.
 

@@ -23,8 +23,8 @@ RESPIN_ROTOR_REVOLUTIONS = 3
 #: slow last revolution (about 2 s) and the drop. ``result_timeout_ms`` counts
 #: from that last pass, so it must leave this much room before ``settle_ms``.
 BALL_DROP_MS = 4000
-#: The wheels wheeld drives promise a frame at least every 500 ms (WRP/1 ``HBT``,
-#: a self-judging wheel's automatic status); the link timeout must outlast three.
+#: A wheel is expected to send something at least every 500 ms (a heartbeat or
+#: a status frame, whatever its protocol); the link timeout must outlast three.
 FRAME_INTERVAL_MS = 500
 LINK_TIMEOUT_FLOOR_MS = 3 * FRAME_INTERVAL_MS
 

@@ -95,6 +95,8 @@ class UnknownDriver(ValueError):
 
 
 _registry: dict[str, Driver] | None = None
+#: Installed drivers that failed to load: name -> why, for the error that names them.
+_broken: dict[str, str] = {}
 
 
 def drivers() -> dict[str, Driver]:
@@ -107,10 +109,13 @@ def drivers() -> dict[str, Driver]:
         for point in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 driver = point.load()
-            except Exception:  # a broken plug-in must not take the others down
+            except Exception as exc:  # a broken plug-in must not take the others down
+                _broken[point.name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 continue
             if isinstance(driver, Driver):
                 found[driver.name] = driver
+            else:
+                _broken[point.name] = f"{point.value} is not a wheeld Driver"
         if "wrp" not in found:  # the reference driver, even from a bare source tree
             from wheeld.drivers.wrp import DRIVER
 
@@ -122,16 +127,8 @@ def drivers() -> dict[str, Driver]:
 def driver_named(name: str) -> Driver:
     """The installed driver called ``name``."""
     known = drivers()
+    if name in _broken:
+        raise UnknownDriver(f"driver {name!r} is installed but does not load: {_broken[name]}")
     if name not in known:
         raise UnknownDriver(f"unknown driver {name!r} (installed: {', '.join(sorted(known))})")
     return known[name]
-
-
-def decoder_for(name: str) -> WheelDecoder:
-    """A fresh decoder for the driver called ``name``."""
-    return driver_named(name).decoder()
-
-
-def default_baudrate(name: str) -> int:
-    """The line speed a driver's wheels use unless configured otherwise."""
-    return driver_named(name).default_baudrate

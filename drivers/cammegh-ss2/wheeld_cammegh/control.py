@@ -40,10 +40,6 @@ class _Pending:
     tries: int
 
 
-class WheelNotAnswering(Exception):
-    """A command went unanswered after every retry."""
-
-
 class SS2Controller:
     """Decides the commands for a wheel wheeld controls."""
 
