@@ -181,8 +181,8 @@ class TablePipeline:
                 out.messages.append(self.wheel_message(now))
         for phase, refused in self.engine.take_refusals():
             # Legal elsewhere, not here: a corrupt frame or a driver's slip. Counted
-            # in <base>/wheel; one debug line each, since a voided spin can send many.
-            out.log("debug", "wheel event refused", phase=phase.value, wheel_event=repr(refused))
+            # in <base>/wheel and logged.
+            out.log("info", "wheel event refused", phase=phase.value, wheel_event=repr(refused))
         self._decide(decisions, out)
         if session is not None:
             out.writes += session.after_decisions(decisions, now)
