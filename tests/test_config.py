@@ -12,12 +12,23 @@ from tests.helpers import decide, outcomes
 from wheeld.cli import main as wheeld
 from wheeld.config import Config, ConfigError, driver_settings, load
 from wheeld.rules import RulesConfig
+from wheeld.signing import Signer
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 
 EXAMPLE = Path(__file__).parent.parent / "config" / "wheeld.toml"
 
 
-def test_the_example_configuration_is_valid() -> None:
+@pytest.fixture
+def credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A systemd credentials directory holding the signing key the example names."""
+    directory = tmp_path / "credentials"
+    directory.mkdir()
+    (directory / "signing.key").write_bytes(Signer.generate().private_pem())
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(directory))
+    return directory
+
+
+def test_the_example_configuration_is_valid(credentials: Path) -> None:
     config = load(EXAMPLE)
     assert config.table.id == "T1"
     assert config.base_topic == "wheeld/T1"
@@ -71,7 +82,9 @@ def test_check_config_reports_every_problem(
     assert all(line.startswith(str(path)) for line in err)
 
 
-def test_check_config_accepts_a_good_file(capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_config_accepts_a_good_file(
+    capsys: pytest.CaptureFixture[str], credentials: Path
+) -> None:
     assert wheeld(["check-config", str(EXAMPLE)]) == 0
     assert "ok" in capsys.readouterr().out
 

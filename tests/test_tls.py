@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rig import DaemonProcess, PtyWheel, running, wait_for
+from tests.rig import DaemonProcess, PtyWheel, make_signing_key, running, wait_for
 from tests.test_marquee import RecordingLog, board_state, serving
 from tests.tls import PASSWORD, USERNAME, TlsBroker, make_authority, missing_tools
 from wheeld.config import load
@@ -55,6 +55,7 @@ def write_tls_config(
         f'[mqtt.tls]\nca_file = "{ca_file}"\n'
         f'[state]\ndir = "{directory / "state"}"\n'
         f'[log]\nformat = "json"\nlevel = "debug"\n'
+        f'[signing]\nkey_file = "{make_signing_key(directory)}"\n'
     )
     return config
 
