@@ -6,19 +6,23 @@ own temporary directory (TMPDIR), so these pass while another demo runs.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.rig import Broker, Subscriber, wait_for
+from tests.rig import Broker, Subscriber, wait_for, write_config
 from wheeld.cli import main as wheeld
-from wheeld_simulators.demo import Dealer
+from wheeld_simulators import demo as demo_module
+from wheeld_simulators.demo import BrokerAddress, Dealer, DemoError
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 from wheeld_simulators.scripted import opposite
 
@@ -74,6 +78,10 @@ def _demo_until_a_result(tmp_path: Path, *demo_args: str) -> tuple[str, str]:
         wait_for(shown_a_result, 15, "a result shown")
         assert Path(work).parent == tmp_path, "the demo's directory is its own"
         assert _processes_mentioning(work), "the daemon runs"
+        board = re.search(r"winning-number board\): (http://\S+)", "".join(seen))
+        assert board, "".join(seen)
+        with urllib.request.urlopen(f"{board.group(1)}state", timeout=5) as page:
+            assert page.status == 200, "the URL shown is the demo's own marquee"
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
         assert demo.wait(20) in (0, 130)
         leftover = _processes_mentioning(work)
@@ -89,9 +97,13 @@ def _demo_until_a_result(tmp_path: Path, *demo_args: str) -> tuple[str, str]:
 def test_demo_on_a_given_broker_stops_on_ctrl_c_and_leaves_it_clean(
     tmp_path: Path, broker: Broker
 ) -> None:
-    output, _ = _demo_until_a_result(tmp_path, "--broker", f"127.0.0.1:{broker.port}")
+    output, work = _demo_until_a_result(tmp_path, "--broker", f"127.0.0.1:{broker.port}")
     table = re.search(r"-t 'wheeld/(DEMO-[^/]+)/#'", output)
     assert table, output
+    # It stopped what it started: not the broker, which it found running.
+    assert "stopped the daemon, the marquee and the wheel\n" in output, output
+    assert not Path(work).exists(), "the run's directory is removed"
+    assert "Unknown child process" not in output
     # Retained messages arrive before anything published after subscribing.
     sub = Subscriber(broker.port, "#")
     try:
@@ -104,21 +116,65 @@ def test_demo_on_a_given_broker_stops_on_ctrl_c_and_leaves_it_clean(
         sub.close()
 
 
-def test_demo_with_its_own_embedded_broker(tmp_path: Path) -> None:
-    output, _ = _demo_until_a_result(tmp_path, "--broker", "embedded")
+def test_demo_with_its_own_embedded_broker_keeps_its_directory_if_asked(tmp_path: Path) -> None:
+    output, work = _demo_until_a_result(tmp_path, "--broker", "embedded", "--keep")
     assert "embedded MQTT broker" in output
+    assert "stopped the daemon, the marquee, the wheel and the embedded broker\n" in output
+    assert f"the run's directory is kept: {work}\n" in output, output
+    assert (Path(work) / "wheeld.log").exists()
 
 
-def test_demo_without_a_broker_says_what_to_install(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("broker", "said"),
+    [
+        # Asked for the embedded one: whether 1883 listens is beside the point.
+        ("embedded", ["--broker embedded needs amqtt", "pip install amqtt", "--broker auto"]),
+        ("auto", ["no MQTT broker listens on 127.0.0.1:1883", "pip install amqtt"]),
+    ],
+)
+def test_demo_without_amqtt_says_what_to_install(
+    broker: str,
+    said: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setitem(sys.modules, "amqtt", None)  # amqtt not installed
     monkeypatch.setitem(sys.modules, "amqtt.broker", None)
+    monkeypatch.setattr(demo_module, "_listening", lambda host, port: False)  # nothing on 1883
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    assert wheeld(["demo", "--broker", "embedded"]) == 1
+    assert wheeld(["demo", "--broker", broker]) == 1
     error = capsys.readouterr().err
-    assert len(error.splitlines()) == 1 and "pip install amqtt" in error, error
+    assert len(error.splitlines()) == 1, error
+    assert all(words in error for words in said), error
+    assert broker == "auto" or "listens" not in error
     assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_names_a_broker_it_cannot_find_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert wheeld(["demo", "--broker", "nosuch.invalid:1883"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("wheeld demo: --broker: no such host: nosuch.invalid"), error
+    assert len(error.splitlines()) == 1
+    with socket.socket(socket.AF_INET6) as free:
+        free.bind(("::1", 0))
+        port = free.getsockname()[1]
+    assert wheeld(["demo", "--broker", f"[::1]:{port}"]) == 1
+    error = capsys.readouterr().err
+    assert error == f"wheeld demo: --broker: nothing listens on [::1]:{port}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_ipv6_broker_is_given_in_brackets() -> None:
+    assert demo_module._broker("[::1]:1883") == BrokerAddress("::1", 1883)
+    assert str(BrokerAddress("::1", 1883)) == "[::1]:1883"
+    with socket.socket(socket.AF_INET6) as listener:
+        listener.bind(("::1", 0))
+        listener.listen()
+        assert demo_module._listening("::1", listener.getsockname()[1])
 
 
 @pytest.mark.parametrize(
@@ -130,6 +186,10 @@ def test_demo_without_a_broker_says_what_to_install(
         ["--fault-rate", "1.5"],
         ["--seconds", "0"],
         ["--broker", "localhost"],
+        ["--broker", "::1:1883"],  # an IPv6 address goes in brackets
+        ["--broker", "[localhost]:1883"],
+        ["--broker", "no host:1883"],
+        ["--broker", "[::1]"],
     ],
 )
 def test_demo_refuses_bad_options(option: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -158,3 +218,38 @@ def test_dealer_alternates_from_the_result_the_daemon_published() -> None:
     dealer.hear("wheeld/D/game", {"event": "no_spin", "reason": "frame_loss"})
     simulator.play()
     assert simulator.wheel.rotor == opposite(first), "alternated from the last real result"
+
+
+def _marquee_config(tmp_path: Path) -> Path:
+    return write_config(
+        tmp_path / "wheeld.toml", port=tmp_path / "wheel", broker=1, state=tmp_path / "state"
+    )
+
+
+def test_a_marquee_that_loses_its_port_shows_no_url_but_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another demo's board on the default port: ours says where it really listens."""
+    config = _marquee_config(tmp_path)
+
+    async def scenario(taken: int) -> None:
+        marquee, url = await demo_module._start_marquee(tmp_path, config, taken)
+        assert url is None and marquee.returncode not in (None, 0)
+        # The port is taken between the probe and the bind: the marquee moves.
+        monkeypatch.setattr(demo_module, "DEFAULT_MARQUEE_PORT", taken)
+        monkeypatch.setattr(demo_module, "_listening", lambda host, port: False)
+        marquee, url = await demo_module._marquee(tmp_path, config, None)
+        try:
+            assert url.startswith("http://127.0.0.1:") and not url.endswith(f":{taken}/")
+            with urllib.request.urlopen(f"{url}state", timeout=5) as page:
+                assert page.status == 200
+        finally:
+            await demo_module._stop(marquee)
+        # A port the user asked for is that port or nothing.
+        with pytest.raises(DemoError, match="Address already in use"):
+            await demo_module._marquee(tmp_path, config, taken)
+
+    with socket.socket() as other_demo:
+        other_demo.bind(("127.0.0.1", 0))
+        other_demo.listen()
+        asyncio.run(scenario(other_demo.getsockname()[1]))

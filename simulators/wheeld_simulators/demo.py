@@ -5,7 +5,7 @@ names); otherwise an embedded one (amqtt, which speaks MQTT 3.1.1 only, so the
 daemon runs on 3.1.1 then) on a free port. Every run has its own directory,
 table id (so its own topics) and ports: two demos on one machine share nothing.
 Ctrl-C stops everything: the daemon, the marquee, the wheel and the embedded
-broker.
+broker, and removes the run's directory (--keep keeps it, with its logs).
 """
 
 from __future__ import annotations
@@ -14,11 +14,14 @@ import argparse
 import asyncio
 import contextlib
 import ctypes
+import ipaddress
 import json
 import logging
 import math
 import os
+import re
 import secrets
+import shutil
 import signal
 import socket
 import sys
@@ -37,8 +40,12 @@ if TYPE_CHECKING:
 MAX_SPEED = 20.0
 DEFAULT_BROKER = ("127.0.0.1", 1883)
 DEFAULT_MARQUEE_PORT = 8080
-#: The daemon publishes these retained; a demo on a shared broker clears them when it ends.
-RETAINED = ("status", "result", "history", "wheel", "table")
+#: How long the marquee may take to start listening (and say where) before the demo gives up.
+MARQUEE_START_S = 30.0
+#: What ``wheeld marquee`` prints once its socket listens.
+MARQUEE_SERVING = re.compile(r"marquee on (http://\S+)")
+#: Exit status for a --broker that names no host (argparse's, for a usage error).
+EXIT_USAGE = 2
 #: How long the wheel waits for the daemon's verdict on a game before the next one.
 VERDICT_WAIT_S = 5.0
 _COLOURS = {"red": "\033[41;97m", "black": "\033[40;97m", "green": "\033[42;97m"}
@@ -48,11 +55,19 @@ _RESET = "\033[0m"
 class DemoError(Exception):
     """Something the user can fix, reported as one line."""
 
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 @dataclass(frozen=True, slots=True)
 class BrokerAddress:
     host: str
     port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
 
 # -- arguments ----------------------------------------------------------------------
@@ -95,13 +110,29 @@ def _port(text: str) -> int:
     return int(text)
 
 
+def _broker_host(text: str) -> str:
+    """HOST as ``[mqtt] host`` takes it; an IPv6 address comes in brackets, as in URLs."""
+    from wheeld.config import check_host
+
+    if text.startswith("[") and text.endswith("]"):
+        return str(ipaddress.IPv6Address(text[1:-1]))
+    if ":" in text:  # a bare IPv6 address: which colon starts the port?
+        raise ValueError(text)
+    return check_host(text)
+
+
 def _broker(text: str) -> str | BrokerAddress:
     if text in ("auto", "embedded"):
         return text
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise argparse.ArgumentTypeError(f"not auto, embedded or HOST:PORT: {text!r}")
-    return BrokerAddress(host, int(port))
+    try:
+        if not sep or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ValueError(text)
+        return BrokerAddress(_broker_host(host), int(port))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not auto, embedded or HOST:PORT (IPv6: [::1]:1883): {text!r}"
+        ) from None
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -141,6 +172,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"where the marquee listens on 127.0.0.1 (default: {DEFAULT_MARQUEE_PORT} if "
         "free; 0: any free port)",
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the run's directory (configuration, journal, logs) when it stops",
+    )
     parser.set_defaults(func=run)
 
 
@@ -148,9 +184,14 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _listening(host: str, port: int) -> bool:
-    with socket.socket() as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0
+    """Whether something accepts connections on ``host:port`` (a name, IPv4 or IPv6)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except socket.gaierror as exc:
+        raise DemoError(f"--broker: no such host: {host} ({exc.strerror})", EXIT_USAGE) from None
+    except OSError:
+        return False
 
 
 def _free_port() -> int:
@@ -242,13 +283,18 @@ class Dealer:
 # -- the pieces -------------------------------------------------------------------
 
 
-async def _embedded_broker(port: int) -> Any:
+async def _embedded_broker(port: int, *, asked: bool) -> Any:
     try:
         from amqtt.broker import Broker
     except ImportError:
+        if asked:
+            raise DemoError(
+                "--broker embedded needs amqtt: pip install amqtt "
+                "(or pass --broker auto or --broker HOST:PORT)"
+            ) from None
         raise DemoError(
-            "no MQTT broker listens on 127.0.0.1:1883 and the embedded one is missing: "
-            "pip install amqtt (or install mosquitto, or pass --broker HOST:PORT)"
+            f"no MQTT broker listens on {BrokerAddress(*DEFAULT_BROKER)} and the embedded one "
+            "needs amqtt: pip install amqtt (or start mosquitto, or pass --broker HOST:PORT)"
         ) from None
     logging.getLogger("amqtt").setLevel(logging.CRITICAL)
     broker = Broker({"listeners": {"default": {"type": "tcp", "bind": f"127.0.0.1:{port}"}}})
@@ -259,13 +305,27 @@ async def _embedded_broker(port: int) -> Any:
     return broker
 
 
+async def _open_broker(choice: str | BrokerAddress) -> tuple[BrokerAddress, str, Any]:
+    """The broker's address, the MQTT version to speak, and the embedded broker if started."""
+    if isinstance(choice, BrokerAddress):
+        if not _listening(choice.host, choice.port):
+            raise DemoError(f"--broker: nothing listens on {choice}")
+        return choice, "5", None
+    if choice == "auto" and _listening(*DEFAULT_BROKER):
+        return BrokerAddress(*DEFAULT_BROKER), "5", None
+    address = BrokerAddress("127.0.0.1", _free_port())
+    return address, "3.1.1", await _embedded_broker(address.port, asked=choice == "embedded")
+
+
 def _die_with_parent() -> None:
     # The daemon must not outlive the demo, even if the demo is killed outright.
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-async def _spawn(log: Path, *args: str) -> asyncio.subprocess.Process:
+async def _spawn(
+    log: Path, *args: str, stdout: int = asyncio.subprocess.DEVNULL
+) -> asyncio.subprocess.Process:
     """``wheeld <args>`` as a child that dies with the demo."""
     with log.open("ab") as stream:
         return await asyncio.create_subprocess_exec(
@@ -273,28 +333,61 @@ async def _spawn(log: Path, *args: str) -> asyncio.subprocess.Process:
             "-m",
             "wheeld",
             *args,
-            stdout=asyncio.subprocess.DEVNULL,
+            stdout=stdout,
             stderr=stream,
             preexec_fn=_die_with_parent,
         )
 
 
+def _signal(process: asyncio.subprocess.Process, signum: signal.Signals) -> None:
+    # Not process.terminate(): it polls, so reaps, a child that just ended (on
+    # Ctrl-C they all do) behind asyncio's child watcher, which then logs
+    # "Unknown child process" and reports the status as 255.
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signum)
+
+
 async def _stop(process: asyncio.subprocess.Process) -> None:
     if process.returncode is None:
-        process.terminate()
+        _signal(process, signal.SIGTERM)
         try:
             await asyncio.wait_for(process.wait(), 10)
         except TimeoutError:
-            process.kill()
+            _signal(process, signal.SIGKILL)
             await process.wait()
 
 
-async def _spawn_marquee(work: Path, config: Path, port: int) -> asyncio.subprocess.Process:
+async def _start_marquee(
+    work: Path, config: Path, port: int
+) -> tuple[asyncio.subprocess.Process, str | None]:
+    """The marquee on 127.0.0.1:``port`` (0: a free one), and the URL it serves.
+
+    The URL is the one the marquee prints once its socket listens, so it is
+    ours: None if the marquee ended (the port is taken) or never said.
+    """
     marquee = await _spawn(
-        work / "marquee.log", "marquee", "--config", str(config), "--listen", f"127.0.0.1:{port}"
+        work / "marquee.log",
+        *("marquee", "--config", str(config), "--listen", f"127.0.0.1:{port}"),
+        stdout=asyncio.subprocess.PIPE,
     )
-    print(f"the marquee (winning-number board): http://127.0.0.1:{port}/", flush=True)
-    return marquee
+    assert marquee.stdout is not None  # asked for above
+    try:
+        async with asyncio.timeout(MARQUEE_START_S):
+            async for line in marquee.stdout:
+                serving = MARQUEE_SERVING.search(line.decode("utf-8", "replace"))
+                if serving:
+                    return marquee, serving.group(1)
+            await marquee.wait()  # it ended without listening: the port is taken
+    except TimeoutError:
+        await _stop(marquee)
+    return marquee, None
+
+
+def _last_line(log: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = log.read_text("utf-8", "replace").strip().splitlines()
+        return lines[-1] if lines else "no error logged"
+    return "no log"
 
 
 def _write_signing_key(work: Path) -> Path:
@@ -349,15 +442,48 @@ async def _watch(config: Config, base: str, view: LiveView, dealer: Dealer) -> N
 
 
 async def _clear_retained(config: Config, base: str) -> None:
-    """Leave a shared broker as the demo found it: no retained messages of this table."""
+    """Leave a shared broker as the demo found it: no retained messages of this table.
+
+    Whatever the daemon retains, not a list of it: a broker sends what it
+    retains on a subscription before anything published after it, so once the
+    demo's own marker comes back, every retained topic of the table was seen.
+    """
     import aiomqtt
 
     from wheeld.mqtt_client import make_client
 
+    marker = f"{base}/demo-stopped"
     with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
         async with asyncio.timeout(5), make_client(config, client_id="", timeout=3) as client:
-            for topic in RETAINED:
-                await client.publish(f"{base}/{topic}", b"", qos=1, retain=True)
+            await client.subscribe(f"{base}/#", qos=1)
+            await client.publish(marker, b"", qos=1)
+            async for message in client.messages:
+                if message.topic.matches(marker):
+                    return
+                if message.retain and message.payload:
+                    await client.publish(message.topic.value, b"", qos=1, retain=True)
+
+
+async def _marquee(
+    work: Path, config: Path, asked: int | None
+) -> tuple[asyncio.subprocess.Process, str]:
+    """The marquee and its URL: on --marquee-port, else on the default port if ours, else any."""
+    if asked is None and not _listening("127.0.0.1", DEFAULT_MARQUEE_PORT):
+        # Another demo may take the port between this probe and our bind: then
+        # our marquee ends without a URL, and one on a free port takes its place.
+        marquee, url = await _start_marquee(work, config, DEFAULT_MARQUEE_PORT)
+        if url is not None:
+            return marquee, url
+    marquee, url = await _start_marquee(work, config, asked or 0)
+    if url is None:
+        raise DemoError(f"the marquee did not start: {_last_line(work / 'marquee.log')}")
+    return marquee, url
+
+
+async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _demo(args: argparse.Namespace) -> int:
@@ -368,82 +494,77 @@ async def _demo(args: argparse.Namespace) -> int:
     # pid for this machine, random bits for other machines on a shared broker.
     table = f"DEMO-{os.getpid()}-{secrets.token_hex(2)}"
     base = f"wheeld/{table}"
-    embedded = None
-    if isinstance(args.broker, BrokerAddress):
-        broker, protocol = args.broker, "5"
-        if not _listening(broker.host, broker.port):
-            raise DemoError(f"--broker: nothing listens on {broker.host}:{broker.port}")
-    elif args.broker == "auto" and _listening(*DEFAULT_BROKER):
-        broker, protocol = BrokerAddress(*DEFAULT_BROKER), "5"
-    else:
-        broker, protocol = BrokerAddress("127.0.0.1", _free_port()), "3.1.1"
-        embedded = await _embedded_broker(broker.port)
-    kind = "an embedded MQTT broker (amqtt)" if embedded else "the MQTT broker"
-    print(f"using {kind} on {broker.host}:{broker.port}", flush=True)
-    work = Path(tempfile.mkdtemp(prefix="wheeld-demo-"))
-    link = work / "wheel"
-    config_path = _write_config(work, table, link, broker, protocol)
-    try:
-        config = load(config_path)
-    except ConfigError as exc:
-        raise DemoError(str(exc)) from None
-    sink = PtySink(link)
-    print(f"simulated wheel on {sink.slave_name}; daemon log in {work / 'wheeld.log'}")
-    print(f"watch it elsewhere: mosquitto_sub -h {broker.host} -p {broker.port} -t '{base}/#' -v")
-    print("Ctrl-C stops everything.", flush=True)
-    marquee_port = args.marquee_port
-    if marquee_port is None:
-        free = not _listening("127.0.0.1", DEFAULT_MARQUEE_PORT)
-        marquee_port = DEFAULT_MARQUEE_PORT if free else 0
-    daemon = await _spawn(work / "wheeld.log", "run", "--config", str(config_path))
-    marquee = await _spawn_marquee(work, config_path, marquee_port or _free_port())
-    print()
+    stopped = ["the daemon", "the marquee", "the wheel"]
+    keep = args.keep
+    # Callbacks run last-registered first: whatever started is stopped, on any
+    # way out, and the run's directory goes last, once nothing writes to it.
+    async with contextlib.AsyncExitStack() as cleanup:
+        broker, protocol, embedded = await _open_broker(args.broker)
+        if embedded is not None:
+            cleanup.push_async_callback(embedded.shutdown)
+            stopped.append("the embedded broker")
+        kind = "an embedded MQTT broker (amqtt)" if embedded else "the MQTT broker"
+        print(f"using {kind} on {broker}", flush=True)
+        work = Path(tempfile.mkdtemp(prefix="wheeld-demo-"))
 
-    async def marquee_elsewhere() -> None:
-        # Another demo may bind the default port between our probe and our
-        # marquee's bind: that marquee ends at once, and starts again on a free port.
-        nonlocal marquee
-        if await marquee.wait() != 0 and args.marquee_port is None:
-            marquee = await _spawn_marquee(work, config_path, _free_port())
+        def remove_unless_kept() -> None:
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
 
-    simulator = WheelSimulator(
-        SimulatorSettings(seed=args.seed, fault_rate=args.fault_rate, noise_rate=0.01)
-    )
-    dealer = Dealer(base, simulator)
+        cleanup.callback(remove_unless_kept)
+        link = work / "wheel"
+        config_path = _write_config(work, table, link, broker, protocol)
+        try:
+            config = load(config_path)
+        except ConfigError as exc:
+            raise DemoError(str(exc)) from None
+        if embedded is None:
+            cleanup.push_async_callback(_clear_retained, config, base)
+        sink = PtySink(link)
+        cleanup.callback(sink.close)
+        print(f"simulated wheel on {sink.slave_name}; daemon log in {work / 'wheeld.log'}")
+        print(
+            f"watch it elsewhere: mosquitto_sub -h {broker.host} -p {broker.port} -t '{base}/#' -v"
+        )
+        daemon = await _spawn(work / "wheeld.log", "run", "--config", str(config_path))
+        cleanup.push_async_callback(_stop, daemon)
+        marquee, url = await _marquee(work, config_path, args.marquee_port)
+        cleanup.push_async_callback(_stop, marquee)
+        print(f"the marquee (winning-number board): {url}")
+        print("Ctrl-C stops everything.\n", flush=True)
 
-    async def wheel() -> None:
-        await sink.wait_for_reader()
-        await play(simulator, sink, speed=args.speed, before_game=dealer.verdict)
+        simulator = WheelSimulator(
+            SimulatorSettings(seed=args.seed, fault_rate=args.fault_rate, noise_rate=0.01)
+        )
+        dealer = Dealer(base, simulator)
 
-    tasks = [
-        asyncio.create_task(_watch(config, base, LiveView(base), dealer)),
-        asyncio.create_task(wheel()),
-    ]
-    keeper = asyncio.create_task(marquee_elsewhere())
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    if args.seconds:
-        loop.call_later(args.seconds, stop.set)
-    stopper = asyncio.create_task(stop.wait())
-    ended = asyncio.create_task(daemon.wait())
-    await asyncio.wait([stopper, ended], return_when=asyncio.FIRST_COMPLETED)
-    print("\nstopping...", flush=True)
-    keeper.cancel()
-    await asyncio.gather(keeper, return_exceptions=True)
-    for process in (marquee, daemon):
-        await _stop(process)
-    for task in [*tasks, stopper, ended]:
-        task.cancel()
-    await asyncio.gather(*tasks, stopper, ended, return_exceptions=True)
-    sink.close()
-    if embedded is not None:
-        await embedded.shutdown()
-    else:
-        await _clear_retained(config, base)
-    print(f"stopped: daemon, marquee, wheel and broker; logs kept in {work}", flush=True)
+        async def wheel() -> None:
+            await sink.wait_for_reader()
+            await play(simulator, sink, speed=args.speed, before_game=dealer.verdict)
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        if args.seconds:
+            loop.call_later(args.seconds, stop.set)
+        stopper = asyncio.create_task(stop.wait())
+        ended = asyncio.create_task(daemon.wait())
+        tasks = [
+            asyncio.create_task(_watch(config, base, LiveView(base), dealer)),
+            asyncio.create_task(wheel()),
+            stopper,
+            ended,
+        ]
+        cleanup.push_async_callback(_cancel, tasks)
+        await asyncio.wait([stopper, ended], return_when=asyncio.FIRST_COMPLETED)
+        # A daemon that ended by itself left its reason in the directory: keep it.
+        keep = keep or not stopper.done()
+        print("\nstopping...", flush=True)
+    print(f"stopped {', '.join(stopped[:-1])} and {stopped[-1]}", flush=True)
     if stopper.done():
+        if keep:
+            print(f"the run's directory is kept: {work}", flush=True)
         return 0
     print(f"wheeld demo: the daemon ended by itself: see {work / 'wheeld.log'}", file=sys.stderr)
     return 1
@@ -457,4 +578,4 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except DemoError as exc:
         print(f"wheeld demo: {exc}", file=sys.stderr)
-        return 1
+        return exc.status
