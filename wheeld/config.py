@@ -236,6 +236,9 @@ class MqttConfig(_Section):
 
 class StateConfig(_Section):
     dir: Path = _path(Path("/var/lib/wheeld"))
+    #: Keep the journal's last N games (decisions and frames; an anchored
+    #: checkpoint keeps what stays verifiable); None keeps everything.
+    keep_games: int | None = Field(default=None, ge=10, le=10_000_000)
 
 
 class SigningConfig(_Section):

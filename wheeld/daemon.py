@@ -4,13 +4,15 @@ link → pipeline → journal → publisher. The pipeline (``wheeld.pipeline``)
 decides everything; this module moves bytes and effects: it writes the
 pipeline's records to the journal (durably) before the publisher may send
 them, writes commands to the wheel, keeps one timer for the pipeline's next
-deadline, and speaks to systemd. Nothing here polls: timers are set for the
-moments that matter.
+deadline, and speaks to systemd. Timers are set for the moments that matter;
+the only repeating ones refresh the retained wheel state, ping the watchdog,
+apply journal retention, and try an unwritable journal again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import time
@@ -18,25 +20,26 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from wheeld import logs
+from wheeld import identity, logs
 from wheeld.commands import OperatorCommand
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
-from wheeld.effects import Effects
-from wheeld.journal import Journal, JournalWriteError
+from wheeld.effects import Effects, Outgoing
+from wheeld.journal import JOURNAL_FILE, Journal, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.notify import Notifier
 from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld.publisher import Publisher
 from wheeld.signing import Signer, SigningError
 
-JOURNAL_FILE = "journal.sqlite3"
 #: How often the retained wheel state (with its counters) is refreshed.
 WHEEL_STATE_EVERY_S = 60.0
 #: A wall clock that moves this much unlike the monotonic clock has been stepped.
 CLOCK_STEP_S = 1.0
 #: How often an unwritable journal is tried again.
 JOURNAL_RETRY_S = 1.0
+#: How often journal retention (state.keep_games) is applied while running.
+RETENTION_EVERY_S = 3600.0
 
 
 def load_signer(config: Config) -> Signer | None:
@@ -102,6 +105,7 @@ class Daemon:
         self.log = logs.get().bind(table=config.table.id)
         # The key first: without one (when required) nothing else is touched.
         signer = load_signer(config)
+        self.signer = signer
         if signer is None:
             self.log.warning("signing.required = false and no signing.key_file: messages unsigned")
         self.journal = Journal(config.state.dir / JOURNAL_FILE)
@@ -131,6 +135,13 @@ class Daemon:
         self._stop = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._journal_retry: asyncio.TimerHandle | None = None
+        self._repeating: list[asyncio.TimerHandle] = []
+        self._publisher_task: asyncio.Task[None] | None = None
+        # What <base>/info last said of the wheel: republished when the wheel's hello differs.
+        self._identity: tuple[Any, ...] | None = None
+        # Computed once, before anything runs: the digest describes the code loaded.
+        identity.package_digest()
+        identity.installed_drivers()
 
     # -- life cycle ----------------------------------------------------------
 
@@ -140,7 +151,18 @@ class Daemon:
         started = self.pipeline.start(now)
         for warning in self.journal.warnings:
             started.extend(self.pipeline.alarm(now, "journal_lost", problem=warning))
+        if self.journal.chain_problem is not None:
+            # Never repaired: the journal goes on in a new, anchored segment.
+            started.extend(
+                self.pipeline.alarm(
+                    now,
+                    "journal_chain_broken",
+                    severity="critical",
+                    problem=self.journal.chain_problem,
+                )
+            )
         self._apply(started)
+        self._retain()
         try:
             await self.link.open()
         except LinkOpenError as exc:
@@ -156,7 +178,10 @@ class Daemon:
             asyncio.create_task(self._supervise("link", self.link.run), name="link"),
             asyncio.create_task(self._supervise("publisher", self.publisher.run), name="publisher"),
         ]
+        self._publisher_task = tasks[1]
         self._every(WHEEL_STATE_EVERY_S, self._refresh_wheel_state)
+        if config.state.keep_games is not None:
+            self._every(RETENTION_EVERY_S, self._retain)
         if self.notifier.watchdog_interval is not None:
             self._every(self.notifier.watchdog_interval / 2, self._watchdog)
         self.notifier.ready(self.status_line())
@@ -173,6 +198,9 @@ class Daemon:
                 self.log.error("task failed", task=task.get_name(), error=repr(task.exception()))
         self.notifier.stopping()
         self.log.info("wheeld stopping")
+        for handle in (*self._repeating, self._timer, self._journal_retry):
+            if handle is not None:
+                handle.cancel()
         link_task, publisher_task = tasks
         stopper.cancel()
         link_task.cancel()  # first, so the port is not reopened behind our back
@@ -208,12 +236,50 @@ class Daemon:
 
     def _every(self, interval: float, action: Callable[[], None]) -> None:
         loop = asyncio.get_running_loop()
+        slot = len(self._repeating)
 
         def tick() -> None:
             action()
-            loop.call_later(interval, tick)
+            self._repeating[slot] = loop.call_later(interval, tick)
 
-        loop.call_later(interval, tick)
+        self._repeating.append(loop.call_later(interval, tick))
+
+    def _retain(self) -> None:
+        """Journal retention: keep the last state.keep_games games (an anchored checkpoint)."""
+        keep = self.config.state.keep_games
+        if keep is None:
+            return
+        try:
+            deleted = self.journal.prune(keep)
+        except JournalWriteError as exc:
+            self.log.warning("journal retention postponed", error=str(exc))
+            return
+        if deleted:
+            self.log.info("journal retention", kept_games=keep, deleted_decisions=deleted)
+
+    def _info_message(self) -> Outgoing:
+        """The retained <base>/info: software, drivers, wheel, key and configuration identity."""
+        pipeline = self.pipeline
+        signer = self.signer
+        payload = identity.info_payload(
+            self.config,
+            wheel=self._wheel_identity(),
+            kid=signer.kid if signer is not None else None,
+            public_key_pem=signer.public_pem().decode("ascii") if signer is not None else None,
+            now=time.time(),
+        )
+        if signer is not None:
+            payload = signer.sign(payload)
+        return Outgoing(f"{pipeline.settings.base_topic}/info", json.dumps(payload), retain=True)
+
+    def _wheel_identity(self) -> dict[str, Any]:
+        info = self.pipeline.wheel_info
+        return {
+            "model": info.get("model"),
+            "firmware": info.get("firmware"),
+            "serial": info.get("serial"),
+            "pockets": self.pipeline.engine.layout.pockets,
+        }
 
     # -- inputs to the pipeline ----------------------------------------------------
 
@@ -306,8 +372,18 @@ class Daemon:
             self.link.write(data)
         for record in effects.logs:
             getattr(self.log, record.level)(record.event, **record.fields)
+        wheel = tuple(self._wheel_identity().values())
+        if wheel != self._identity:
+            self._identity = wheel
+            self._enqueue_best_effort(self._info_message())
         self.publisher.wake()
         self._rearm()
+
+    def _enqueue_best_effort(self, message: Outgoing) -> None:
+        try:
+            self.journal.enqueue([message])
+        except JournalWriteError:
+            self.publisher.publish_unjournaled(message)
 
     def _rearm(self) -> None:
         if self._timer is not None:
@@ -349,9 +425,8 @@ class Daemon:
     def healthy(self) -> bool:
         """Frames arriving or the port being retried, the journal writable, the publisher alive."""
         link_ok = self.link.retrying or self.link.hearing()
-        publisher_alive = any(
-            t.get_name() == "publisher" and not t.done() for t in asyncio.all_tasks()
-        )
+        task = self._publisher_task
+        publisher_alive = task is not None and not task.done()
         return link_ok and publisher_alive and not self.pipeline.journal_failed
 
     def _watchdog(self) -> None:

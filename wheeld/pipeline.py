@@ -238,7 +238,6 @@ class TablePipeline:
         if not self.journal_failed:
             self._decide(self.engine.on_link_down(now), out)
         out.messages.append(self.wheel_message(now))
-        out.log("warning", "wheel link down", why=why)
         return out
 
     def alarm(self, now: float, code: str, **detail: Any) -> Effects:
