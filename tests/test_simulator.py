@@ -6,12 +6,15 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import decide, outcomes
+from tests.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
+from wheeld.cli import main as wheeld
 from wheeld.game import Result
 from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
@@ -137,3 +140,55 @@ def test_simulate_help_and_bad_options() -> None:
         check=False,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    broker = Broker(tmp_path)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def test_a_default_ss2_alternates_its_rotor_and_gets_results(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """`wheeld simulate --driver cammegh-ss2` as it comes, to a daemon that only listens."""
+    link = tmp_path / "wheel"
+    simulate = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wheeld", "simulate", "--driver", "cammegh-ss2"),
+            *("--link", str(link), "--speed", "5", "--seed", "4", "--games", "3"),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    sub = Subscriber(broker.port, "wheeld/T9/game")
+    try:
+        wait_for(link.exists, 10, "the simulated SS2")
+        config = write_config(tmp_path / "c.toml", port=link, broker=broker.port, state=tmp_path)
+        config.write_text(config.read_text().replace('driver = "wrp"', 'driver = "cammegh-ss2"'))
+
+        def ends() -> list[dict[str, object]]:
+            return [p for p in sub.on("wheeld/T9/game") if p["event"] in ("result", "no_spin")]
+
+        with running(DaemonProcess(config, tmp_path)):
+            wait_for(lambda: len(ends()) >= 3, 60, "three games")
+        assert [end["event"] for end in ends()] == ["result"] * 3, ends()
+        rotors = [end["rotor_direction"] for end in ends()]
+        assert all(a != b for a, b in pairwise(rotors)), rotors
+    finally:
+        simulate.kill()
+        simulate.wait()
+        sub.close()
+
+
+def test_the_ss2_simulator_without_its_driver_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "wheeld_cammegh", None)  # the extra not installed
+    assert wheeld(["simulate", "--driver", "cammegh-ss2"]) == 2
+    error = capsys.readouterr().err
+    assert error == (
+        "wheeld simulate: the SS2 driver is not installed: "
+        "pip install 'wheeld-simulators[cammegh-ss2]'\n"
+    )

@@ -28,6 +28,6 @@ fi
 stamp=.venv/.installed-$(cat pyproject.toml simulators/pyproject.toml drivers/cammegh-ss2/pyproject.toml | sha1sum | cut -c1-12)
 if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[test]' -e ./drivers/cammegh-ss2 -e ./simulators
+    .venv/bin/python -m pip install -q -e '.[test]' -e ./drivers/cammegh-ss2 -e './simulators[cammegh-ss2]'
     rm -f .venv/.installed-* && touch "$stamp"
 fi

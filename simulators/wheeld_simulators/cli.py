@@ -15,6 +15,13 @@ from typing import TYPE_CHECKING
 
 from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
 
+#: The SS2's factory operating mode: 1 reverse the rotor every game, 4 random
+#: rotor-speed change, 128 status every 500 ms, 1024 games-per-hour delay. Without
+#: bit 1 the rotor never reverses, and the rules void every game after the first.
+SS2_FACTORY_MODE = 1157
+#: What installs the SS2 simulator: the driver's encoder it speaks through.
+SS2_EXTRA = "pip install 'wheeld-simulators[cammegh-ss2]'"
+
 if TYPE_CHECKING:
     from wheeld_simulators.physics import GamePlan
 
@@ -101,9 +108,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ss2.add_argument(
         "--mode",
         type=int,
-        default=128,
-        help="operating mode at power-up (default 128: status every 500 ms; "
-        "the controller sets its own with *o)",
+        default=SS2_FACTORY_MODE,
+        help=f"operating mode at power-up, a sum of bits (default {SS2_FACTORY_MODE}, the "
+        "factory's: games start by themselves, the rotor reverses every game, status every "
+        "500 ms; 0: wait for the host's *o and *P 1; without bit 1 the rotor never reverses "
+        "and the daemon voids the games; a controller sets its own mode with *o)",
     )
     ss2.add_argument(
         "--busy", type=int, default=0, metavar="N", help="answer the first N commands with BUSY"
@@ -120,6 +129,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
+def _ss2_driver_installed() -> bool:
+    # An optional extra: the SS2 simulator speaks through the driver's encoder.
+    try:
+        import wheeld_cammegh  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``wheeld simulate``; returns the exit status."""
     if args.driver != "wrp" and args.target != "pty":
@@ -127,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.speed <= 0 or not 0 <= args.fault_rate <= 1 or not 0 <= args.noise_rate <= 1:
         print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
+        return 2
+    if args.driver == "cammegh-ss2" and not _ss2_driver_installed():
+        print(f"wheeld simulate: the SS2 driver is not installed: {SS2_EXTRA}", file=sys.stderr)
         return 2
     import asyncio
 

@@ -1,7 +1,8 @@
 """A Cammegh SS2 in software that answers commands, for live-control tests and demos.
 
-It plays games on its own (or waits for ``*u 1`` in manual-start mode),
-broadcasts status every 500 ms when operating mode bit 128 is set, answers
+It plays games on its own (or waits for ``*u 1`` in manual-start mode, bit 2),
+reverses the rotor before every game when operating mode bit 1 is set (else
+only before its first), broadcasts status every 500 ms when bit 128 is set, answers
 ``*X`` polls, ``*o``, ``*P``, ``*I 4``, ``*u 1`` and ``*R``, and can misbehave
 on demand: a miss-spin (flag 2 in state 3) that waits for ``*R``, ``BUSY``
 replies, or a wheel that stops answering altogether.
