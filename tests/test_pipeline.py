@@ -241,3 +241,42 @@ def test_a_clock_step_moves_the_link_timeout_with_it_and_raises_an_alarm() -> No
     (alarm,) = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/alarm"]
     assert (alarm["alarm"], alarm["step_s"]) == ("clock_step", 20.0)
     assert table.pipeline.on_timer(deadline + 18.0).games == []
+
+
+def _alarms(effects: Effects) -> list[dict[str, Any]]:
+    return [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/alarm"]
+
+
+def test_a_lost_link_is_a_fault_set_then_cleared_with_both_ends() -> None:
+    table = Table()
+    down = table.pipeline.on_link_down("port closed", 100.0)
+    (set_,) = _alarms(down)
+    assert (set_["alarm"], set_["state"], set_["why"]) == ("wheel_link_lost", "set", "port closed")
+    assert _alarms(table.pipeline.on_link_down("again", 101.0)) == []  # set once
+    (clear,) = _alarms(table.pipeline.on_link_up(104.5))
+    assert (clear["state"], clear["since"], clear["duration_s"]) == ("clear", set_["since"], 4.5)
+    assert clear["until"] > clear["since"]
+
+
+def test_journal_trouble_is_cleared_in_the_journal_with_when_it_began() -> None:
+    table = Table()
+    failed = table.pipeline.journal_write_failed(Effects(), "disk full", 10.0)
+    assert _alarms(failed)[0]["state"] == "set"
+    (clear,) = _alarms(table.pipeline.journal_recovered(70.0))
+    assert (clear["alarm"], clear["state"], clear["duration_s"]) == (
+        "journal_unwritable",
+        "clear",
+        60.0,
+    )
+
+
+def test_an_open_cover_is_one_fault_with_both_ends() -> None:
+    table = Table()
+    table.wheel.incident("cover_open")
+    table.wheel.advance(5000)
+    table.wheel.incident("cover_closed")
+    alarms = _alarms(table.feed())
+    assert [(a["alarm"], a["state"]) for a in alarms] == [
+        ("cover_open", "set"),
+        ("cover_open", "clear"),
+    ]

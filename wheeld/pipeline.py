@@ -31,6 +31,10 @@ from wheeld.signing import chain as sign_into_chain
 
 #: The note a spin launched while the table is closed is voided with.
 CLOSED_TABLE_NOTE = "table closed"
+#: Faults that are set and later cleared (alarms with state, since and until).
+WHEEL_LINK_FAULT = "wheel_link_lost"
+JOURNAL_FAULT = "journal_unwritable"
+COVER_FAULT = "cover_open"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
 _EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
@@ -118,6 +122,8 @@ class TablePipeline:
         self.wheel_info: dict[str, Any] = {}
         #: Game ids whose decisions the journal could not keep, in order.
         self.unrecorded: list[int] = []
+        #: Faults now set: code -> host time they began.
+        self.faults: dict[str, float] = {}
         self.journal_failed = False
         self._saved_state = replace(self.engine.state)
         self._last_game: int | None = None
@@ -207,7 +213,9 @@ class TablePipeline:
         """
         self.engine.on_clock_step(step_s)
         out = Effects()
-        self._decide([Alarm(now, "clock_step", {"step_s": round(step_s, 3)})], out)
+        # Set and cleared at once: the clock was at ``from`` and is at ``to``.
+        detail = {"step_s": round(step_s, 3), "from": iso_utc(now - step_s), "to": iso_utc(now)}
+        self._decide([Alarm(now, "clock_step", detail)], out)
         return out
 
     def next_deadline(self) -> float | None:
@@ -223,6 +231,7 @@ class TablePipeline:
         """The port opened."""
         self.link_up = True
         out = Effects()
+        self._fault(WHEEL_LINK_FAULT, now, out, active=False)
         if self.session is not None:
             out.writes += self.session.on_connect(now)
             self._session_alarms(now, out)
@@ -237,6 +246,7 @@ class TablePipeline:
             self.session.on_disconnect(now)
         if not self.journal_failed:
             self._decide(self.engine.on_link_down(now), out)
+        self._fault(WHEEL_LINK_FAULT, now, out, active=True, why=why)
         out.messages.append(self.wheel_message(now))
         return out
 
@@ -265,9 +275,9 @@ class TablePipeline:
             self.unrecorded.append(open_game)
         if not self.journal_failed:
             self.journal_failed = True
-            out.messages.append(
-                self._alarm_message(Alarm(now, "journal_unwritable", {"error": error}))
-            )
+            self.faults[JOURNAL_FAULT] = now
+            detail = {"state": "set", "since": iso_utc(now), "error": error}
+            out.messages.append(self._alarm_message(Alarm(now, JOURNAL_FAULT, detail)))
             out.messages.append(self.status_message())
             out.log("error", "journal unwritable: no game is decided until it is", error=error)
         return out
@@ -283,6 +293,8 @@ class TablePipeline:
             voided += self.engine.void_unrecorded(game_id, now)
         self.unrecorded = []
         self._decide(voided, out)
+        # The clear is journaled, and says when the fault began: the set could not be.
+        self._fault(JOURNAL_FAULT, now, out, active=False)
         out.messages.append(self.status_message())
         out.log(
             "warning",
@@ -421,9 +433,12 @@ class TablePipeline:
         layout = self.engine.layout
         for decision in decisions:
             if isinstance(decision, Alarm):
-                out.messages.append(self._alarm_message(decision))
-                out.alarmed = True
-                out.log("warning", "alarm", alarm=decision.code, **decision.detail)
+                if decision.code in ("cover_open", "cover_closed"):
+                    # One fault with both ends rather than two unrelated alarms.
+                    active = decision.code == "cover_open"
+                    self._fault(COVER_FAULT, decision.at, out, active=active)
+                    continue
+                self._raise(decision, out)
                 continue
             body = game_payload(decision, table, layout).to_json()
             if self.signer is not None:
@@ -441,6 +456,35 @@ class TablePipeline:
         if out.games or self.engine.state != self._saved_state:
             out.state = replace(self.engine.state)
             self._saved_state = out.state
+
+    def _fault(self, code: str, now: float, out: Effects, *, active: bool, **detail: Any) -> None:
+        """A fault that is set and later cleared: one alarm each way, the clear with both ends."""
+        since = self.faults.get(code)
+        if active and since is None:
+            self.faults[code] = now
+            alarm = Alarm(now, code, {"state": "set", "since": iso_utc(now), **detail})
+        elif not active and since is not None:
+            del self.faults[code]
+            alarm = Alarm(
+                now,
+                code,
+                {
+                    "state": "clear",
+                    "since": iso_utc(since),
+                    "until": iso_utc(now),
+                    "duration_s": round(now - since, 3),
+                    **detail,
+                },
+            )
+        else:
+            return
+        self._raise(alarm, out)
+
+    def _raise(self, alarm: Alarm, out: Effects) -> None:
+        """Journal (durably) and publish an alarm, and log it."""
+        out.messages.append(self._alarm_message(alarm))
+        out.alarmed = True
+        out.log("warning", "alarm", alarm=alarm.code, **alarm.detail)
 
     def _alarm_message(self, alarm: Alarm) -> Outgoing:
         payload = {
