@@ -482,3 +482,27 @@ def test_info_names_the_software_the_wheel_and_the_key(table: Table) -> None:
     assert info["signing"]["kid"] == info["kid"]
     assert signature_problem(info, key) is None
     assert "PRIVATE" not in json.dumps(info)
+
+
+def test_recall_over_mqtt_answers_with_events_and_frames(table: Table) -> None:
+    replies: list[tuple[bytes, bytes]] = []
+    with running(table.daemon):
+        table.ready()
+        client = _command_client(table.broker.port, replies)
+        try:
+            _warm(table)
+            table.wheel.game("17")
+            table.flush()
+            table.wait_end(1)
+            _send(client, "recall", b'{"last": 5}', b"r1")
+            _send(client, "recall", b'{"last": 500}', b"r2")
+            wait_for(lambda: len(replies) >= 2, 10, "two recall replies")
+        finally:
+            client.loop_stop()
+            client.disconnect()
+    answers = {c: json.loads(p) for p, c in replies}
+    (game,) = answers[b"r1"]["games"]
+    assert game["game_id"] == 1
+    assert [e["event"] for e in game["events"]] == ["spinning", "no_more_bets", "result"]
+    assert any(f["dir"] == "<" and f["line"].startswith("$WRBAL") for f in game["frames"])
+    assert answers[b"r2"] == {"ok": False, "error": "last must be an integer from 1 to 100"}

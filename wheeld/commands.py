@@ -10,7 +10,10 @@ game ids); anything else is refused with one line saying why.
   voids the game in progress, reason ``declared``;
 - ``close`` ``{"operator": "..."}`` or ``{}``: closes the table and announces
   the last three results;
-- ``open`` ``{"operator": "..."}`` or ``{}``: opens the table again.
+- ``open`` ``{"operator": "..."}`` or ``{}``: opens the table again;
+- ``recall`` ``{"last": N, "game_id": ID, "operator": "..."}`` (each optional):
+  the last N games (default 10, at most 100), or those up to game ID, with
+  their events and frames, in the reply.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from typing import Any
 
 MAX_NOTE = 500
 MAX_OPERATOR = 64
-COMMANDS = ("no_spin", "open", "close")
+COMMANDS = ("no_spin", "open", "close", "recall")
+#: The most games one recall reply carries.
+MAX_RECALL = 100
+DEFAULT_RECALL = 10
 
 
 class CommandError(Exception):
@@ -58,7 +64,16 @@ class SetTable:
     operator: str | None
 
 
-Command = DeclareNoSpin | SetTable
+@dataclass(frozen=True, slots=True)
+class Recall:
+    """``recall``: the last ``last`` games, ending with ``game_id`` when given."""
+
+    last: int
+    game_id: int | None
+    operator: str | None
+
+
+Command = DeclareNoSpin | SetTable | Recall
 
 
 def parse(command: OperatorCommand) -> Command:
@@ -85,6 +100,15 @@ def parse(command: OperatorCommand) -> Command:
         if game_id is not None and type(game_id) is not int:
             raise CommandError("game_id must be an integer")
         return DeclareNoSpin(note, game_id, operator)
+    if command.name == "recall":
+        _only(command.name, body, ("last", "game_id"))
+        last = body.get("last", DEFAULT_RECALL)
+        if type(last) is not int or not 1 <= last <= MAX_RECALL:
+            raise CommandError(f"last must be an integer from 1 to {MAX_RECALL}")
+        game_id = body.get("game_id")
+        if game_id is not None and (type(game_id) is not int or game_id < 1):
+            raise CommandError("game_id must be a positive integer")
+        return Recall(last, game_id, operator)
     _only(command.name, body, ())
     return SetTable(command.name == "open", operator)
 

@@ -21,15 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from wheeld import identity, logs
-from wheeld.commands import OperatorCommand
+from wheeld.commands import CommandError, OperatorCommand, Recall, parse
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
-from wheeld.effects import Effects, Outgoing
-from wheeld.journal import JOURNAL_FILE, Journal, JournalWriteError
+from wheeld.effects import CommandRecord, Effects, Outgoing
+from wheeld.journal import JOURNAL_FILE, Journal, JournalError, JournalView, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.notify import Notifier
 from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld.publisher import Publisher
+from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 
 #: How often the retained wheel state (with its counters) is refreshed.
@@ -332,12 +333,32 @@ class Daemon:
         return "; ".join(parts)
 
     async def _on_command(self, command: OperatorCommand) -> dict[str, Any]:
+        if command.name == "recall":
+            return self._recall(command)
         try:
             reply, effects = self.pipeline.on_command(command, time.time())
         except Exception as exc:  # a command must never take the daemon down
             self.log.error("command failed", command=command.name, error=repr(exc))
             return {"ok": False, "error": "internal error"}
         self._apply(effects)
+        return reply
+
+    def _recall(self, command: OperatorCommand) -> dict[str, Any]:
+        """``recall``: the last games with their events and frames, read from the journal."""
+        now = time.time()
+        text = command.payload[:2000].decode("utf-8", "replace")
+        try:
+            asked = parse(command)
+            assert isinstance(asked, Recall)
+            with JournalView(self.journal.path) as view:
+                games = recall(view, asked.last, asked.game_id)
+            reply: dict[str, Any] = {"ok": True, "games": [game.to_json() for game in games]}
+            record = CommandRecord(now, command.name, asked.operator, text, True, "recalled")
+        except (CommandError, JournalError) as exc:
+            reply = {"ok": False, "error": str(exc)}
+            record = CommandRecord(now, command.name, command.sender, text, False, str(exc))
+            self.log.warning("command refused", command=command.name, error=str(exc))
+        self._apply(Effects(commands=[record]))
         return reply
 
     # -- effects -------------------------------------------------------------------

@@ -313,8 +313,10 @@ class TablePipeline:
             asked = parse(command)
             if isinstance(asked, DeclareNoSpin):
                 reply = self._no_spin(asked, now, out)
-            else:
+            elif isinstance(asked, SetTable):
                 reply = self._open_or_close(asked, now, out)
+            else:  # reading the journal is the shell's: the daemon answers recall itself
+                raise CommandError("recall is answered by the daemon, not the table")
         except CommandError as refusal:
             reason = str(refusal)
             out.commands.append(
