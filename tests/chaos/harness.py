@@ -40,8 +40,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from tests.rig import Broker, DaemonProcess, Subscriber, make_signing_key, wait_for
-from wheeld.daemon import JOURNAL_FILE
-from wheeld.journal import Journal
+from wheeld.journal import JOURNAL_FILE, Journal
 
 TABLE = "CHAOS"
 BASE = f"wheeld/{TABLE}"
