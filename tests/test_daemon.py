@@ -60,12 +60,13 @@ class Table:
         self.sent = len(self.wheel.lines)
 
     def ready(self) -> None:
+        # Generous: on a loaded CI machine a start can take seconds; a pass waits no longer.
         wait_for(
             lambda: any("READY=1" in m for m in self.notify.messages()),
-            10,
+            30,
             "READY=1 from the daemon",
         )
-        self.sub.wait(f"{BASE}/status", lambda b: b == {"state": "online"})
+        self.sub.wait(f"{BASE}/status", lambda b: b == {"state": "online"}, 30)
 
     def ends(self) -> list[tuple[int, str]]:
         return [
@@ -151,7 +152,7 @@ def test_no_result_is_lost_while_the_broker_is_down(tmp_path: Path, broker: Brok
     try:
         with running(table.daemon):
             # This subscriber only hears <base>/game, so READY is the sign to go.
-            wait_for(lambda: any("READY=1" in m for m in table.notify.messages()), 10, "READY")
+            wait_for(lambda: any("READY=1" in m for m in table.notify.messages()), 30, "READY")
             _warm(table)
             table.wheel.game("1")
             table.wheel.reverse_rotor()
@@ -193,7 +194,7 @@ def test_sigkill_mid_game_then_restart(table: Table) -> None:
     with running(table.daemon):
         table.sub.wait(f"{BASE}/game", lambda p: p["game_id"] == 2 and p["event"] == "no_spin")
         assert table.wait_end(2)["reason"] == "controller_restart"
-        wait_for(lambda: any("READY=1" in m for m in table.notify.messages()), 10, "READY")
+        wait_for(lambda: any("READY=1" in m for m in table.notify.messages()), 30, "READY")
         table.wheel.set_rotor("cw")  # the same way as game 1's result
         table.wheel.advance(10_000)
         table.wheel.game("9")
@@ -361,7 +362,7 @@ def test_mqtt_311_and_environment_overrides(tmp_path: Path, broker: Broker) -> N
     table.sub = Subscriber(broker.port, "casino/roulette/T9/#")
     try:
         with running(table.daemon):
-            table.sub.wait("casino/roulette/T9/status", lambda b: b == {"state": "online"})
+            table.sub.wait("casino/roulette/T9/status", lambda b: b == {"state": "online"}, 30)
             _warm(table)
             table.wheel.game("7")
             table.flush()
@@ -414,7 +415,7 @@ def test_a_broker_down_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
     daemon = DaemonProcess(config, tmp_path, env={"NOTIFY_SOCKET": str(notify.path)})
     try:
         with running(daemon):
-            wait_for(lambda: any("READY=1" in m for m in notify.messages()), 10, "READY")
+            wait_for(lambda: any("READY=1" in m for m in notify.messages()), 30, "READY")
             wait_for(lambda: "broker unavailable" in daemon.logs(), 10, "a retry")
             broker.start()
             sub = Subscriber(broker.port, f"{BASE}/status")
