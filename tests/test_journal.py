@@ -183,7 +183,7 @@ def test_engine_state_round_trips() -> None:
 def test_game_ids_continue_after_the_journal_is_deleted(journal: Journal) -> None:
     for game_id in (1, 2, 3):
         play(journal, game_id)
-    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3\n"
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3 0\n"
     journal.close()
     for stale in journal.path.parent.glob(JOURNAL + "*"):
         stale.unlink()
@@ -238,11 +238,11 @@ def test_a_journal_without_game_ids_writes_its_mark(journal: Journal) -> None:
     journal.close()
     (journal.path.parent / GAME_IDS_FILE).unlink()
     Journal(journal.path).close()
-    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "2\n"
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "2 0\n"
 
 
 @pytest.mark.parametrize(
-    "content", ["", "12 13\n", "-4\n", "1e3\n", "\uff19\n", "9007199254740992\n"]
+    "content", ["", "12 13 14\n", "-4\n", "1e3\n", "\uff19\n", "9007199254740992\n"]
 )
 def test_a_malformed_game_ids_file_is_refused(state_dir: Path, content: str) -> None:
     state_dir.mkdir()
@@ -510,4 +510,46 @@ def test_a_journal_from_before_the_frames_table_is_upgraded(journal: Journal) ->
     journal = Journal(journal.path)
     journal.record_frames([FrameRecord(1.0, "<", b"x", 1)])
     assert [game_id for game_id, _, _ in journal.decisions()] == [1]
+    journal.close()
+
+
+def _signed_games(journal: Journal, count: int) -> ChainState:
+    """Record ``count`` one-message games, signed and chained as the pipeline does."""
+    from wheeld.signing import Signer, chain
+
+    signer = Signer.generate()
+    state = journal.load_chain()
+    for game_id in range(1, count + 1):
+        payload, state = chain({"event": "no_spin", "game_id": game_id}, state, signer)
+        journal.record(
+            [GameRecord(game_id, "NoSpin", json.dumps(payload))],
+            [],
+            EngineState(next_game_id=game_id + 1),
+            chain=state,
+        )
+    return state
+
+
+def test_the_chain_continues_from_the_last_payload_when_its_state_row_is_gone(
+    journal: Journal,
+) -> None:
+    after = _signed_games(journal, 3)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DELETE FROM state WHERE key = 'chain'")
+    journal = Journal(journal.path)
+    assert journal.load_chain() == after
+    journal.close()
+
+
+def test_a_lost_or_older_journal_restarts_the_chain_past_every_reserved_seq(
+    journal: Journal,
+) -> None:
+    _signed_games(journal, 3)
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3 1002\n"
+    journal.close()
+    for stale in journal.path.parent.glob(JOURNAL + "*"):
+        stale.unlink()
+    journal = Journal(journal.path)  # lost: a new journal, game ids and seqs go on
+    assert journal.lost and journal.load_chain() == ChainState(1002, None)
     journal.close()

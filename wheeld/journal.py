@@ -11,9 +11,10 @@ Beside the database, in the same state directory:
 
 - ``lock``: held with ``flock`` while a journal is open, so two daemons never
   share one state directory; it holds the owner's pid for the error message.
-- ``game-ids``: the highest game id ever used, one decimal line, replaced
-  atomically whenever it grows. Game ids are never reused: a journal that is
-  deleted, emptied or moved aside does not restart them at 1.
+- ``game-ids``: the highest game id ever used and the message seq reserved,
+  one line, replaced atomically whenever either grows. Game ids and seqs are
+  never reused: a journal that is deleted, emptied or moved aside does not
+  restart them.
 
 A journal that is not an SQLite database, fails ``PRAGMA quick_check`` or does
 not hold wheeld's tables is refused at open with one line saying so: a daemon
@@ -42,7 +43,7 @@ import rfc8785
 from wheeld.capture import escape
 from wheeld.effects import GameRecord, Outgoing
 from wheeld.engine import EngineState
-from wheeld.signing import ChainState
+from wheeld.signing import ChainState, digest
 
 if TYPE_CHECKING:
     from wheeld.effects import CommandRecord, FrameRecord, TableState
@@ -138,7 +139,11 @@ BROKEN = "broken"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Same bound as the engine's stored integers: exact in every JSON reader.
 _GAME_ID_LIMIT = 1 << 53
-_GAME_IDS_LINE = re.compile(r"\s*([0-9]{1,16})\s*", re.ASCII)
+_GAME_IDS_LINE = re.compile(r"\s*([0-9]{1,16})(?:[ \t]+([0-9]{1,16}))?\s*", re.ASCII)
+#: ``game-ids`` also reserves message ``seq`` numbers this many at a time: a lost
+#: or older journal restarts the chain past every seq ever reserved, never at
+#: one already published, at the cost of one more small fsync per block.
+SEQ_RESERVE = 1000
 
 _Columns = list[tuple[str, str, int, int]]
 
@@ -182,7 +187,9 @@ class Journal:
             raise JournalError(f"{state_dir}: cannot create the state directory: {exc}") from None
         self._lock_fd: int | None = _lock_state_dir(state_dir)
         try:
-            self._high_water = self._read_high_water()
+            self._high_water, self._seq_reserved = self._read_high_water()
+            #: The journal was missing, emptied or older than ``game-ids``.
+            self.lost = False
             self._db = self._connect()
             self._durable = True
             self._check_game_ids()
@@ -232,7 +239,8 @@ class Journal:
         except JournalError:
             db.close()
             raise
-        if fresh and self._high_water > 0:
+        if fresh and (self._high_water > 0 or self._seq_reserved > 0):
+            self.lost = True
             self.warnings.append(
                 f"{path}: journal was missing or empty, a new one was started;"
                 f" game ids continue from {self._high_water + 1} ({self._game_ids_path})"
@@ -360,12 +368,12 @@ class Journal:
 
     # -- the game-id high-water mark -----------------------------------------------
 
-    def _read_high_water(self) -> int:
-        """The highest game id ever used, from ``game-ids``; 0 when there is none."""
+    def _read_high_water(self) -> tuple[int, int]:
+        """The highest game id ever used and the seq reserved, from ``game-ids``; 0 when none."""
         try:
             text = self._game_ids_path.read_text(encoding="ascii", errors="replace")
         except FileNotFoundError:
-            return 0
+            return 0, 0
         except OSError as exc:
             raise JournalError(f"{self._game_ids_path}: cannot read: {exc}") from None
         match = _GAME_IDS_LINE.fullmatch(text)
@@ -374,7 +382,7 @@ class Journal:
                 f"{self._game_ids_path}: malformed: it must hold one number, the highest"
                 f" game id ever used (0 for none)"
             )
-        return int(match[1])
+        return int(match[1]), int(match[2] or 0)
 
     def _check_game_ids(self) -> None:
         """Reconcile the journal's next game id with ``game-ids``, warning when behind."""
@@ -386,20 +394,22 @@ class Journal:
             # A journal from before game-ids existed, or game-ids was deleted.
             self._raise_high_water(used)
         elif used < self._high_water:
+            self.lost = True
             self.warnings.append(
                 f"{self.path}: the journal ends at game {used} but {self._game_ids_path}"
                 f" says game {self._high_water} was used (an older journal?);"
                 f" game ids continue from {self._high_water + 1}"
             )
 
-    def _raise_high_water(self, used: int) -> None:
+    def _raise_high_water(self, used: int, seq_reserved: int | None = None) -> None:
         """Atomically replace ``game-ids``: the old or the new mark survives a crash."""
+        reserved = self._seq_reserved if seq_reserved is None else seq_reserved
         target = self._game_ids_path
         temporary = target.with_name(target.name + ".tmp")
         try:
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
             try:
-                os.write(fd, f"{used}\n".encode("ascii"))
+                os.write(fd, f"{used} {reserved}\n".encode("ascii"))
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -416,6 +426,7 @@ class Journal:
                 f"{target}: cannot record game id {used}: {exc}; nothing was recorded"
             ) from None
         self._high_water = used
+        self._seq_reserved = reserved
 
     def _note_game_ids(self, games: list[GameRecord], state: EngineState) -> None:
         used = max([state.next_game_id - 1, *(game.game_id for game in games)])
@@ -537,6 +548,9 @@ class Journal:
         JournalWriteError, with nothing recorded, when the disk refuses.
         """
         self._note_game_ids(games, state)
+        if chain is not None and chain.seq >= self._seq_reserved:
+            # Written before the commit, as game ids are: a crash skips seqs, never reuses.
+            self._raise_high_water(self._high_water, chain.seq + SEQ_RESERVE)
         heads = dict(self._heads)
         with self._writing():
             for game in games:
@@ -615,10 +629,33 @@ class Journal:
         return deleted
 
     def load_chain(self) -> ChainState:
-        """Where the message chain stands: the next ``seq`` and ``prev`` (a fresh chain if none)."""
+        """Where the message chain stands: the next ``seq`` and ``prev`` (a fresh chain if none).
+
+        Never behind a message already published: the stored state, the last
+        signed payload in the journal (should the state row be gone), and, when
+        the journal was lost or is older than ``game-ids``, past every seq ever
+        reserved there (a new segment: ``prev`` null, a gap a verifier shows).
+        """
+        chain = self._stored_chain()
+        last = self._read(
+            "SELECT payload FROM decisions WHERE payload LIKE '%\"seq\"%' ORDER BY id DESC LIMIT 1"
+        )
+        if last:
+            try:
+                payload = json.loads(last[0][0])
+                seq = payload.get("seq") if isinstance(payload, dict) else None
+                if type(seq) is int and (chain is None or chain.seq <= seq):
+                    chain = ChainState(seq + 1, digest(payload))
+            except ValueError:
+                pass  # an unreadable payload is the hash chain's to report
+        if self.lost and self._seq_reserved > (chain.seq if chain is not None else 1):
+            return ChainState(self._seq_reserved, None)
+        return chain if chain is not None else ChainState()
+
+    def _stored_chain(self) -> ChainState | None:
         rows = self._read("SELECT value FROM state WHERE key = 'chain'")
         if not rows:
-            return ChainState()
+            return None
         try:
             stored = json.loads(rows[0][0])
             if not isinstance(stored, dict):
