@@ -253,7 +253,9 @@ def test_a_lost_link_is_a_fault_set_then_cleared_with_both_ends() -> None:
     (set_,) = _alarms(down)
     assert (set_["alarm"], set_["state"], set_["why"]) == ("wheel_link_lost", "set", "port closed")
     assert _alarms(table.pipeline.on_link_down("again", 101.0)) == []  # set once
-    (clear,) = _alarms(table.pipeline.on_link_up(104.5))
+    assert _alarms(table.pipeline.on_link_up(103.0)) == []  # an open port is not a wheel heard
+    table.wheel.heartbeat()
+    (clear,) = _alarms(table.pipeline.on_bytes(table.wheel.lines[-1][1] + b"\r\n", 104.5))
     assert (clear["state"], clear["since"], clear["duration_s"]) == ("clear", set_["since"], 4.5)
     assert clear["until"] > clear["since"]
 

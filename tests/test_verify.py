@@ -14,6 +14,7 @@ from wheeld.effects import FrameRecord, GameRecord, Outgoing
 from wheeld.engine import EngineState
 from wheeld.journal import JOURNAL_FILE, Journal
 from wheeld.signing import ChainState, Signer, chain
+from wheeld.verify import Failure, read_lines
 
 SIGNER = Signer.generate()
 
@@ -343,3 +344,15 @@ def test_an_export_verifies_and_its_ends_are_anchored(
         out.write_text("\n".join(line for i, line in enumerate(lines) if i != dropped_line) + "\n")
         status, said = verify(capsys, "--key", public_key, out)
         assert status == 1 and expected in said
+
+
+def test_a_member_named_twice_and_an_empty_file_vouch_for_nothing() -> None:
+    root = Path(__file__).parent
+    lines = (root / "captures" / "signed" / "normal-games.expected.jsonl").read_text().splitlines()
+    result = next(number for number, line in enumerate(lines) if '"event":"result"' in line)
+    genuine = lines[result]
+    lines[result] = genuine[:-1] + ',"number":"0"}'  # a second number after the signed one
+    failure = read_lines(lines)
+    assert isinstance(failure, Failure) and "'number' appears twice" in failure.why
+    empty = read_lines(["", "  "])
+    assert isinstance(empty, Failure) and "no message" in empty.why

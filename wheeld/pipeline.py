@@ -147,9 +147,13 @@ class TablePipeline:
         out = Effects()
         for segment in _segments(data):
             before = self.engine.game_in_progress
+            next_before = self.engine.state.next_game_id
             self._on_segment(segment, now, out)
-            # The game in progress when the line crossed, or the one it opened.
-            game = before if before is not None else self.engine.game_in_progress
+            # The game in progress when the line crossed, or the one it opened
+            # (even if the launch was voided at once).
+            game = before
+            if game is None and self.engine.state.next_game_id != next_before:
+                game = self.engine.state.next_game_id - 1
             for line in self._from_wheel.feed(segment):
                 out.frames.append(FrameRecord(now, "<", line, game))
         return self._frame_writes(out, now)
@@ -157,7 +161,11 @@ class TablePipeline:
     def _on_segment(self, data: bytes, now: float, out: Effects) -> None:
         decisions: list[Decision] = []
         session = self.session
-        for event in self.decoder.feed(data, now):
+        events = self.decoder.feed(data, now)
+        if events and WHEEL_LINK_FAULT in self.faults:
+            # The wheel is heard again: a port that merely reopened proves nothing.
+            self._fault(WHEEL_LINK_FAULT, now, out, active=False)
+        for event in events:
             if isinstance(event, DisplayMismatch):
                 game = self.engine.game_in_progress or self._last_game
                 decisions.append(
@@ -231,7 +239,6 @@ class TablePipeline:
         """The port opened."""
         self.link_up = True
         out = Effects()
-        self._fault(WHEEL_LINK_FAULT, now, out, active=False)
         if self.session is not None:
             out.writes += self.session.on_connect(now)
             self._session_alarms(now, out)

@@ -312,6 +312,8 @@ class Publisher:
                 "broker refused our status", topic=f"{self._base}/status", reason=str(status)
             )
         for message in self._journal.retained():
+            if not message.topic.startswith(f"{self._base}/"):
+                continue  # another table's, from before this state directory changed hands
             code = await self._deliver(client, message)
             if code.is_failure:
                 self._log.warning(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from wheeld.journal import JournalError
 from wheeld.signing import ChainState, digest
 from wheeld.verify import EXPORT_FORMAT
 
@@ -81,6 +82,8 @@ def recall(
 ) -> list[RecalledGame]:
     """The last ``last`` games (ending with ``game_id`` when given), in play order."""
     ids = view.game_ids(last, game_id)
+    if game_id is not None and game_id not in ids:
+        raise JournalError(f"{view.path}: no game {game_id} in the journal")
     events = view.events(ids)
     frames = view.frames(ids)
     return [

@@ -172,6 +172,26 @@ class Recording:
     header: dict[str, Any] | None = None
 
 
+class DuplicateMember(ValueError):
+    """A JSON object names one member twice: I-JSON (RFC 7493), which RFC 8785 signs, forbids it."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        counted: dict[str, int] = {}
+        for key, _ in pairs:
+            counted[key] = counted.get(key, 0) + 1
+        twice = next(key for key, count in counted.items() if count > 1)
+        raise DuplicateMember(f"member {twice!r} appears twice (parsers disagree on which counts)")
+    return members
+
+
+def strict_json(text: str) -> Any:
+    """JSON that names no member twice (a signature over one reading proves nothing of another)."""
+    return json.loads(text, object_pairs_hook=_unique)
+
+
 def read_lines(lines: Iterable[str]) -> Recording | Failure:
     """One JSON object a line: a consumer's recording, ``wheeld replay``'s output or an export.
 
@@ -184,7 +204,9 @@ def read_lines(lines: Iterable[str]) -> Recording | Failure:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = strict_json(line)
+        except DuplicateMember as exc:
+            return Failure(f"line {number}", str(exc))
         except ValueError:
             return Failure(f"line {number}", "not JSON")
         if not isinstance(value, dict):
@@ -197,6 +219,8 @@ def read_lines(lines: Iterable[str]) -> Recording | Failure:
             continue  # the serial lines an export carries beside the messages: not signed
         else:
             messages.append(Message(f"line {number}", value))
+    if not messages:
+        return Failure("the file", "holds no message: nothing is vouched for")
     return Recording(messages, header)
 
 
@@ -242,7 +266,10 @@ def _journal_messages(view: JournalView) -> Iterator[Message | Failure]:
     for row_id, game_id, payload in view.decisions():
         origin = f"decisions row {row_id}"
         try:
-            value = json.loads(payload)
+            value = strict_json(payload)
+        except DuplicateMember as exc:
+            yield Failure(f"{origin} (game {game_id})", str(exc))
+            return
         except ValueError:
             yield Failure(f"{origin} (game {game_id})", "payload is not JSON")
             return
