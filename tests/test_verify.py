@@ -356,3 +356,20 @@ def test_a_member_named_twice_and_an_empty_file_vouch_for_nothing() -> None:
     assert isinstance(failure, Failure) and "'number' appears twice" in failure.why
     empty = read_lines(["", "  "])
     assert isinstance(empty, Failure) and "no message" in empty.why
+
+
+def test_a_table_whose_key_was_rotated_verifies_with_both_keys(tmp_path: Path) -> None:
+    old, new = Signer.generate(), Signer.generate()
+    state = ChainState()
+    lines = []
+    for game_id, signer in ((1, old), (2, new)):
+        payload, state = chain({"event": "no_spin", "game_id": game_id}, state, signer)
+        lines.append(json.dumps(payload))
+    recorded = tmp_path / "rotated.jsonl"
+    recorded.write_text("\n".join(lines) + "\n")
+    keys = []
+    for name, signer in (("old", old), ("new", new)):
+        keys.append(tmp_path / f"{name}.pub")
+        keys[-1].write_bytes(signer.public_pem())
+    assert main(["verify", "--key", str(keys[0]), str(recorded)]) == 1
+    assert main(["verify", "--key", str(keys[0]), "--key", str(keys[1]), str(recorded)]) == 0

@@ -137,7 +137,13 @@ def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         description="Exit 0 when every signature, link and game ending holds; exit 1 with one "
         "line naming the first entry that fails and why.",
     )
-    verify.add_argument("--key", type=Path, required=True, help="the table's public key (PEM)")
+    verify.add_argument(
+        "--key",
+        type=Path,
+        required=True,
+        action="append",
+        help="the table's public key (PEM); repeat it for every key a table has signed with",
+    )
     source = verify.add_mutually_exclusive_group(required=True)
     source.add_argument("--state-dir", type=Path, help="the daemon's state directory")
     source.add_argument(
@@ -205,7 +211,7 @@ def _verify(args: argparse.Namespace) -> int:
     from wheeld.signing import SigningError, load_public_key
 
     try:
-        key = load_public_key(args.key)
+        key = [load_public_key(path) for path in args.key]
     except SigningError as exc:
         raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
     if args.state_dir is not None:
@@ -227,7 +233,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify_file(path: Path, key: Ed25519PublicKey) -> Failure | None:
+def _verify_file(path: Path, key: list[Ed25519PublicKey]) -> Failure | None:
     from wheeld import verify
 
     try:

@@ -15,15 +15,15 @@ when the payload it held was never signed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wheeld.signing import ChainState, digest, signature_problem
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from wheeld.signing import ChainState, digest, key_id, signature_problem
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
     from wheeld.journal import JournalView
 
 #: The events that end a game: each game has exactly one of them.
@@ -62,7 +62,7 @@ def _where(message: Message) -> str:
 
 def verify_messages(
     messages: Iterable[Message],
-    public_key: Ed25519PublicKey,
+    public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey],
     *,
     start: ChainState | None = None,
     end: ChainState | None = None,
@@ -99,10 +99,15 @@ def verify_messages(
     return None
 
 
-def _signature_why(payload: dict[str, Any], public_key: Ed25519PublicKey) -> str | None:
+def _signature_why(
+    payload: dict[str, Any], keys: Ed25519PublicKey | Sequence[Ed25519PublicKey]
+) -> str | None:
     if "sig" not in payload and "kid" not in payload:
         return "unsigned (written by a daemon with signing.required = false?)"
-    problem = signature_problem(payload, public_key)
+    # Several keys: a table whose key was rotated; each message names its key by kid.
+    trusted = [keys] if isinstance(keys, Ed25519PublicKey) else list(keys)
+    named = [key for key in trusted if key_id(key) == payload.get("kid")]
+    problem = signature_problem(payload, named[0] if named else trusted[0])
     if problem is not None:
         return problem
     if type(payload.get("seq")) is not int:
@@ -235,7 +240,9 @@ def export_bounds(header: dict[str, Any]) -> tuple[ChainState, ChainState] | Fai
     return start, end
 
 
-def verify_journal(view: JournalView, public_key: Ed25519PublicKey) -> Failure | None:
+def verify_journal(
+    view: JournalView, public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey]
+) -> Failure | None:
     """The journal's hash chains, the breaks start-ups found, then every stored payload."""
     for walk in view.walks().values():
         if walk.breaks:
