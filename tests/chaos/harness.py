@@ -35,12 +35,14 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from tests.rig import Broker, DaemonProcess, Subscriber, make_signing_key, wait_for
 from wheeld.journal import JOURNAL_FILE, Journal
+from wheeld.signing import load_public_key, signature_problem
 
 TABLE = "CHAOS"
 BASE = f"wheeld/{TABLE}"
@@ -145,7 +147,11 @@ def _canonical(payload: Any) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
 
 
-def check(journal: list[tuple[int, str, str]], received: list[Any]) -> Verdict:
+def check(
+    journal: list[tuple[int, str, str]],
+    received: list[Any],
+    public_key: Ed25519PublicKey | None = None,
+) -> Verdict:
     """The journal against what the persistent subscriber received on ``<base>/game``.
 
     Nothing lost (every journalled decision received), nothing invented (every
@@ -195,7 +201,25 @@ def check(journal: list[tuple[int, str, str]], received: list[Any]) -> Verdict:
             problems.append(f"received: game {game_id} arrived as {', '.join(seen)}")
         if sum(event in _ENDS for event in seen) > 1:
             problems.append(f"received: game {game_id} ended twice ({', '.join(seen)})")
+    if public_key is not None:
+        problems += _signatures_and_seqs(received, public_key)
     return verdict
+
+
+def _signatures_and_seqs(received: list[Any], public_key: Ed25519PublicKey) -> list[str]:
+    """Every message genuine, and no seq ever carried by two different messages."""
+    problems = []
+    by_seq: dict[Any, str] = {}
+    for payload in received:
+        if not isinstance(payload, dict):
+            continue
+        why = signature_problem(payload, public_key)
+        if why is not None:
+            problems.append(f"received: seq {payload.get('seq')}: {why}")
+        text = _canonical(payload)
+        if by_seq.setdefault(payload.get("seq"), text) != text:
+            problems.append(f"received: seq {payload.get('seq')} carried two different messages")
+    return problems
 
 
 def _unrecorded_void(payload: Any) -> bool:
@@ -548,7 +572,8 @@ class ChaosRig:
             rows = self.retired + journal.decisions()
         finally:
             journal.close()
-        verdict = check(rows, self.received())
+        public_key = load_public_key(self.config.parent / "signing.pub")
+        verdict = check(rows, self.received(), public_key)
         broker_log = (self.workdir / "mosquitto.log").read_text(errors="replace")
         if "Error saving" in broker_log:
             # Then a killed broker forgets sessions: a loss the daemon is not to blame for.
