@@ -89,6 +89,9 @@ def game_events(effects: Effects) -> list[tuple[int, str]]:
         (b'{"note": 5}', False, "note must be a string"),
         (b'{"game_id": 99}', False, "game 99 is not in progress"),
         (b'{"operator": ""}', False, "operator must be"),
+        (b'{"note": "\\ud800"}', False, "note must be valid Unicode"),
+        (b'{"note": "\xed\xa0\x80"}', False, "note must be valid Unicode"),
+        (b'{"operator": "\\udfff"}', False, "operator must be valid Unicode"),
     ],
 )
 def test_a_sloppy_no_spin_is_refused_and_the_game_goes_on(

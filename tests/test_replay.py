@@ -13,6 +13,8 @@ from tests.captures.regenerate import golden_pairs, replay_output
 from tests.captures.scenarios import SCENARIOS
 from wheeld.cli import main as wheeld
 
+ROOT = Path(__file__).resolve().parents[1]
+
 PAIRS = golden_pairs()
 
 
@@ -122,3 +124,22 @@ def test_a_bad_config_is_refused_naming_the_key(tmp_path: Path) -> None:
     out = _run("replay", "--config", str(config), str(capture))
     assert "rules.min_ball_revolutions" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_clock_step_at_an_ss2_launch_keeps_the_game(tmp_path: Path) -> None:
+    """The driver times the SS2 by the host's clock: a recorded step must not hide a launch."""
+    studio = ROOT / "drivers" / "cammegh-ss2" / "tests" / "captures" / "studio-games-2025.cap"
+    lines = studio.read_text().splitlines(keepends=True)
+    launch = next(i for i, line in enumerate(lines) if " < *X;3;042;" in line)
+    stepped = [*lines[:launch], "# clock-step: +20.000\n"]
+    for line in lines[launch:]:
+        at, _, rest = line.partition(" ")
+        stepped.append(f"{float(at) + 20:.3f} {rest}" if at[:1].isdigit() else line)
+    capture = tmp_path / "stepped.cap"
+    capture.write_text("".join(stepped))
+    ends = [
+        json.loads(line)
+        for line in replay_output(capture).splitlines()
+        if '"spin":42' in line and ('"result"' in line or '"no_spin"' in line)
+    ]
+    assert [(end["event"], end.get("number")) for end in ends] == [("result", "35")]

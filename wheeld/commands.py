@@ -96,6 +96,7 @@ def parse(command: OperatorCommand) -> Command:
         note = body.get("note", "")
         if type(note) is not str or len(note) > MAX_NOTE:
             raise CommandError(f"note must be a string of at most {MAX_NOTE} characters")
+        _unicode("note", note)
         game_id = body.get("game_id")
         if game_id is not None and type(game_id) is not int:
             raise CommandError("game_id must be an integer")
@@ -125,4 +126,13 @@ def _operator(value: object) -> str | None:
         return None
     if type(value) is not str or not 0 < len(value) <= MAX_OPERATOR:
         raise CommandError(f"operator must be a string of 1 to {MAX_OPERATOR} characters")
+    _unicode("operator", value)
     return value
+
+
+def _unicode(name: str, value: str) -> None:
+    """Refuse what JSON can spell but UTF-8 cannot carry: a lone surrogate (``\\ud800``)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CommandError(f"{name} must be valid Unicode (a lone surrogate is not)") from None

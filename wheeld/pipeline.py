@@ -124,6 +124,8 @@ class TablePipeline:
         self.unrecorded: list[int] = []
         #: Faults now set: code -> host time they began.
         self.faults: dict[str, float] = {}
+        #: The sum of the host clock's steps so far (the decoder's time leaves them out).
+        self._clock_steps = 0.0
         self.journal_failed = False
         self._saved_state = replace(self.engine.state)
         self._last_game: int | None = None
@@ -161,7 +163,8 @@ class TablePipeline:
     def _on_segment(self, data: bytes, now: float, out: Effects) -> None:
         decisions: list[Decision] = []
         session = self.session
-        events = self.decoder.feed(data, now)
+        # Drivers that time the wheel by the host's clock get it without its steps.
+        events = self.decoder.feed(data, now - self._clock_steps)
         if events and WHEEL_LINK_FAULT in self.faults:
             # The wheel is heard again: a port that merely reopened proves nothing.
             self._fault(WHEEL_LINK_FAULT, now, out, active=False)
@@ -220,6 +223,7 @@ class TablePipeline:
         alarm says so.
         """
         self.engine.on_clock_step(step_s)
+        self._clock_steps += step_s
         out = Effects()
         # Set and cleared at once: the clock was at ``from`` and is at ``to``.
         detail = {"step_s": round(step_s, 3), "from": iso_utc(now - step_s), "to": iso_utc(now)}
