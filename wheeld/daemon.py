@@ -12,6 +12,7 @@ apply journal retention, and try an unwritable journal again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import socket
@@ -24,7 +25,7 @@ from wheeld import identity, logs
 from wheeld.commands import CommandError, OperatorCommand, Recall, parse
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
-from wheeld.effects import CommandRecord, Effects, Outgoing
+from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
 from wheeld.journal import JOURNAL_FILE, Journal, JournalError, JournalView, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.notify import Notifier
@@ -39,6 +40,12 @@ WHEEL_STATE_EVERY_S = 60.0
 CLOCK_STEP_S = 1.0
 #: How often an unwritable journal is tried again.
 JOURNAL_RETRY_S = 1.0
+#: Lines from the wheel are journaled in batches: with the next decision, at this
+#: many, or this long after the first (one SQLite commit a second, not one a frame).
+FRAME_BATCH = 64
+FRAME_FLUSH_S = 1.0
+#: Lines kept while the journal cannot write (the oldest go first).
+FRAME_BUFFER_MAX = 10_000
 #: How often journal retention (state.keep_games) is applied while running.
 RETENTION_EVERY_S = 3600.0
 
@@ -137,6 +144,8 @@ class Daemon:
         self._timer: asyncio.TimerHandle | None = None
         self._journal_retry: asyncio.TimerHandle | None = None
         self._repeating: list[asyncio.TimerHandle] = []
+        self._frames: list[FrameRecord] = []
+        self._frames_timer: asyncio.TimerHandle | None = None
         self._publisher_task: asyncio.Task[None] | None = None
         # What <base>/info last said of the wheel: republished when the wheel's hello differs.
         self._identity: tuple[Any, ...] | None = None
@@ -218,6 +227,8 @@ class Daemon:
                     cut_lines=self.capture.cut_lines,
                     dropped_bytes=self.capture.dropped_bytes,
                 )
+        with contextlib.suppress(JournalWriteError):
+            self._flush_frames()  # the last lines heard, before the journal closes
         self.journal.close()
         self.notifier.close()
         return 0
@@ -370,8 +381,14 @@ class Daemon:
             # Decisions last: when a write fails, exactly the games whose records
             # did not reach the journal are the ones the pipeline will void. The
             # frames first, without an fsync: the decisions' commit makes them durable.
-            if effects.frames:
-                journal.record_frames(effects.frames)
+            self._frames += effects.frames
+            if self._frames and (
+                effects.durable or effects.commands or len(self._frames) >= FRAME_BATCH
+            ):
+                self._flush_frames()
+            elif self._frames and self._frames_timer is None:
+                loop = asyncio.get_running_loop()
+                self._frames_timer = loop.call_later(FRAME_FLUSH_S, self._flush_frames_later)
             if effects.commands:
                 journal.record_commands(effects.commands)
             if effects.table_state is not None:
@@ -399,6 +416,23 @@ class Daemon:
             self._enqueue_best_effort(self._info_message())
         self.publisher.wake()
         self._rearm()
+
+    def _flush_frames(self) -> None:
+        """Journal the buffered lines; JournalWriteError keeps them for the next try."""
+        if self._frames_timer is not None:
+            self._frames_timer.cancel()
+            self._frames_timer = None
+        self.journal.record_frames(self._frames)
+        self._frames = []
+
+    def _flush_frames_later(self) -> None:
+        self._frames_timer = None
+        try:
+            self._flush_frames()
+        except JournalWriteError as exc:
+            if len(self._frames) > FRAME_BUFFER_MAX:
+                del self._frames[: len(self._frames) - FRAME_BUFFER_MAX]
+            self._journal_failed(Effects(), str(exc))
 
     def _enqueue_best_effort(self, message: Outgoing) -> None:
         try:
