@@ -285,3 +285,16 @@ def test_an_open_cover_is_one_fault_with_both_ends() -> None:
         ("cover_open", "set"),
         ("cover_open", "clear"),
     ]
+
+
+def test_a_broker_that_saw_higher_game_ids_moves_ours_past_them() -> None:
+    table = Table()
+    assert table.pipeline.on_broker_result(b"not json", 1.0).messages == []
+    assert table.pipeline.on_broker_result(b'{"game_id": true}', 1.0).messages == []
+    effects = table.pipeline.on_broker_result(b'{"event": "result", "game_id": 107}', 1.0)
+    (alarm,) = _alarms(effects)
+    assert (alarm["alarm"], alarm["next_game_id"]) == ("game_ids_behind_broker", 108)
+    assert effects.state is not None and effects.state.next_game_id == 108
+    assert table.launch() == 108
+    assert table.pipeline.on_broker_result(b'{"game_id": 200}', 2.0).messages == []  # mid-game
+    assert table.pipeline.on_broker_result(b'{"game_id": 5}', 2.0).messages == []  # ours, older

@@ -139,6 +139,7 @@ class Daemon:
             on_command=self._on_command,
             log=self.log,
             instance=f"{socket.gethostname()}:{config.state.dir.resolve()}",
+            on_retained_result=self._on_retained_result,
         )
         self._stop = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
@@ -353,6 +354,9 @@ class Daemon:
             return {"ok": False, "error": "internal error"}
         self._apply(effects)
         return reply
+
+    def _on_retained_result(self, payload: bytes) -> None:
+        self._apply(self.pipeline.on_broker_result(payload, time.time()))
 
     def _recall(self, command: OperatorCommand) -> dict[str, Any]:
         """``recall``: the last games with their events and frames, read from the journal."""

@@ -261,6 +261,38 @@ class TablePipeline:
         out.messages.append(self.wheel_message(now))
         return out
 
+    def on_broker_result(self, payload: bytes, now: float) -> Effects:
+        """The broker's retained result: a game id at or past ours means ids would repeat.
+
+        A state directory lost whole (journal and game-ids) restarts ids at 1,
+        while the table's consumers have seen higher ones and drop repeats by id.
+        The next game then takes the id after the broker's, and a critical
+        alarm says so.
+        """
+        out = Effects()
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            return out
+        seen = body.get("game_id") if isinstance(body, dict) else None
+        state = self.engine.state
+        if type(seen) is not int or not 0 < seen < 2**53 or seen < state.next_game_id:
+            return out
+        if self.engine.game_in_progress is not None:
+            return out  # judged again at the next reconnect; the open game keeps its id
+        state.next_game_id = seen + 1
+        self._raise(
+            Alarm(
+                now,
+                "game_ids_behind_broker",
+                {"severity": "critical", "broker_game_id": seen, "next_game_id": seen + 1},
+            ),
+            out,
+        )
+        out.state = replace(state)
+        self._saved_state = out.state
+        return out
+
     def alarm(self, now: float, code: str, **detail: Any) -> Effects:
         """An alarm the shell found (not the engine): journaled and published like the rest."""
         out = Effects()

@@ -138,11 +138,15 @@ class Publisher:
         *,
         on_command: CommandHandler,
         log: Any,
+        on_retained_result: Callable[[bytes], None] | None = None,
         instance: str = "",
     ) -> None:
         self._config = config
         self._journal = journal
         self._on_command = on_command
+        #: Told the retained <base>/result the broker holds: the daemon checks its
+        #: game id against its own (a lost state directory would reuse ids).
+        self._on_retained_result = on_retained_result
         self._log = log
         self._base = config.base_topic
         self._reply_prefix = config.mqtt.reply_prefix
@@ -299,8 +303,11 @@ class Publisher:
 
     async def _serve(self, client: Client) -> None:
         # Before saying we are online: the retained status there now tells
-        # whether another wheeld already publishes for this table.
+        # whether another wheeld already publishes for this table, and the
+        # retained result which game ids the table's consumers have seen.
         await client.subscribe(f"{self._base}/status", qos=1)
+        if self._on_retained_result is not None:
+            await client.subscribe(f"{self._base}/result", qos=1)
         status = await client.publish_acknowledged(
             f"{self._base}/status",
             self.status_payload,
@@ -430,6 +437,10 @@ class Publisher:
             topic = message.topic.value
             if topic == status and isinstance(message.payload, bytes):
                 self._status_heard(message.payload, message.properties)
+                continue
+            if topic == f"{self._base}/result" and isinstance(message.payload, bytes):
+                if message.retain and self._on_retained_result is not None:
+                    self._on_retained_result(message.payload)
                 continue
             if not topic.startswith(prefix):
                 continue
