@@ -424,3 +424,35 @@ def test_check_config_says_when_every_value_is_a_default(
     some.write_text("[rules]\nsettle_ms = 1000\n")
     assert wheeld(["check-config", str(some)]) == 0
     assert capsys.readouterr().out == f"{some}: ok\n"
+
+
+@pytest.mark.parametrize(
+    ("port", "says"),
+    [
+        ("loop://", "loop:// is not allowed (pyserial's loopback"),
+        ("LOOP://", "loop:// is not allowed"),
+        ("rfc2217://wheel:4000", "rfc2217:// is not allowed"),
+        ("spy:///dev/ttyUSB0", "spy:// is not allowed"),
+        ("alt:///dev/ttyUSB0?class=PosixPollSerial", "alt:// is not allowed"),
+        ("gopher://wheel", "gopher:// is not allowed"),
+        ("socket://", "socket:// must name a host and a port"),
+        ("socket://wheel", "socket:// must name a host and a port"),
+        ("socket://wheel:0", "socket:// must name a host and a port"),
+        ("socket://wheel:70000", "socket:// must name a host and a port"),
+        ("socket://:7000", "socket:// must name a host and a port"),
+        ("hwgrep://", "hwgrep:// must have a pattern"),
+    ],
+)
+def test_a_port_url_that_reaches_no_wheel_is_refused(tmp_path: Path, port: str, says: str) -> None:
+    (line,) = _problems(tmp_path, f'[wheel]\nport = "{port}"\n')
+    assert f"wheel.port: {says}" in line
+
+
+@pytest.mark.parametrize(
+    "port",
+    ["/dev/ttyUSB0", "socket://127.0.0.1:7000", "SOCKET://wheel.lan:7000", "hwgrep://0403:6001"],
+)
+def test_device_paths_and_wheel_urls_are_accepted(tmp_path: Path, port: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[wheel]\nport = "{port}"\n')
+    assert load(path, {}).wheel.port == port

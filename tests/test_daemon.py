@@ -507,3 +507,55 @@ def test_recall_over_mqtt_answers_with_events_and_frames(table: Table) -> None:
     assert [e["event"] for e in game["events"]] == ["spinning", "no_more_bets", "result"]
     assert any(f["dir"] == "<" and f["line"].startswith("$WRBAL") for f in game["frames"])
     assert answers[b"r2"] == {"ok": False, "error": "last must be an integer from 1 to 100"}
+
+
+def test_a_port_that_drops_at_once_is_retried_ever_more_slowly_and_sigterm_stops(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """A socket:// wheel that accepts and hangs up at once: reopened with growing
+    backoff (not thousands of times a second), no traceback, and SIGTERM ends it."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    accepted: list[float] = []
+    stopping = threading.Event()
+
+    def hang_up_on_everyone() -> None:
+        while not stopping.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            accepted.append(time.monotonic())
+            connection.close()
+
+    server = threading.Thread(target=hang_up_on_everyone, daemon=True)
+    server.start()
+    config = write_config(
+        tmp_path / "c.toml",
+        port=f"socket://127.0.0.1:{listener.getsockname()[1]}",
+        broker=broker.port,
+        state=tmp_path / "state",
+    )
+    daemon = DaemonProcess(config, tmp_path)
+    try:
+        with running(daemon):
+            wait_for(lambda: len(accepted) >= 5, 20, "five connections from the daemon")
+            # Backoff 0.2, 0.4, 0.8, 1.6 s between them: 3 s; at once, a few ms.
+            assert accepted[4] - accepted[0] > 2.5, accepted[:5]
+            wait_for(lambda: "wheeld ready" in daemon.logs(), 10, "the daemon ready")
+            assert daemon.process is not None
+            started = time.monotonic()
+            daemon.process.terminate()
+            assert daemon.process.wait(5) == 0
+            assert time.monotonic() - started < 5
+        logs = daemon.logs()
+        assert "Traceback" not in logs
+        downs = [r for r in daemon.log_lines() if r.get("event") == "wheel link down"]
+        assert 5 <= len(downs) <= len(accepted)
+    finally:
+        stopping.set()
+        server.join(5)
+        listener.close()

@@ -13,6 +13,7 @@ import os
 import re
 import stat
 import tomllib
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +133,47 @@ def check_host(value: str) -> str:
     return value
 
 
+#: The pyserial URL schemes ``wheel.port`` may use: those that reach a real wheel
+#: and give the event loop a file descriptor to watch (pyserial-asyncio-fast
+#: reads nothing else). ``hwgrep://`` finds a device by its USB ids.
+PORT_URL_SCHEMES = ("socket", "hwgrep")
+#: Why the other schemes pyserial knows are refused.
+_REFUSED_SCHEMES = {
+    "loop": "pyserial's loopback, not a wheel",
+    "rfc2217": "pyserial's RFC 2217 client has no file descriptor for the event loop to "
+    "watch; serve the port as raw TCP (ser2net) and use socket://HOST:PORT",
+    "spy": "a debugging wrapper; give the device path and record with wheeld run --capture",
+    "alt": "give the device path itself",
+    "cp2110": "a HID bridge with no file descriptor for the event loop to watch",
+}
+
+
+def check_port(value: str) -> str:
+    """A device path, or a pyserial URL of a scheme that can reach a wheel (see above)."""
+    scheme, url, rest = value.partition("://")
+    if not url:
+        return value
+    # pyserial reads the scheme without regard to case.
+    scheme = scheme.lower()
+    if scheme not in PORT_URL_SCHEMES:
+        why = _REFUSED_SCHEMES.get(scheme, "not a pyserial URL wheeld can read a wheel from")
+        raise ValueError(
+            f"{scheme}:// is not allowed ({why}): use a device path, "
+            f"socket://HOST:PORT or hwgrep://PATTERN"
+        )
+    if scheme == "socket":
+        parts = urllib.parse.urlsplit(value)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if not parts.hostname or not port:
+            raise ValueError("socket:// must name a host and a port 1-65535: socket://HOST:PORT")
+    elif not rest:
+        raise ValueError("hwgrep:// must have a pattern: hwgrep://PATTERN")
+    return value
+
+
 class _Section(BaseModel):
     # Strict: a TOML integer for an int, a TOML boolean for a bool (floats take
     # integers too); paths are the one thing read from strings, marked per field.
@@ -175,6 +217,8 @@ class WheelConfig(BaseModel):
     #: Reset the USB serial adapter behind the port (with pyusb) when it wedges:
     #: silent, or failing to open three times in a row. Device paths only.
     usb_reset: bool = False
+
+    _port = field_validator("port")(check_port)
 
     @field_validator("driver")
     @classmethod

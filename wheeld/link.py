@@ -1,8 +1,8 @@
 """The serial link to the wheel: open exclusively, read, and reopen when it goes.
 
-Device paths, pseudo-terminals and pyserial URLs (``socket://``,
-``rfc2217://``) all go through pyserial-asyncio-fast. Bytes are handed on as
-they arrive, with the host time; nothing here decodes or decides.
+Device paths, pseudo-terminals and the pyserial URLs the configuration allows
+(``socket://``, ``hwgrep://``) all go through pyserial-asyncio-fast. Bytes are
+handed on as they arrive, with the host time; nothing here decodes or decides.
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ from wheeld.usb_reset import (
 
 BACKOFF_FIRST_S = 0.2
 BACKOFF_MAX_S = 5.0
+#: A port lost sooner than this after it opened never really came up: the backoff
+#: goes on growing, so a port that accepts and drops at once is not reopened
+#: thousands of times a second.
+STABLE_AFTER_S = 1.0
 
 
 class LinkOpenError(Exception):
@@ -130,11 +134,13 @@ class CaptureWriter:
 
 class _LinkProtocol(asyncio.Protocol):
     def __init__(self, link: WheelLink) -> None:
-        self._link = link
+        self.link = link
         self.lost: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+        #: What the transport said when it failed (its message to the loop), if it did.
+        self.failure: str | None = None
 
     def data_received(self, data: bytes) -> None:
-        self._link._received(data)
+        self.link._received(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.lost.done():
@@ -180,6 +186,12 @@ class WheelLink:
         #: The adapter last seen behind the port: still resettable once its tty is gone.
         self._usb_adapter: UsbAdapter | None = None
         self._cycled_for_silence = False
+        #: When the port last opened (monotonic): a loss soon after does not reset the backoff.
+        self._opened_at = 0.0
+        #: The loop whose exception handler this link filters, and the handler it had.
+        self._filtered_loop: asyncio.AbstractEventLoop | None = None
+        self._handler: _ExceptionHandler | None = None
+        self._previous_handler: _ExceptionHandler | None = None
 
     async def open(self) -> None:
         """Open the port once; raises LinkOpenError naming it."""
@@ -187,6 +199,7 @@ class WheelLink:
         import serial_asyncio_fast
 
         loop = asyncio.get_running_loop()
+        self._filter_transport_errors(loop)
         protocol = _LinkProtocol(self)
         try:
             transport, _ = await serial_asyncio_fast.create_serial_connection(
@@ -198,7 +211,7 @@ class WheelLink:
         self._protocol = protocol
         self.connected = True
         self.retrying = False
-        self.last_data = time.monotonic()
+        self.last_data = self._opened_at = time.monotonic()
         self._arm_silence_timer()
         self._log.info("wheel link up", port=self.port, baudrate=self.baudrate)
         self._on_up()
@@ -209,14 +222,18 @@ class WheelLink:
                 self._usb_adapter = adapter or self._usb_adapter
 
     async def run(self) -> None:
-        """Serve the open port; reopen it with capped backoff whenever it goes."""
+        """Serve the open port; reopen it with capped backoff whenever it goes.
+
+        The backoff is reset only by a port that stayed up ``STABLE_AFTER_S``: one
+        that fails to open and one that drops at once are retried alike, ever
+        more slowly up to ``BACKOFF_MAX_S``.
+        """
         backoff = BACKOFF_FIRST_S
         last_error = ""
         while True:
             if not self.connected:
                 try:
                     await self.open()
-                    backoff = BACKOFF_FIRST_S
                     last_error = ""
                 except LinkOpenError as exc:
                     self.retrying = True
@@ -231,14 +248,25 @@ class WheelLink:
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                     continue
-            assert self._protocol is not None
-            lost = await self._protocol.lost
-            self._went_down(f"port closed: {_reason(lost)}" if lost else "port closed")
+            protocol = self._protocol
+            assert protocol is not None
+            lost = await protocol.lost
+            reason = "port closed"
+            if protocol.failure is not None:
+                reason += f": {protocol.failure}"
+            if lost is not None:
+                reason += f": {_reason(lost)}"
+            self._went_down(reason)
             policy = self._usb_policy
             if self._cycled_for_silence and policy is not None:
                 self._cycled_for_silence = False
                 if policy.silence_cycled(time.monotonic()):
                     await self._reset_usb_adapter("silent port cycled")
+            if time.monotonic() - self._opened_at < STABLE_AFTER_S:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            else:
+                backoff = BACKOFF_FIRST_S
 
     async def _reset_usb_adapter(self, reason: str) -> None:
         """Reset the adapter behind a USB port (a pty has none), in a thread: it blocks."""
@@ -254,7 +282,7 @@ class WheelLink:
     def write(self, data: bytes) -> None:
         """Send bytes to the wheel, if the port is open."""
         transport = self._transport
-        if transport is not None and self.connected:
+        if transport is not None and self.connected and not transport.is_closing():
             transport.write(data)  # type: ignore[attr-defined]
             if self._capture is not None:
                 self._capture.sent(data, self._clock())
@@ -266,6 +294,40 @@ class WheelLink:
         if self._transport is not None:
             self._transport.close()
         self.connected = False
+        self._unfilter_transport_errors()
+
+    def _filter_transport_errors(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Take this link's transport failures off the loop's exception handler.
+
+        A transport that fails a write tells the loop (which logs a traceback)
+        and then closes, handing the same error to ``connection_lost``: the
+        "wheel link down" line says it there, once. Everything else goes on to
+        the handler the loop had.
+        """
+        if self._filtered_loop is loop:
+            return
+        self._unfilter_transport_errors()
+        previous = loop.get_exception_handler()
+
+        def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+            protocol = context.get("protocol")
+            if isinstance(protocol, _LinkProtocol) and protocol.link is self:
+                protocol.failure = str(context.get("message") or "transport failed")
+                return
+            if previous is not None:
+                previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+
+        loop.set_exception_handler(handler)
+        self._filtered_loop, self._handler, self._previous_handler = loop, handler, previous
+
+    def _unfilter_transport_errors(self) -> None:
+        """Give the loop back the handler it had, unless another was set over ours since."""
+        loop = self._filtered_loop
+        if loop is not None and loop.get_exception_handler() is self._handler:
+            loop.set_exception_handler(self._previous_handler)
+        self._filtered_loop = self._handler = self._previous_handler = None
 
     def _received(self, data: bytes) -> None:
         now = self._clock()
@@ -304,6 +366,9 @@ class WheelLink:
         self.retrying = True
         self._log.warning("wheel link down", port=self.port, reason=why)
         self._on_down(why)
+
+
+_ExceptionHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
 
 
 def _reason(exc: BaseException) -> str:
