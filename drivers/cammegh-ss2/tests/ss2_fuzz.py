@@ -14,7 +14,9 @@ them, through ``CammeghDecoder`` into ``GameEngine``, and judged:
 2. every published number is justified by the input's own lines, within the
    game that publishes it (from the line that opened it to the line that ended
    it, spin number as the result says): two state-5 frames of that spin giving
-   the number, or one and a bare winning-number line saying the same.
+   the number, or one and a bare winning-number line saying the same; three
+   state-5 frames when it is the previous game's number (the ``win`` of a
+   state 1-4 frame of that spin), which no bare line vouches for.
 
 The first failing input is written to ``--failures`` (if given) and the run
 exits 1. Only the standard library's ``random`` drives it: a seed reproduces
@@ -45,7 +47,7 @@ STATUS_EVERY_S = 0.5
 
 #: The oracle's own reading of a line, independent of the driver's parser.
 _LINE_END = re.compile(rb"\r|\n")
-_STATUS = re.compile(rb"\*X;5;(\d{3});([ \d]{2});[0-9A-Fa-f];\d{3};[01]")
+_STATUS = re.compile(rb"\*X;([1-5]);(\d{3});([ \d]{2});[0-9A-Fa-f];\d{3};[01]")
 _BARE = re.compile(rb"\d{1,2}")
 
 
@@ -119,14 +121,21 @@ def _lines(data: bytes) -> list[bytes]:
 
 
 def _justified(lines: list[bytes], number: str, spin: int) -> bool:
-    """Two state-5 frames of ``spin`` giving ``number``, or one and a bare line saying it."""
+    """Two state-5 frames of ``spin`` giving ``number``, or one and a bare line saying it;
+    three state-5 frames for the previous game's number."""
     frames = bare = 0
+    previous = False
     for raw in lines:
         line = raw.strip()
         if match := _STATUS.fullmatch(line):
-            frames += int(match.group(1)) == spin and match.group(2).strip() == number.encode()
+            state, frame_spin, win = match.groups()
+            if int(frame_spin) == spin and win.strip() == number.encode():
+                frames += state == b"5"
+                previous |= state != b"5"
         elif _BARE.fullmatch(line):
             bare += line == number.encode()
+    if previous:
+        return frames >= 3
     return frames >= 2 or (frames >= 1 and bare >= 1)
 
 

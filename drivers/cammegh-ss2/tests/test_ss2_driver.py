@@ -325,14 +325,71 @@ def test_a_bare_line_ending_lf_cr_confirms_the_first_frame() -> None:
     assert [e.number for e in events if isinstance(e, WinningNumber)] == ["17"]
 
 
-def test_a_display_line_from_an_earlier_game_vouches_for_nothing() -> None:
+def _ball_running_after_a_24() -> ScriptedSS2:
+    """A game the wheel gave 24, then the next one up to 5 s of state 4 (its frames' win: 24)."""
     wheel = _game_lines("24", bare=b"24")
     wheel.reverse()
     wheel.run(3000, state=3)
     wheel.run(5000, state=4)
+    return wheel
+
+
+def test_a_display_line_from_an_earlier_game_vouches_for_nothing() -> None:
+    wheel = _ball_running_after_a_24()
     wheel.run(500, state=5)  # a 4 flipped to 5: still the previous game's 24
     wheel.run(500, state=4)
     assert ends(decide(wheel)) == ["24", "frame_loss"]
+
+
+def test_two_flipped_state_4_frames_do_not_publish_the_previous_number() -> None:
+    wheel = _ball_running_after_a_24()
+    wheel.run(1000, state=5)  # two state-4 frames flipped: the previous game's 24, twice
+    wheel.run(1000, state=4)
+    wheel.line(b"28")
+    wheel.run(3000, state=5, win="28")
+    assert ends(decide(wheel)) == ["24", "frame_loss"]
+
+
+def test_the_previous_number_again_takes_three_state_5_frames() -> None:
+    wheel = _game_lines("24", bare=b"24")
+    wheel.game("24")  # the wheel's 24 again, with its bare line
+    first_state_5, _, third_state_5 = [
+        wheel.lines[i][0] for i in _indexes(wheel, b"*X;5;011;24;")[:3]
+    ]
+    results = [(d.number, d.at) for d in decide(wheel) if isinstance(d, Result)]
+    assert [number for number, _ in results] == ["24", "24"]
+    # Neither the bare line nor a second frame is enough for the previous number.
+    assert results[1][1] == third_state_5 > first_state_5
+
+
+def test_a_stray_previous_bare_line_does_not_confirm_a_flipped_frame() -> None:
+    wheel = _ball_running_after_a_24()
+    wheel.line(b"24")  # a stray copy of the previous game's bare line
+    wheel.run(500, state=5)  # one flipped state-4 frame
+    wheel.run(1000, state=4)
+    assert ends(decide(wheel)) == ["24", "frame_loss"]
+
+
+def test_a_state_5_frame_of_another_spin_does_not_count() -> None:
+    wheel = _ball_running_after_a_24()
+    wheel.run(1000, state=5, spin=12)  # a flipped state and a wrong spin digit, twice
+    wheel.run(3000, state=5, win="28", spin=11)
+    assert ends(decide(wheel)) == ["24", "frame_loss"]
+
+
+def test_state_5_frames_that_outvote_a_published_number_are_counted() -> None:
+    # Three flipped frames in a row are past what the rule can tell from the
+    # wheel: the previous number is published, and the contradiction counted.
+    wheel = _ball_running_after_a_24()
+    wheel.run(1500, state=5)
+    wheel.run(1000, state=4)
+    wheel.line(b"28")
+    wheel.run(3000, state=5, win="28")
+    decoder = CammeghDecoder()
+    for at, line in wheel.lines:
+        decoder.feed(line + b"\r\n", at)
+    assert decoder.counters.contradicted_results == 1
+    assert ends(decide(wheel)) == ["24", "24"]
 
 
 # -- the link and the host clock -----------------------------------------------------------

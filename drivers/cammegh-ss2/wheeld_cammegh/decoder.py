@@ -10,8 +10,12 @@ No line carries a checksum, and one flipped bit turns a state-4 frame (whose
 ``win`` is the previous game's number) into a state-5 one. So a number is
 published only once confirmed: by the next state-5 frame of the spin saying
 the same, or, for the first state-5 frame, by the bare winning-number line the
-wheel sent during the same game. A game whose state-5 frames are not confirmed
-before the state moves on is void (``frame_loss``).
+wheel sent during the same game. The previous game's number (the ``win`` this
+spin's state 1-4 frames carried) is what flipped state-4 frames announce, so
+it needs three agreeing state-5 frames in a row, and the bare line (which a
+stray copy of the previous game's would fake) never confirms it. A game whose
+state-5 frames are not confirmed before the state moves on is void
+(``frame_loss``).
 
 There is no wheel clock: ``tick`` is host time in milliseconds, except that a
 jump of host time between two reads counts as at most ``MAX_TICK_STEP_MS`` (a
@@ -75,6 +79,13 @@ MAX_INTEGRATION_MS = 2000
 #: than 2 s), but stays below every timer of the rules (3 s and more).
 MAX_TICK_STEP_MS = 2500
 
+#: Agreeing state-5 frames in a row that confirm a number on their own.
+CONFIRMING_FRAMES = 2
+#: The same for the previous game's number, the ``win`` field this spin's state
+#: 1-4 frames carried: two state-4 frames flipped to state 5 give exactly that,
+#: so it takes one more. The wheel sends six or more state-5 frames a game.
+CONFIRMING_FRAMES_PREVIOUS = 3
+
 #: ``*F`` fault codes and the reason code each voids a game with.
 FAULT_REASONS: dict[int, ReasonCode] = {
     1: "rotor_malfunction",  # hardware
@@ -125,6 +136,9 @@ class CammeghCounters(CounterSet):
     unconfirmed_numbers: int = 0
     #: Confirmed numbers the bare winning-number line disagreed with.
     display_mismatches: int = 0
+    #: Published numbers that later state-5 frames of the same spin outvoted
+    #: (they agreed on another number as many times as confirms one).
+    contradicted_results: int = 0
 
 
 def parse_status(line: bytes) -> Status | None:
@@ -182,8 +196,15 @@ class CammeghDecoder:
         #: The bare line heard during the game in progress (one from an earlier
         #: game would vouch for a stale number).
         self._game_display: str | None = None
-        #: The last state-5 frame of the game, while its number is unconfirmed.
-        self._unconfirmed: Status | None = None
+        #: The previous game's number as this spin's state 1-4 frames carry it
+        #: (every value heard, should one of them be corrupted).
+        self._previous_numbers: set[str] = set()
+        #: State-5 frames of the spin so far, and the latest run of agreeing ones.
+        self._state_5_frames = 0
+        self._run_number: str | None = None
+        self._run_length = 0
+        #: The spin and number last published, held against later state-5 frames.
+        self._published: tuple[int, str] | None = None
 
     def feed(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
         """Bytes from the wheel heard at host time ``now``; the events they complete."""
@@ -286,6 +307,8 @@ class CammeghDecoder:
 
         if self._game_spin is None:
             out.append(Heartbeat(0, tick))
+            if self._published is not None:
+                self._after_result(status, *self._published)
             launched = (
                 state == 3
                 and previous is not None
@@ -293,7 +316,7 @@ class CammeghDecoder:
                 and (gap is None or gap <= STATUS_GAP_MS)
             )
             if launched:
-                self._launch(status, tick, out)
+                self._launch(status, previous, tick, out)
             else:
                 self._track_flags(status, tick)
             return
@@ -306,13 +329,15 @@ class CammeghDecoder:
             return
         if state in (3, 4):
             out.append(BallRunning(tick))
+            if status.win is not None:
+                self._previous_numbers.add(status.win)
         else:
             out.append(Heartbeat(0, tick))
         if self._flags_void(status, tick, out):
             return
         if state == 5:
             self._winning_number(status, tick, out)
-        elif self._unconfirmed is not None:
+        elif self._state_5_frames:
             # The wheel never leaves state 5 before the next spin: a frame that
             # did (or a state-5 frame that was not one) was corrupted on the line.
             self.counters.unconfirmed_numbers += 1
@@ -328,22 +353,56 @@ class CammeghDecoder:
             self._end_game(whole=False)
 
     def _winning_number(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
-        """A state-5 frame: publish its number once another line confirms it."""
-        before, self._unconfirmed = self._unconfirmed, status
+        """A state-5 frame: publish its number once other lines confirm it."""
+        self._state_5_frames += 1
         number = status.win
-        if before is None:
-            # The first state-5 frame: the bare line the wheel sent just before
-            # it is the only other witness so far.
-            if number is not None and number == self._game_display:
-                self._confirm(number, tick, out)
-        elif number == before.win:
-            if number is None:
+        run = self._agreeing_run(number)
+        if number is None:
+            if run >= CONFIRMING_FRAMES:
                 out.append(WheelVoid(tick, "invalid_pocket", "state 5 without a number"))
                 self._end_game(whole=False)
-            else:
-                self._confirm(number, tick, out)
-        # Otherwise the two frames disagree: one of them was corrupted, and this
-        # one waits for the next frame to say the same.
+            return
+        if run >= self._frames_to_confirm(number):
+            self._confirm(number, tick, out)
+        elif (
+            self._state_5_frames == 1
+            and number == self._game_display
+            and number not in self._previous_numbers
+        ):
+            # The first state-5 frame: the bare line the wheel sent just before
+            # it is the only other witness so far. It never vouches for the
+            # previous game's number: a stray copy of that game's bare line and
+            # one flipped state-4 frame would agree on it.
+            self._confirm(number, tick, out)
+        # Otherwise the frame waits for the next ones to say the same: frames
+        # that disagree restart the run, so a corrupted one is outvoted.
+
+    def _frames_to_confirm(self, number: str) -> int:
+        """How many agreeing state-5 frames in a row confirm ``number``."""
+        if number in self._previous_numbers:
+            return CONFIRMING_FRAMES_PREVIOUS
+        return CONFIRMING_FRAMES
+
+    def _agreeing_run(self, number: str | None) -> int:
+        """The run of state-5 frames in a row giving ``number``, this frame included."""
+        if self._run_length and self._run_number == number:
+            self._run_length += 1
+        else:
+            self._run_number, self._run_length = number, 1
+        return self._run_length
+
+    def _after_result(self, status: Status, spin: int, number: str) -> None:
+        """A status frame after the result of ``spin``: do later state-5 frames outvote it?"""
+        other = status.win
+        if status.spin != spin:
+            self._published = None  # the next spin: that game is over
+        elif status.state != 5 or other is None or other == number:
+            self._run_length = 0
+        elif self._agreeing_run(other) >= self._frames_to_confirm(other):
+            # A published number cannot be withdrawn (hence the rules before
+            # publishing): the contradiction is counted on <base>/wheel, once.
+            self.counters.contradicted_results += 1
+            self._published = None
 
     def _confirm(self, number: str, tick: int, out: list[WheelEvent]) -> None:
         display = self._game_display
@@ -353,9 +412,14 @@ class CammeghDecoder:
             self.counters.display_mismatches += 1
             out.append(DisplayMismatch(tick, number, display))
         out.append(WinningNumber(tick, number))
+        spin = self._game_spin
         self._end_game(whole=self._game_seen_whole)
+        if spin is not None:
+            self._published = (spin, number)
 
-    def _launch(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
+    def _launch(
+        self, status: Status, previous: Status | None, tick: int, out: list[WheelEvent]
+    ) -> None:
         rotor: Direction | None = status.direction if status.speed > 0 else None
         ball: Direction | None = None
         if rotor is not None:
@@ -370,7 +434,12 @@ class CammeghDecoder:
         self._game_spin = status.spin
         self._game_seen_whole = True
         self._game_display = None
-        self._unconfirmed = None
+        self._previous_numbers = {
+            frame.win
+            for frame in (previous, status)
+            if frame is not None and frame.spin == status.spin and frame.win is not None
+        }
+        self._published = None
         self._game_direction = ball
         self._flag_since.clear()
         self._last_pass_ms = None
@@ -384,7 +453,8 @@ class CammeghDecoder:
             self._last_whole_spin = None
         self._game_spin = None
         self._game_display = None
-        self._unconfirmed = None
+        self._state_5_frames = 0
+        self._run_number, self._run_length = None, 0
         self._flag_since.clear()
 
     def _track_flags(self, status: Status, tick: int) -> None:
