@@ -25,6 +25,7 @@ from wheeld.events import (
     FrameDropped,
     Heartbeat,
     PocketReading,
+    ResultContradicted,
     RotorDatum,
     SequenceGap,
     WheelEvent,
@@ -86,6 +87,7 @@ ANY_PHASE: dict[type, str] = {
     AlternationUnknown: "spins went by unseen: the alternation rule restarts",
     WheelReply: "a command reply: nothing for the rules",
     DisplayMismatch: "nothing for the rules (the pipeline raises display_mismatch)",
+    ResultContradicted: "nothing for the rules (the pipeline raises result_contradicted)",
 }
 _IN_GAME: dict[type, str] = {
     BallRunning: "the wheel still sees the ball in the rim",
@@ -250,6 +252,7 @@ class GameEngine:
             AlternationUnknown: self._on_alternation_unknown,
             WheelReply: self._on_reply,
             DisplayMismatch: self._on_display_mismatch,
+            ResultContradicted: self._on_display_mismatch,
         }
 
     # -- queries ---------------------------------------------------------
@@ -564,7 +567,9 @@ class GameEngine:
     def _on_reply(self, event: WheelReply, now: float, out: list[Decision]) -> None:
         """Command replies are for the controller, not the rules."""
 
-    def _on_display_mismatch(self, event: DisplayMismatch, now: float, out: list[Decision]) -> None:
+    def _on_display_mismatch(
+        self, event: DisplayMismatch | ResultContradicted, now: float, out: list[Decision]
+    ) -> None:
         """The confirmed number stands: the alarm is the pipeline's, not the rules'."""
 
     def _on_incident(self, event: WheelIncident, now: float, out: list[Decision]) -> None:

@@ -198,6 +198,17 @@ class DisplayMismatch:
     display: str
 
 
+@dataclass(frozen=True, slots=True)
+class ResultContradicted:
+    """After a number was published, the wheel's own later frames agreed on another."""
+
+    tick: int
+    #: The number published (it stands: a result cannot be withdrawn).
+    number: str
+    #: What the later frames agreed on.
+    later: str
+
+
 WheelEvent = (
     WheelHello
     | Heartbeat
@@ -215,4 +226,5 @@ WheelEvent = (
     | AlternationUnknown
     | WheelReply
     | DisplayMismatch
+    | ResultContradicted
 )

@@ -22,7 +22,7 @@ from wheeld.commands import CommandError, DeclareNoSpin, OperatorCommand, SetTab
 from wheeld.drivers import DriverSession, WheelDecoder
 from wheeld.effects import CommandRecord, Effects, FrameRecord, GameRecord, Outgoing, TableState
 from wheeld.engine import EngineState, GameEngine
-from wheeld.events import DisplayMismatch, WheelHello
+from wheeld.events import DisplayMismatch, ResultContradicted, WheelHello
 from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
 from wheeld.messages import game_payload, iso_utc
 from wheeld.rules import RulesConfig
@@ -176,6 +176,21 @@ class TablePipeline:
                         now,
                         "display_mismatch",
                         {"game_id": game, "number": event.number, "display": event.display},
+                    )
+                )
+                continue
+            if isinstance(event, ResultContradicted):
+                # Said loudly: settlement may need the pit boss (docs/mqtt.md).
+                decisions.append(
+                    Alarm(
+                        now,
+                        "result_contradicted",
+                        {
+                            "severity": "critical",
+                            "game_id": self._last_game,
+                            "number": event.number,
+                            "later": event.later,
+                        },
                     )
                 )
                 continue

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from ss2_games import games_owed_a_result, wheel_games
 from tests.captures.regenerate import replay_output
 from wheeld.engine import EngineState, GameEngine
-from wheeld.events import DisplayMismatch, WheelEvent, WheelReply, WinningNumber
+from wheeld.events import (
+    DisplayMismatch,
+    ResultContradicted,
+    WheelEvent,
+    WheelReply,
+    WinningNumber,
+)
 from wheeld.game import Decision, NoMoreBets, NoSpin, Result, Spinning
 from wheeld.rules import RulesConfig
 from wheeld_cammegh.decoder import (
@@ -386,9 +392,10 @@ def test_state_5_frames_that_outvote_a_published_number_are_counted() -> None:
     wheel.line(b"28")
     wheel.run(3000, state=5, win="28")
     decoder = CammeghDecoder()
-    for at, line in wheel.lines:
-        decoder.feed(line + b"\r\n", at)
+    events = [e for at, line in wheel.lines for e in decoder.feed(line + b"\r\n", at)]
     assert decoder.counters.contradicted_results == 1
+    (said,) = [e for e in events if isinstance(e, ResultContradicted)]
+    assert (said.number, said.later) == ("24", "28")
     assert ends(decide(wheel)) == ["24", "24"]
 
 

@@ -42,6 +42,7 @@ from wheeld.events import (
     DisplayMismatch,
     Heartbeat,
     ReasonCode,
+    ResultContradicted,
     RotorDatum,
     WheelEvent,
     WheelReply,
@@ -308,7 +309,7 @@ class CammeghDecoder:
         if self._game_spin is None:
             out.append(Heartbeat(0, tick))
             if self._published is not None:
-                self._after_result(status, *self._published)
+                self._after_result(status, tick, out, *self._published)
             launched = (
                 state == 3
                 and previous is not None
@@ -391,7 +392,9 @@ class CammeghDecoder:
             self._run_number, self._run_length = number, 1
         return self._run_length
 
-    def _after_result(self, status: Status, spin: int, number: str) -> None:
+    def _after_result(
+        self, status: Status, tick: int, out: list[WheelEvent], spin: int, number: str
+    ) -> None:
         """A status frame after the result of ``spin``: do later state-5 frames outvote it?"""
         other = status.win
         if status.spin != spin:
@@ -402,6 +405,7 @@ class CammeghDecoder:
             # A published number cannot be withdrawn (hence the rules before
             # publishing): the contradiction is counted on <base>/wheel, once.
             self.counters.contradicted_results += 1
+            out.append(ResultContradicted(tick, number, other))
             self._published = None
 
     def _confirm(self, number: str, tick: int, out: list[WheelEvent]) -> None:
