@@ -553,3 +553,38 @@ def test_a_lost_or_older_journal_restarts_the_chain_past_every_reserved_seq(
     journal = Journal(journal.path)  # lost: a new journal, game ids and seqs go on
     assert journal.lost and journal.load_chain() == ChainState(1002, None)
     journal.close()
+
+
+def test_frames_from_before_their_hash_are_chained_as_found(journal: Journal) -> None:
+    from wheeld.journal import JournalView
+
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DROP TABLE frames")
+        db.execute(
+            "CREATE TABLE frames (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL,"
+            " dir TEXT NOT NULL, line TEXT NOT NULL, game_id INTEGER)"
+        )
+        db.executemany(
+            "INSERT INTO frames (t, dir, line, game_id) VALUES (?, '<', 'x', ?)",
+            [(1.0, 1), (2.0, None), (3.0, 2)],
+        )
+    db.close()
+    journal = Journal(journal.path)
+    journal.record_frames([FrameRecord(4.0, "<", b"y", 2)])
+    journal.close()
+    with JournalView(journal.path) as view:
+        walk = view.walks()["frames"]
+    assert walk.breaks == [] and walk.end[0] == 4
+
+
+def test_opening_does_not_walk_the_frames(journal: Journal) -> None:
+    """Frames are many: only ``wheeld verify`` walks their chain, never a start-up."""
+    journal.record_frames([FrameRecord(1.0, "<", b"x", 1), FrameRecord(2.0, "<", b"y", 1)])
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("UPDATE frames SET line = 'z' WHERE id = 1")
+    db.close()
+    journal = Journal(journal.path)
+    assert journal.chain_problem is None
+    journal.close()

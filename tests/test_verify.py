@@ -229,8 +229,40 @@ def tamper_with(state_dir: Path, *statements: str) -> None:
             ["UPDATE commands SET outcome = 'ok' WHERE id = 1"],
             "commands row 1: hash does not match",
         ),
+        (
+            ["UPDATE frames SET line = replace(line, 'X', 'Y') WHERE game_id = 3"],
+            "frames row 7 (game 3): hash does not match",
+        ),
+        (["DELETE FROM frames WHERE id = 5"], "frames row 6 (game 2): row 5 before it missing"),
+        (
+            ["DELETE FROM frames WHERE game_id = 2"],
+            "frames row 7 (game 3): rows 4-6 before it missing",
+        ),
+        (
+            [
+                "UPDATE frames SET id = -3 WHERE id = 3",
+                "UPDATE frames SET id = 3 WHERE id = 4",
+                "UPDATE frames SET id = 4 WHERE id = -3",
+            ],
+            "frames row 3 (game 2): hash does not match",
+        ),
+        (
+            ["DELETE FROM frames WHERE id >= 8"],
+            "frames row 8: rows after 7 missing (deleted): the journal's head is row 9",
+        ),
     ],
-    ids=["edited", "deleted", "deleted-last", "reordered", "command-edited"],
+    ids=[
+        "edited",
+        "deleted",
+        "deleted-last",
+        "reordered",
+        "command-edited",
+        "frame-edited",
+        "frame-deleted",
+        "game-frames-deleted",
+        "frames-swapped",
+        "frames-tail-deleted",
+    ],
 )
 def test_a_tampered_journal_names_the_first_bad_row(
     tmp_path: Path, public_key: Path, capsys: Any, statements: list[str], expected: str
@@ -260,9 +292,10 @@ def test_a_rehashed_forgery_still_fails_its_signature(
         ).fetchall():
             previous = link_hash(previous, row)
             db.execute("UPDATE decisions SET hash = ? WHERE id = ?", (previous, row[0]))
+        (stored,) = db.execute("SELECT value FROM state WHERE key = 'journal_heads'").fetchone()
         db.execute(
             "UPDATE state SET value = ? WHERE key = 'journal_heads'",
-            (json.dumps({"commands": [0, ""], "decisions": [6, previous]}),),
+            (json.dumps({**json.loads(stored), "decisions": [6, previous]}),),
         )
     db.close()
     status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
@@ -373,3 +406,42 @@ def test_a_table_whose_key_was_rotated_verifies_with_both_keys(tmp_path: Path) -
         keys[-1].write_bytes(signer.public_pem())
     assert main(["verify", "--key", str(keys[0]), str(recorded)]) == 1
     assert main(["verify", "--key", str(keys[0]), "--key", str(keys[1]), str(recorded)]) == 0
+
+
+# -- the frames chain ------------------------------------------------------------------
+
+
+def test_frames_chain_on_across_reopens_and_every_kind_of_write(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    from wheeld.effects import CommandRecord
+
+    journal = write_journal(tmp_path, games(2))
+    journal.record_commands([CommandRecord(1.5, "close", "pit-7", "{}", True, '{"ok": true}')])
+    journal.close()
+    journal = Journal(tmp_path / JOURNAL_FILE)
+    journal.record_frames([FrameRecord(2000.0 + n, ">", b"QRY", None) for n in range(100)])
+    journal.save_table_state("open")
+    journal.close()
+    assert verify(capsys, "--key", public_key, "--state-dir", tmp_path) == (
+        0,
+        f"{tmp_path}: intact",
+    )
+
+
+def test_retention_anchors_the_frames_chain_too(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    journal = write_journal(tmp_path, games(5))
+    journal.record_frames([FrameRecord(3000.0, "<", b"$X,0*00", None)])
+    journal.prune(keep_games=2)
+    journal.record_frames([FrameRecord(3001.0, "<", b"$X,0*00", None)])
+    journal.close()
+    with sqlite3.connect(tmp_path / JOURNAL_FILE) as db:
+        kept = db.execute("SELECT id, game_id FROM frames ORDER BY id").fetchall()
+    db.close()
+    assert kept == [(10, 4), (11, 4), (12, 4), (13, 5), (14, 5), (15, 5), (16, None), (17, None)]
+    assert verify(capsys, "--key", public_key, "--state-dir", tmp_path)[0] == 0
+    tamper_with(tmp_path, "DELETE FROM frames WHERE id = 10")
+    status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
+    assert status == 1 and "frames row 11 (game 4): row 10 before it missing" in out

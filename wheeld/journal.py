@@ -109,7 +109,8 @@ CREATE TABLE frames (
     t REAL NOT NULL,
     dir TEXT NOT NULL,
     line TEXT NOT NULL,
-    game_id INTEGER
+    game_id INTEGER,
+    hash TEXT
 )
 """,
     "anchors": """
@@ -130,7 +131,11 @@ _ADDED_TABLES = ("commands", "frames", "anchors")
 CHAINED: dict[str, tuple[str, ...]] = {
     "decisions": ("id", "game_id", "event", "payload"),
     "commands": ("id", "at", "name", "sender", "payload", "accepted", "outcome"),
+    "frames": ("id", "t", "dir", "line", "game_id"),
 }
+#: The chains walked at every open. Not ``frames``: hundreds of thousands of rows
+#: would make every start slow; ``wheeld verify --state-dir`` walks that chain.
+WALKED_AT_OPEN = ("decisions", "commands")
 #: Anchor reasons: rows deleted by retention, or a segment begun after a break found at open.
 RETENTION = "retention"
 BROKEN = "broken"
@@ -309,11 +314,13 @@ class Journal:
                 for table in tables:
                     db.execute(f"ALTER TABLE {table} ADD COLUMN hash TEXT")
                     head = _GENESIS
+                    links: list[tuple[str, int]] = []
                     for row in db.execute(
                         f"SELECT {', '.join(CHAINED[table])} FROM {table} ORDER BY id"
                     ).fetchall():
                         head = (row[0], link_hash(head[1], row))
-                        db.execute(f"UPDATE {table} SET hash = ? WHERE id = ?", (head[1], row[0]))
+                        links.append((head[1], row[0]))
+                    db.executemany(f"UPDATE {table} SET hash = ? WHERE id = ?", links)
                     heads[table] = head
                 _put_heads(db, heads)
         except sqlite3.Error as exc:
@@ -326,8 +333,9 @@ class Journal:
         ``wheeld verify`` to name, and the problem is kept in the anchor.
         Returns the first new break, described, or None.
         """
-        walks = {table: _walk(self._db, table) for table in CHAINED}
+        walks = {table: _walk(self._db, table) for table in WALKED_AT_OPEN}
         self._heads = {table: walk.end for table, walk in walks.items()}
+        self._heads["frames"] = self._frames_head()
         fresh = [
             (table, brk)
             for table, walk in walks.items()
@@ -351,6 +359,18 @@ class Journal:
         except JournalWriteError as exc:
             raise JournalError(str(exc)) from None
         return fresh[0][1].describe()
+
+    def _frames_head(self) -> tuple[int, str]:
+        """Where the frames chain goes on, without walking it: its stored head.
+
+        Should the stored head be gone (it is then a break for the walks to
+        report), the last row kept, found by its key.
+        """
+        stored = _stored_heads(self._db).get("frames")
+        if stored is not None:
+            return stored
+        last = self._db.execute("SELECT id, hash FROM frames ORDER BY id DESC LIMIT 1").fetchone()
+        return _GENESIS if last is None else (last[0], last[1] or "")
 
     def _corrupt(self, what: str) -> JournalError:
         return JournalError(
@@ -615,16 +635,27 @@ class Journal:
         if not last:
             return 0
         last_id, last_hash = last[0]
+        # Frames go as a prefix of the chain, as decisions do: every line before the
+        # first of a kept game (or, when no kept game has a line yet, up to the last
+        # line of a deleted game), so one anchor is where the kept frames start.
+        last_frame = self._read(
+            "SELECT id, hash FROM frames WHERE id < COALESCE("
+            "(SELECT MIN(id) FROM frames WHERE game_id >= ?),"
+            " (SELECT MAX(id) + 1 FROM frames WHERE game_id < ?), 0)"
+            " ORDER BY id DESC LIMIT 1",
+            (first_kept, first_kept),
+        )
+        at = time.time()
         with self._writing():
             deleted = self._db.execute("DELETE FROM decisions WHERE id <= ?", (last_id,)).rowcount
-            self._db.execute(
-                "DELETE FROM frames WHERE game_id < ? OR (game_id IS NULL AND id < "
-                "(SELECT COALESCE(MIN(id), 0) FROM frames WHERE game_id >= ?))",
-                (first_kept, first_kept),
-            )
-            self._db.execute(
+            anchors = [(at, "decisions", last_id, last_hash or "", RETENTION)]
+            if last_frame:
+                frame_id, frame_hash = last_frame[0]
+                self._db.execute("DELETE FROM frames WHERE id <= ?", (frame_id,))
+                anchors.append((at, "frames", frame_id, frame_hash or "", RETENTION))
+            self._db.executemany(
                 "INSERT INTO anchors (at, chain, after_id, hash, reason) VALUES (?, ?, ?, ?, ?)",
-                (time.time(), "decisions", last_id, last_hash or "", RETENTION),
+                anchors,
             )
         return deleted
 
@@ -670,14 +701,32 @@ class Journal:
         No fsync of their own (several a second): the next durable commit, a
         decision's, makes them durable with it, since the write-ahead log is
         written in order.
+
+        Chained like decisions, in one statement for the batch: the ids are
+        taken after the highest ever given (``AUTOINCREMENT``'s own counter),
+        as SQLite would, so each row's hash covers its id.
         """
         if not frames:
             return
+        head_id, head_hash = self._heads.get("frames", _GENESIS)
+        rows: list[tuple[int, float, str, str, int | None, str]] = []
         with self._writing(durable=False):
+            given = self._db.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = 'frames'"
+            ).fetchone()
+            row_id = max(head_id, given[0] if given else 0)
+            for f in frames:
+                row_id += 1
+                values = (row_id, f.at, f.direction, escape(f.line), f.game_id)
+                head_hash = link_hash(head_hash, values)
+                rows.append((*values, head_hash))
             self._db.executemany(
-                "INSERT INTO frames (t, dir, line, game_id) VALUES (?, ?, ?, ?)",
-                [(f.at, f.direction, escape(f.line), f.game_id) for f in frames],
+                "INSERT INTO frames (id, t, dir, line, game_id, hash) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
             )
+            heads = {**self._heads, "frames": (row_id, head_hash)}
+            _put_heads(self._db, heads)
+        self._heads = heads
 
     def enqueue(self, messages: list[Outgoing]) -> None:
         """Queue messages that need no durability of their own (wheel state, table).

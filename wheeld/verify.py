@@ -7,9 +7,10 @@ digest of it), and every game ending exactly once. It stops at the first
 failure and says where (the message's ``seq``, else its ``game_id``, else its
 line) and why, in one line: what ``wheeld verify`` prints before exiting 1.
 
-``verify_journal`` adds the journal's own hash chain over its rows
-(``wheeld.journal``): an edited, deleted or reordered row is found there even
-when the payload it held was never signed.
+``verify_journal`` adds the journal's own hash chains over its rows
+(``wheeld.journal``): decisions, operator commands and the serial frames. An
+edited, deleted or reordered row is found there even when what it held was
+never signed; the frames chain is walked only here, never at a start-up.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def export_bounds(header: dict[str, Any]) -> tuple[ChainState, ChainState] | Fai
 def verify_journal(
     view: JournalView, public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey]
 ) -> Failure | None:
-    """The journal's hash chains, the breaks start-ups found, then every stored payload."""
+    """The journal's hash chains (frames too), the breaks start-ups found, then every payload."""
     for walk in view.walks().values():
         if walk.breaks:
             return Failure("journal", walk.breaks[0].describe())
