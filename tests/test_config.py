@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -456,3 +458,88 @@ def test_device_paths_and_wheel_urls_are_accepted(tmp_path: Path, port: str) -> 
     path = tmp_path / "c.toml"
     path.write_text(f'[wheel]\nport = "{port}"\n')
     assert load(path, {}).wheel.port == port
+
+
+@pytest.mark.parametrize(
+    ("directory", "says"),
+    [
+        ("", "must not be empty"),
+        ("relative", "must be an absolute path"),
+        ("./state", "must be an absolute path"),
+        ("/dev/zero", "must not be under /dev"),
+        ("/dev/null/x", "must not be under /dev"),
+        ("/proc/x", "must not be under /proc"),
+        ("/sys/wheeld", "must not be under /sys"),
+        ("/var/../proc/x", "must not be under /proc"),
+    ],
+)
+def test_a_state_dir_no_journal_can_live_in_is_refused(
+    tmp_path: Path, directory: str, says: str
+) -> None:
+    (line,) = _problems(tmp_path, f'[state]\ndir = "{directory}"\n')
+    assert f"state.dir: {says}" in line
+
+
+def test_a_state_dir_that_is_a_file_or_under_one_or_a_link_to_proc_is_refused(
+    tmp_path: Path,
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    (tmp_path / "proc").symlink_to("/proc/self")
+    for directory, says in [
+        (afile, f"{afile} exists and is not a directory"),
+        (afile / "x", f"{afile} exists and is not a directory"),
+        (tmp_path / "proc" / "x", "must not be under /proc"),
+    ]:
+        (line,) = _problems(tmp_path, f'[state]\ndir = "{directory}"\n')
+        assert f"state.dir: {says}" in line
+
+
+def test_a_state_dir_yet_to_be_made_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[state]\ndir = "{tmp_path / "not" / "yet"}"\n')
+    assert load(path, {}).state.dir == tmp_path / "not" / "yet"
+
+
+needs_openssl = pytest.mark.skipif(
+    shutil.which("openssl") is None, reason="the openssl command-line tool is not installed"
+)
+
+
+def test_a_ca_file_without_certificates_is_refused(tmp_path: Path) -> None:
+    (line,) = _problems(tmp_path, '[mqtt.tls]\nca_file = "/etc/passwd"\n')
+    assert line.endswith(
+        "mqtt.tls.ca_file: /etc/passwd: no PEM certificates (NO_CERTIFICATE_OR_CRL_FOUND)"
+    )
+
+
+@needs_openssl
+def test_tls_files_are_loaded_as_the_client_will(tmp_path: Path) -> None:
+    from tests.tls import make_authority
+
+    authority = make_authority(tmp_path, "ca")
+    good = (
+        f'[mqtt.tls]\nca_file = "{authority.cert}"\n'
+        f'cert_file = "{authority.cert}"\nkey_file = "{authority.key}"\n'
+    )
+    path = tmp_path / "c.toml"
+    path.write_text(good)
+    assert load(path, {}).mqtt.tls.cert_file == authority.cert
+    stranger = make_authority(tmp_path, "stranger")
+    (line,) = _problems(
+        tmp_path, f'[mqtt.tls]\ncert_file = "{authority.cert}"\nkey_file = "{stranger.key}"\n'
+    )
+    assert f"mqtt.tls.cert_file: {authority.cert} with {stranger.key}: not a PEM" in line
+    (line,) = _problems(tmp_path, f'[mqtt.tls]\ncert_file = "{authority.cert}"\n')
+    assert f"mqtt.tls.cert_file: {authority.cert}: not a PEM certificate and its" in line
+    encrypted = tmp_path / "encrypted.key"
+    with encrypted.open("wb") as out:
+        subprocess.run(
+            ["openssl", "pkey", "-in", str(authority.key), "-aes256", "-passout", "pass:secret"],
+            check=True,
+            stdout=out,
+        )
+    (line,) = _problems(
+        tmp_path, f'[mqtt.tls]\ncert_file = "{authority.cert}"\nkey_file = "{encrypted}"\n'
+    )
+    assert "mqtt.tls.key_file: the private key is encrypted" in line

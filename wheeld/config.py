@@ -8,9 +8,11 @@ boolean is not a number (``settle_ms = true`` is refused, not read as 1 ms).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
+import ssl
 import stat
 import tomllib
 import urllib.parse
@@ -278,11 +280,56 @@ class MqttConfig(_Section):
         return value
 
 
+#: Where a state directory can never be: the kernel's file systems, not storage.
+SYSTEM_TREES = (Path("/dev"), Path("/proc"), Path("/sys"))
+
+
+def check_state_dir(value: Path) -> Path:
+    """An absolute path, outside /dev, /proc and /sys, that is or can become a directory.
+
+    ``dir = ""`` reads as ``.``: the journal would follow whatever directory the
+    daemon happens to start in.
+    """
+    if not value.is_absolute():
+        raise ValueError("must be an absolute path (the journal's directory)")
+    # Both as written and with symlinks followed: /var/lib/wheeld -> /proc/... too.
+    seen = [Path(os.path.normpath(value))]
+    # A symlink loop (RuntimeError) is refused by the stat below.
+    with contextlib.suppress(OSError, RuntimeError):
+        seen.append(value.resolve())
+    for path in seen:
+        for tree in SYSTEM_TREES:
+            if path.is_relative_to(tree):
+                raise ValueError(f"must not be under {tree} (no journal can live there)")
+    # The nearest part that exists must be a directory: "/etc/passwd/x" can never be made.
+    for path in (value, *value.parents):
+        try:
+            mode = path.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            raise ValueError(f"{path}: {exc.strerror or exc}") from None
+        if not stat.S_ISDIR(mode):
+            raise ValueError(f"{path} exists and is not a directory")
+        break
+    return value
+
+
 class StateConfig(_Section):
     dir: Path = _path(Path("/var/lib/wheeld"))
     #: Keep the journal's last N games (decisions and frames; an anchored
     #: checkpoint keeps what stays verifiable); None keeps everything.
     keep_games: int | None = Field(default=None, ge=10, le=10_000_000)
+
+    @field_validator("dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        # Before it becomes a Path: Path("") is ".", the current directory.
+        if value == "":
+            raise ValueError("must not be empty: an absolute path (the journal's directory)")
+        return value
+
+    _dir = field_validator("dir")(check_state_dir)
 
 
 class SigningConfig(_Section):
@@ -489,6 +536,8 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
             tls_paths[key] = find_secret(value, search_env, base)
         except (FileNotFoundError, ValueError) as exc:
             problems.append(f"mqtt.tls.{key}: {exc}")
+    if not problems:
+        problems += _tls_problems(tls_paths)
     signing_key: Path | None = None
     if config.signing.key_file is not None:
         try:
@@ -504,6 +553,48 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
         return config  # untouched: an empty file still reads as every value a default
     updates["tls"] = mqtt.tls.model_copy(update=tls_paths)
     return config.model_copy(update={"mqtt": mqtt.model_copy(update=updates)})
+
+
+class _KeyEncrypted(Exception):
+    """The client key asked for a passphrase: the MQTT client has none to give."""
+
+
+def _no_passphrase() -> bytes:
+    raise _KeyEncrypted
+
+
+def _tls_problems(paths: Mapping[str, Path]) -> list[str]:
+    """Load the TLS files as the MQTT client will, so a wrong file fails here, not forever in run.
+
+    The CA bundle must hold PEM certificates; the client certificate and key
+    must load as a pair (the key in the certificate's file when no key_file).
+    """
+    problems = []
+    ca_file = paths.get("ca_file")
+    if ca_file is not None:
+        try:
+            ssl.create_default_context(cafile=ca_file)
+        except ssl.SSLError as exc:
+            problems.append(f"mqtt.tls.ca_file: {ca_file}: no PEM certificates ({exc.reason})")
+        except OSError as exc:
+            problems.append(f"mqtt.tls.ca_file: cannot read: {exc.strerror or exc}")
+    cert_file = paths.get("cert_file")
+    if cert_file is not None:
+        key_file = paths.get("key_file")
+        key = "mqtt.tls.key_file" if key_file is not None else "mqtt.tls.cert_file"
+        try:
+            ssl.create_default_context().load_cert_chain(cert_file, key_file, _no_passphrase)
+        except _KeyEncrypted:
+            problems.append(f"{key}: the private key is encrypted; give it without a passphrase")
+        except ssl.SSLError as exc:
+            problems.append(
+                f"mqtt.tls.cert_file: {cert_file}"
+                + (f" with {key_file}" if key_file is not None else "")
+                + f": not a PEM certificate and its private key ({exc.reason or exc})"
+            )
+        except OSError as exc:
+            problems.append(f"mqtt.tls.cert_file: cannot read: {exc.strerror or exc}")
+    return problems
 
 
 def driver_settings(config: Config) -> Any:
