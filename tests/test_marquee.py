@@ -383,6 +383,30 @@ def test_head_returns_the_headers_only(server: MarqueeServer) -> None:
 
 
 @pytest.mark.parametrize(
+    "request_",
+    [
+        b"HEAD /events HTTP/1.0\r\n\r\n",
+        b"HEAD /events HTTP/1.1\r\nHost: m\r\nConnection: keep-alive\r\n\r\n",
+        b"GET /state HTTP/1.1\r\nHost: m\r\nConnection: keep-alive\r\n\r\n",
+        b"HEAD / HTTP/1.1\r\nHost: m\r\n\r\n",
+        b"GET /nowhere HTTP/1.1\r\nHost: m\r\nConnection: keep-alive\r\n\r\n",
+    ],
+)
+def test_every_answer_but_a_stream_closes_its_connection(
+    server: MarqueeServer, request_: bytes
+) -> None:
+    """A kept connection would carry a second request with no deadline (found by attack:
+    HEAD /events, then a byte every 20 s, held a thread per socket)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(request_)
+        answer = b""
+        while chunk := sock.recv(4096):  # b"": the server closed; a kept one times out
+            answer += chunk
+    head = answer.partition(b"\r\n\r\n")[0].lower()
+    assert b"\r\nconnection: close" in head and b"keep-alive" not in head
+
+
+@pytest.mark.parametrize(
     "path",
     [
         "/../app.py",

@@ -6,8 +6,10 @@ reconnects by itself after a restart of this server.
 
 Built to face anything on the network: a request must arrive whole within
 ``REQUEST_TIMEOUT_S`` (a client dripping bytes is cut off, so half-sent
-requests cannot pile up threads and sockets), the listen backlog takes a
-crowd at once, event streams are bounded (past ``MAX_EVENT_CLIENTS`` a
+requests cannot pile up threads and sockets), one request per connection
+(every answer but an event stream says ``Connection: close`` and closes, so no
+second request ever arrives unwatched on a kept connection), the listen backlog
+takes a crowd at once, event streams are bounded (past ``MAX_EVENT_CLIENTS`` a
 browser gets 503 and tries again later), only the shipped files are served,
 and a browser that goes away is no error.
 """
@@ -166,9 +168,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Requests are not worth a log line each."""
 
-    def setup(self) -> None:
-        super().setup()
+    def handle_one_request(self) -> None:
+        # Every request has its deadline, should a connection ever carry a second.
         self.server.deadlines.expect(self.connection)
+        super().handle_one_request()
 
     def parse_request(self) -> bool:
         # Called once the request line is in; it reads the headers.
@@ -212,13 +215,14 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         for name, value in headers:
             self.send_header(name, value)
+        self.send_header("Connection", "close")  # and sets close_connection
         self.end_headers()
         if with_body:
             self.wfile.write(body)
 
     def _events(self, with_body: bool) -> None:
         if not with_body:
-            self._event_headers()
+            self._event_headers(stream=False)
             return
         slots = self.server.event_slots
         if not slots.acquire(blocking=False):
@@ -231,19 +235,23 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
         try:
-            self._event_headers()
+            self._event_headers(stream=True)
             self._stream()
         except _GONE:
             return  # the browser went away, or stopped reading
         finally:
             slots.release()
 
-    def _event_headers(self) -> None:
+    def _event_headers(self, *, stream: bool) -> None:
+        """The stream's headers; only a stream itself keeps its connection, while it lasts."""
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-store")
-        self.send_header("Connection", "keep-alive")
+        self.send_header("Connection", "keep-alive" if stream else "close")
         self.end_headers()
+        # "keep-alive" told the server to read another request after this one:
+        # the stream ends only with the connection, and nothing is read after it.
+        self.close_connection = True
 
     def _stream(self) -> None:
         hub = self.server.hub
