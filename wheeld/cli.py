@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -125,6 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
     check.add_argument("file", type=Path)
     _add_audit_commands(commands)
+    _add_stats_command(commands)
     _add_plugin_commands(commands)
     return parser
 
@@ -178,6 +179,41 @@ def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     export.add_argument("--to-game", type=_positive, metavar="B")
     export.add_argument("--since", type=_instant, metavar="DATE", help="ISO 8601, UTC if no zone")
     export.add_argument("--until", type=_instant, metavar="DATE", help="ISO 8601, exclusive")
+
+
+def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    stats = commands.add_parser(
+        "stats",
+        help="the table's statistics over its result series: the journal's or a capture's",
+        description="Counts per number and the chi-squared test against an even wheel (over "
+        "the whole series and the last N results), even chances, dozens, columns, sectors by "
+        "rotor direction, repeats, the distance from the previous result, no-spins per reason "
+        "and games per hour. Reads the journal without its lock, or replays a capture.",
+    )
+    stats.add_argument("--config", type=Path, help="configuration file (table, wheel)")
+    stats.add_argument("--json", action="store_true", help="one JSON object")
+    stats.add_argument(
+        "--pockets",
+        type=int,
+        choices=(37, 38),
+        help="37 or 38 (default: configuration, else the wheel's hello for a capture, else "
+        "38 when a 00 was drawn)",
+    )
+    stats.add_argument(
+        "--window",
+        type=_positive,
+        action="append",
+        metavar="N",
+        help="a rolling window of the last N results; repeat it (default 500 and 1000)",
+    )
+    stats.add_argument(
+        "--driver", help="an installed driver's name, for a capture (default as for replay)"
+    )
+    source = stats.add_mutually_exclusive_group(required=True)
+    source.add_argument("--state-dir", type=Path, help="the daemon's state directory")
+    source.add_argument(
+        "capture", type=Path, nargs="?", help="capture file (wheeld capture format 1)"
+    )
 
 
 def _positive(text: str) -> int:
@@ -312,6 +348,90 @@ def _export(args: argparse.Namespace) -> int:
         raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
     print(f"{args.out}: {len(lines) - 1} lines")
     return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    import json
+
+    from wheeld.stats import DEFAULT_WINDOWS, Statistics, describe
+
+    config = _load_config(args.config)
+    pockets: int | None = args.pockets or config.wheel.pockets
+    if args.state_dir is not None:
+        events = _journal_events(args.state_dir)
+    else:
+        events, wheel_pockets = _capture_events(args, config)
+        pockets = pockets or wheel_pockets
+    statistics = Statistics.from_events(events, pockets, args.window or DEFAULT_WINDOWS)
+    if args.json:
+        print(json.dumps(statistics.to_json()))
+    else:
+        print("\n".join(describe(statistics)))
+    if not statistics.results:
+        print(f"wheeld stats: no result in {args.state_dir or args.capture}", file=sys.stderr)
+    return 0
+
+
+def _journal_events(state_dir: Path) -> list[dict[str, Any]]:
+    """The journal's ``<base>/game`` payloads in the order decided; one that does not read
+    as an object is skipped (recall shows it)."""
+    import json
+
+    from wheeld.journal import JournalError
+
+    view = _journal_view(state_dir)
+    try:
+        rows = view.decisions()
+    except JournalError as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    finally:
+        view.close()
+    events: list[dict[str, Any]] = []
+    for _, _, payload in rows:
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _capture_events(args: argparse.Namespace, config: Config) -> tuple[list[dict[str, Any]], int]:
+    """The ``<base>/game`` payloads a replay of the capture publishes, and the wheel's pockets."""
+    import json
+
+    from wheeld import capture as capture_format
+    from wheeld.drivers import UnknownDriver, driver_named
+    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld.replay import replay
+
+    try:
+        capture = capture_format.read(args.capture)
+    except capture_format.CaptureError as exc:
+        raise CommandError(str(exc)) from None
+    name = args.driver or capture.driver or config.wheel.driver
+    try:
+        driver = driver_named(name)
+    except UnknownDriver as exc:
+        raise CommandError(str(exc), EXIT_USAGE) from None
+    settings = TableSettings(
+        table=config.table.id,
+        base_topic=config.base_topic,
+        driver=name,
+        port=str(args.capture),
+        pockets=args.pockets or config.wheel.pockets,
+        rules=config.rules,
+        history_length=config.mqtt.history_length,
+    )
+    pipeline = TablePipeline(settings, driver.decoder())
+    game_topic = f"{config.base_topic}/game"
+    events = [
+        json.loads(message.payload)
+        for message in replay(capture, pipeline)
+        if message.topic == game_topic
+    ]
+    return events, pipeline.engine.layout.pockets
 
 
 def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -529,6 +649,7 @@ _COMMANDS = {
     "verify": _verify,
     "recall": _recall,
     "export": _export,
+    "stats": _stats,
 }
 
 
