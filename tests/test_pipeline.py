@@ -298,3 +298,15 @@ def test_a_broker_that_saw_higher_game_ids_moves_ours_past_them() -> None:
     assert table.launch() == 108
     assert table.pipeline.on_broker_result(b'{"game_id": 200}', 2.0).messages == []  # mid-game
     assert table.pipeline.on_broker_result(b'{"game_id": 5}', 2.0).messages == []  # ours, older
+
+
+def test_each_outcome_refreshes_the_retained_stats() -> None:
+    from wheeld.stats import Statistics
+
+    table = Table()
+    table.pipeline.statistics = Statistics(37)
+    table.wheel.game("17")
+    effects = table.feed()
+    (stats,) = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/stats"]
+    assert [m.retain for m in effects.messages if m.topic == f"{BASE}/stats"] == [True]
+    assert stats["chi_squared"]["games"] == 1 and stats["chi_squared"]["p_value"] is None

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats as scipy_stats  # type: ignore[import-untyped]  # tests only
+from scipy import stats as scipy_stats  # tests only, never in wheeld
 
 from wheeld import capture as capture_format
 from wheeld.cli import main

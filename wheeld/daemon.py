@@ -17,7 +17,7 @@ import json
 import signal
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld.publisher import Publisher
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
+from wheeld.stats import Statistics
 
 #: How often the retained wheel state (with its counters) is refreshed.
 WHEEL_STATE_EVERY_S = 60.0
@@ -95,7 +96,19 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
         table_state=journal.table_state(),
         signer=signer,
         chain=journal.load_chain(),
+        statistics=Statistics.from_events(
+            _payloads(journal.decisions()), pockets=config.wheel.pockets
+        ),
     )
+
+
+def _payloads(decisions: list[tuple[int, str, str]]) -> Iterator[dict[str, Any]]:
+    """The journal's game payloads, for the statistics to be rebuilt from."""
+    for _, _, payload in decisions:
+        with contextlib.suppress(ValueError):
+            value = json.loads(payload)
+            if isinstance(value, dict):
+                yield value
 
 
 class Daemon:

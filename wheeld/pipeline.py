@@ -28,6 +28,7 @@ from wheeld.messages import game_payload, iso_utc
 from wheeld.rules import RulesConfig
 from wheeld.signing import ChainState, Signer
 from wheeld.signing import chain as sign_into_chain
+from wheeld.stats import Statistics
 
 #: The note a spin launched while the table is closed is voided with.
 CLOSED_TABLE_NOTE = "table closed"
@@ -111,8 +112,11 @@ class TablePipeline:
         table_state: TableState = "open",
         signer: Signer | None = None,
         chain: ChainState = FIRST_MESSAGE,
+        statistics: Statistics | None = None,
     ) -> None:
         self.settings = settings
+        #: The table's statistics, fed each outcome; published on <base>/stats.
+        self.statistics = statistics
         self.decoder = decoder
         self.session = session
         self.engine = GameEngine(settings.rules, pockets=settings.pockets, state=state)
@@ -513,6 +517,10 @@ class TablePipeline:
                 self.history.appendleft(number)
                 out.messages.append(Outgoing(f"{self._base}/result", body, retain=True))
                 out.messages.append(self._history_message())
+            if self.statistics is not None and isinstance(decision, Result | NoSpin):
+                self.statistics.add(json.loads(body))
+                stats = json.dumps(self.statistics.to_json())
+                out.messages.append(Outgoing(f"{self._base}/stats", stats, retain=True))
         if out.games or self.engine.state != self._saved_state:
             out.state = replace(self.engine.state)
             self._saved_state = out.state
