@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from wheeld.capture import Capture
     from wheeld.config import Config
     from wheeld.journal import JournalView
+    from wheeld.pipeline import TablePipeline
     from wheeld.signing import Signer
     from wheeld.verify import Failure
 
@@ -401,30 +403,9 @@ def _capture_events(args: argparse.Namespace, config: Config) -> tuple[list[dict
     """The ``<base>/game`` payloads a replay of the capture publishes, and the wheel's pockets."""
     import json
 
-    from wheeld import capture as capture_format
-    from wheeld.drivers import UnknownDriver, driver_named
-    from wheeld.pipeline import TablePipeline, TableSettings
     from wheeld.replay import replay
 
-    try:
-        capture = capture_format.read(args.capture)
-    except capture_format.CaptureError as exc:
-        raise CommandError(str(exc)) from None
-    name = args.driver or capture.driver or config.wheel.driver
-    try:
-        driver = driver_named(name)
-    except UnknownDriver as exc:
-        raise CommandError(str(exc), EXIT_USAGE) from None
-    settings = TableSettings(
-        table=config.table.id,
-        base_topic=config.base_topic,
-        driver=name,
-        port=str(args.capture),
-        pockets=args.pockets or config.wheel.pockets,
-        rules=config.rules,
-        history_length=config.mqtt.history_length,
-    )
-    pipeline = TablePipeline(settings, driver.decoder())
+    capture, _, pipeline = _capture_pipeline(args, config)
     game_topic = f"{config.base_topic}/game"
     events = [
         json.loads(message.payload)
@@ -465,36 +446,48 @@ def _load_config(path: Path | None) -> Config:
         raise CommandError(str(exc)) from None
 
 
-def _replay(args: argparse.Namespace) -> int:
-    import json
-
+def _capture_pipeline(
+    args: argparse.Namespace, config: Config, signer: Signer | None = None
+) -> tuple[Capture, str, TablePipeline]:
+    """The capture ``args.capture``, its driver's name, and a table pipeline to replay it."""
     from wheeld import capture as capture_format
     from wheeld.drivers import UnknownDriver, driver_named
     from wheeld.pipeline import TablePipeline, TableSettings
-    from wheeld.replay import ReplaySummary, replay
+    from wheeld.stats import Statistics
 
-    config = _load_config(args.config)
     try:
         capture = capture_format.read(args.capture)
     except capture_format.CaptureError as exc:
         raise CommandError(str(exc)) from None
-    for warning in getattr(capture, "warnings", []):
-        print(f"replay: {warning}", file=sys.stderr)
     name = args.driver or capture.driver or config.wheel.driver
     try:
         driver = driver_named(name)
     except UnknownDriver as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
+    pockets = args.pockets or config.wheel.pockets
     settings = TableSettings(
         table=config.table.id,
         base_topic=config.base_topic,
         driver=name,
         port=str(args.capture),
-        pockets=args.pockets or config.wheel.pockets,
+        pockets=pockets,
         rules=config.rules,
         history_length=config.mqtt.history_length,
     )
-    pipeline = TablePipeline(settings, driver.decoder(), signer=_replay_signer(args.key, config))
+    statistics = Statistics(pockets or 37)
+    pipeline = TablePipeline(settings, driver.decoder(), signer=signer, statistics=statistics)
+    return capture, name, pipeline
+
+
+def _replay(args: argparse.Namespace) -> int:
+    import json
+
+    from wheeld.replay import ReplaySummary, replay
+
+    config = _load_config(args.config)
+    capture, name, pipeline = _capture_pipeline(args, config, _replay_signer(args.key, config))
+    for warning in capture.warnings:
+        print(f"replay: {warning}", file=sys.stderr)
     summary = ReplaySummary()
     game_topic = f"{config.base_topic}/game"
     out = sys.stdout
