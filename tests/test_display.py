@@ -143,3 +143,25 @@ def test_display_writes_each_new_number_and_survives_a_replug(
         display.wait(10)
         client.loop_stop()
         board.close()
+
+
+def test_display_shows_no_number_the_wheel_has_not_nor_a_game_again(tmp_path: Path) -> None:
+    """A spoofed "00" on a 37-pocket table, and results published again out of turn."""
+    config = load(write_config(tmp_path / "c.toml", port="unused", broker=1, state=tmp_path))
+    link = WrittenLink()
+    display = Display(link)
+    follower = Follower(config, ("status", "result", "game"), display.on_message, WrittenLog())
+    display.on_feed(True)
+
+    def result(game_id: int, number: str) -> None:
+        body = {"event": "result", "game_id": game_id, "number": number}
+        follower.deliver(f"{BASE}/game", json.dumps(body).encode())
+
+    follower.deliver(f"{BASE}/wheel", b'{"link": "up", "pockets": 37}')
+    result(1, "7")
+    result(2, "00")
+    result(3, "5")
+    result(1, "7")
+    result(3, "5")
+    assert link.lines == [b" 7\r\n", b" 5\r\n"]
+    assert follower.drops.total == 1

@@ -40,8 +40,10 @@ from wheeld.consumer import (
     DropCounter,
     Dropped,
     Follower,
+    LatestResult,
     Message,
     NoMoreBetsMessage,
+    ResultMessage,
     SpinningMessage,
     parse,
 )
@@ -76,6 +78,19 @@ def test_board_starts_from_retained_history_and_follows_games() -> None:
     snap = board.snapshot()
     assert [n["number"] for n in snap["history"]] == ["5", "17", "0", "32"]
     assert snap["stats"]["games"] == 4 and snap["stats"]["red"] == 50
+
+
+def test_results_published_again_in_any_order_are_not_new_numbers() -> None:
+    """Redeliveries of games 1, 2, 1, 2 are two numbers, and the last stays game 2's."""
+    board = Board(base=BASE, language="en")
+    for game_id, number in [(1, "7"), (2, "5"), (1, "7"), (2, "5"), (1, "7")]:
+        board.apply(message("game", {"event": "result", "game_id": game_id, "number": number}))
+    snap = board.snapshot()
+    assert [n["number"] for n in snap["history"]] == ["5", "7"]
+    assert snap["last"] == {"number": "5", "color": "red"}
+    board.apply(message("result", {"event": "result", "game_id": 3, "number": "9"}))
+    board.apply(message("game", {"event": "result", "game_id": 3, "number": "9"}))
+    assert [n["number"] for n in board.snapshot()["history"]] == ["5", "7"]  # history's own topic
 
 
 def test_no_spin_banner_shows_until_the_next_game() -> None:
@@ -210,6 +225,60 @@ def test_a_handler_that_fails_costs_one_message_not_the_feed(tmp_path: Path) -> 
     assert "RuntimeError: a bug" in log.events("message dropped")[0]["reason"]
 
 
+def _follower(
+    tmp_path: Path, environ: dict[str, str]
+) -> tuple[Follower, list[Message], RecordingLog]:
+    config = load(
+        write_config(tmp_path / "c.toml", port="unused", broker=1, state=tmp_path), environ
+    )
+    seen: list[Message] = []
+    log = RecordingLog()
+    return Follower(config, ("game", "result", "history"), seen.append, log), seen, log
+
+
+def _numbers(seen: list[Message]) -> list[str]:
+    return [m.number for m in seen if isinstance(m, ResultMessage | LatestResult)]
+
+
+def test_a_number_the_table_s_wheel_has_not_is_dropped(tmp_path: Path) -> None:
+    follower, seen, log = _follower(tmp_path, {})
+
+    def result(game_id: int, number: str) -> None:
+        body = {"event": "result", "game_id": game_id, "number": number}
+        follower.deliver(f"{BASE}/game", json.dumps(body).encode())
+
+    result(1, "00")  # the wheel not known yet: any pocket of either wheel
+    assert _numbers(seen) == ["00"] and follower.drops.total == 0
+    follower.deliver(f"{BASE}/wheel", b'{"link": "up", "pockets": 37, "model": "SS2"}')
+    assert follower.pockets == 37
+    result(3, "00")  # spoofed on a single-zero table
+    follower.deliver(f"{BASE}/result", b'{"event": "result", "game_id": 3, "number": "00"}')
+    follower.deliver(f"{BASE}/history", b'{"numbers": ["5", "00"]}')
+    result(4, "36")
+    assert _numbers(seen) == ["00", "36"]
+    assert follower.drops.total == 3
+    (logged, *_) = log.events("message dropped")  # the rest counted, their lines rate-limited
+    assert logged["reason"] == "'00' is not a pocket of this table's 37-pocket wheel"
+
+
+def test_a_pinned_pocket_count_is_not_widened_by_the_wheel_topic(tmp_path: Path) -> None:
+    follower, seen, _ = _follower(tmp_path, {"WHEELD_WHEEL__POCKETS": "37"})
+    assert follower.pockets == 37
+    follower.deliver(f"{BASE}/wheel", b'{"pockets": 38}')
+    with pytest.raises(Dropped, match="'00' is not a pocket of this table's 37-pocket wheel"):
+        parse(BASE, "T9", f"{BASE}/game", b'{"event": "result", "game_id": 1, "number": "00"}', 37)
+    follower.deliver(f"{BASE}/game", b'{"event": "result", "game_id": 1, "number": "00"}')
+    assert _numbers(seen) == [] and follower.drops.total == 1
+    assert follower.pockets == 37
+
+
+def test_a_double_zero_wheel_has_its_00(tmp_path: Path) -> None:
+    follower, seen, _ = _follower(tmp_path, {})
+    follower.deliver(f"{BASE}/wheel", b'{"pockets": 38}')
+    follower.deliver(f"{BASE}/game", b'{"event": "result", "game_id": 1, "number": "00"}')
+    assert _numbers(seen) == ["00"] and follower.drops.total == 0
+
+
 # -- the marquee in this process, with a real broker -------------------------------------
 
 
@@ -274,6 +343,28 @@ def test_a_flood_of_malformed_messages_then_a_good_result_shows_it(
     assert marquee.follower.drops.total == len(MALFORMED) * 5
     assert [n["number"] for n in board_state(port)["history"]] == ["26"]
     assert len(log.events("message dropped")) == 1  # rate-limited: one line, all counted
+
+
+def test_the_retained_wheel_is_known_before_the_retained_result_is_checked(
+    tmp_path: Path, broker: Broker
+) -> None:
+    table = Table(broker)
+    try:
+        table.publish("wheel", {"link": "up", "pockets": 37}, retain=True)
+        table.result(7, "00", ["00", "5"])  # spoofed, retained
+        config = load(
+            write_config(tmp_path / "c.toml", port="unused", broker=broker.port, state=tmp_path)
+        )
+        with serving(Marquee(config, "127.0.0.1", 0, RecordingLog())) as marquee:
+            port = marquee.server.port
+            wait_for(lambda: marquee.follower.drops.total >= 2, 10, "the retained 00 dropped")
+            table.result(8, "26", ["26", "5"])
+            wait_for(lambda: (board_state(port)["last"] or {}).get("number") == "26", 10, "26")
+            assert [n["number"] for n in board_state(port)["history"]] == ["26", "5"]
+            # The retained result and history with the 00: neither ever shown.
+            assert marquee.follower.drops.total == 2
+    finally:
+        table.close()
 
 
 def test_offline_without_the_broker_and_back_when_it_returns(

@@ -2,8 +2,11 @@
 
 Everything that arrives is checked here, once, into typed messages; anything
 else (not UTF-8, not JSON, not an object, too big, wrong types, a number that
-is no pocket, another table's, an empty retained clear) is dropped with a
-counted, rate-limited log line, and the follower carries on. The follower also
+is no pocket of the table's wheel, another table's, an empty retained clear)
+is dropped with a counted, rate-limited log line, and the follower carries on.
+The wheel's pocket count is ``wheel.pockets`` when the configuration pins it,
+else what the retained ``<base>/wheel`` says; until one says, any pocket of
+either wheel (0-36 and 00) passes. The follower also
 says when the feed itself goes and comes back, so a board can show "offline"
 instead of a stale number.
 """
@@ -13,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from wheeld.layout import DOUBLE_ZERO
+from wheeld.layout import DOUBLE_ZERO, layout_for
 
 if TYPE_CHECKING:
     from wheeld.config import Config
@@ -36,8 +40,8 @@ class Dropped(ValueError):
 
 
 def _pocket(number: str) -> str:
-    # Any pocket of either wheel: a consumer does not know the wheel, and a
-    # number that is no pocket at all must never reach a board.
+    # Any pocket of either wheel, whatever the wheel (checked against the
+    # table's own in ``parse``): a number that is no pocket at all never passes.
     if not DOUBLE_ZERO.has_pocket(number):
         raise ValueError(f"{number[:8]!r} is not a pocket")
     return number
@@ -64,6 +68,12 @@ class HistoryMessage(_Incoming):
     """``<base>/history``: the last winning numbers, newest first."""
 
     numbers: list[Pocket] = Field(max_length=1000)
+
+
+class WheelMessage(_Incoming):
+    """``<base>/wheel``: the daemon's wheel state; a consumer reads its pocket count."""
+
+    pockets: Literal[37, 38]
 
 
 class TableMessage(_Incoming):
@@ -110,12 +120,13 @@ GameMessage = Annotated[
     SpinningMessage | NoMoreBetsMessage | ResultMessage | NoSpinMessage,
     Field(discriminator="event"),
 ]
-Message = StatusMessage | HistoryMessage | TableMessage | LatestResult | GameMessage
+Message = StatusMessage | HistoryMessage | TableMessage | WheelMessage | LatestResult | GameMessage
 
 _SCHEMAS: dict[str, TypeAdapter[Any]] = {
     "status": TypeAdapter(StatusMessage),
     "history": TypeAdapter(HistoryMessage),
     "table": TypeAdapter(TableMessage),
+    "wheel": TypeAdapter(WheelMessage),
     "result": TypeAdapter(LatestResult),
     "game": TypeAdapter(GameMessage),
 }
@@ -132,8 +143,14 @@ def _why(error: ValidationError) -> str:
     return f"{where}: {first['msg']}" + (f" (and {more} more)" if more else "")
 
 
-def parse(base: str, table: str, topic: str, payload: object) -> Message:
-    """The message ``payload`` on ``topic`` carries; raises ``Dropped`` saying why not."""
+def parse(
+    base: str, table: str, topic: str, payload: object, pockets: int | None = None
+) -> Message:
+    """The message ``payload`` on ``topic`` carries; raises ``Dropped`` saying why not.
+
+    ``pockets``: the table's wheel, when known; a number it has no pocket for
+    (a "00" on a 37-pocket wheel) is dropped.
+    """
     kind = topic.removeprefix(base + "/")
     schema = _SCHEMAS.get(kind) if kind != topic else None
     if schema is None:
@@ -161,7 +178,43 @@ def parse(base: str, table: str, topic: str, payload: object) -> Message:
     other = getattr(message, "table", None)
     if other is not None and other != table:
         raise Dropped(f"for table {other[:32]!r}, not {table!r}")
+    if pockets is not None:
+        _check_pockets(message, pockets)
     return message
+
+
+def _check_pockets(message: Message, pockets: int) -> None:
+    """Raise ``Dropped`` when ``message`` names a number the wheel has no pocket for."""
+    match message:
+        case ResultMessage(number=number) | LatestResult(number=number):
+            numbers = [number]
+        case HistoryMessage(numbers=numbers):
+            pass
+        case _:
+            return
+    layout = layout_for(pockets)
+    stray = next((number for number in numbers if not layout.has_pocket(number)), None)
+    if stray is not None:
+        raise Dropped(f"{stray!r} is not a pocket of this table's {pockets}-pocket wheel")
+
+
+class SeenGames:
+    """The game ids of the last ``limit`` results.
+
+    The daemon publishes a result again until the broker acknowledges it, so
+    results may come twice and out of turn (games 1, 2, 1, 2): a game id seen
+    is that game's number again, never a new one.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._ids: deque[int] = deque(maxlen=limit)
+
+    def first_time(self, game_id: int) -> bool:
+        """True, and remembered, the first time ``game_id`` comes."""
+        if game_id in self._ids:
+            return False
+        self._ids.append(game_id)
+        return True
 
 
 class DropCounter:
@@ -215,7 +268,11 @@ class Follower:
         on_feed: Callable[[bool], None] = lambda up: None,
     ) -> None:
         self._config = config
-        self._topics = tuple(topics)
+        # The wheel first: its retained pocket count is then known before the
+        # retained result and history are checked against it.
+        self._topics = ("wheel", *(topic for topic in topics if topic != "wheel"))
+        #: The wheel's pocket count: pinned by the configuration, else from <base>/wheel.
+        self.pockets = config.wheel.pockets
         self._on_message = on_message
         self._on_feed = on_feed
         self._log = log
@@ -257,11 +314,14 @@ class Follower:
     def deliver(self, topic: str, payload: object) -> None:
         """Check one message and hand it on; never raises."""
         self.received += 1
+        config = self._config
         try:
-            message = parse(self._config.base_topic, self._config.table.id, topic, payload)
+            message = parse(config.base_topic, config.table.id, topic, payload, self.pockets)
         except Dropped as exc:
             self.drops.drop(topic, str(exc))
             return
+        if isinstance(message, WheelMessage) and config.wheel.pockets is None:
+            self.pockets = message.pockets
         try:
             self._on_message(message)
         except Exception as exc:  # one message must never end the feed

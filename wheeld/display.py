@@ -14,7 +14,14 @@ import asyncio
 import signal
 from typing import TYPE_CHECKING, Any, Protocol
 
-from wheeld.consumer import Follower, LatestResult, Message, ResultMessage, StatusMessage
+from wheeld.consumer import (
+    Follower,
+    LatestResult,
+    Message,
+    ResultMessage,
+    SeenGames,
+    StatusMessage,
+)
 from wheeld.link import WheelLink
 
 if TYPE_CHECKING:
@@ -22,6 +29,8 @@ if TYPE_CHECKING:
 
 #: A display never talks back: its silence is not a reason to reopen the port.
 NEVER_S = 10.0**9
+#: How many games' results are remembered, so one published again is not shown again.
+SEEN_GAMES = 100
 
 
 def display_line(number: str) -> bytes:
@@ -45,7 +54,7 @@ class Display:
     def __init__(self, link: Port) -> None:
         self.link = link
         self.number: str | None = None
-        self._game: int | None = None
+        self._seen = SeenGames(SEEN_GAMES)
         self._connected = False
         self._daemon_online = True
 
@@ -62,9 +71,8 @@ class Display:
                 ResultMessage(number=number, game_id=game_id)
                 | LatestResult(number=number, game_id=game_id)
             ):
-                if game_id == self._game:
-                    return  # published again until acknowledged: the same number
-                self._game = game_id
+                if not self._seen.first_time(game_id):
+                    return  # published again until acknowledged: not a new number
                 self.number = number
                 if self.live:
                     self.link.write(display_line(number))

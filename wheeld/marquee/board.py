@@ -19,6 +19,7 @@ from wheeld.consumer import (
     NoMoreBetsMessage,
     NoSpinMessage,
     ResultMessage,
+    SeenGames,
     SpinningMessage,
     StatusMessage,
     TableMessage,
@@ -50,8 +51,16 @@ class Board:
     history: list[str] = field(default_factory=list)
     no_spin: str | None = None
     version: int = 0
-    #: The game id of the last result folded in: a repeat is not a new number.
-    _last_game: int | None = None
+    #: The results' game ids over the history window: a repeat is not a new number.
+    _seen: SeenGames = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._seen = SeenGames(self._window)
+
+    @property
+    def _window(self) -> int:
+        """How many numbers the board keeps: for the list shown and for the statistics."""
+        return max(self.stats_games, self.shown)
 
     def apply(self, message: Message) -> bool:
         """Fold one message in; True when the board changed."""
@@ -60,13 +69,13 @@ class Board:
             case StatusMessage(state=state):
                 self.online = state == "online"
             case HistoryMessage(numbers=numbers):
-                self.history = numbers[: max(self.stats_games, self.shown)]
+                self.history = numbers[: self._window]
                 if self.history and self.last is None:
                     self.last = self.history[0]
             case LatestResult(number=number, game_id=game_id):
                 # The history list comes with its own topic.
                 self.last = number
-                self._last_game = game_id
+                self._seen.first_time(game_id)
             case TableMessage(state=state):
                 self.closed = state == "closed"
             case SpinningMessage():
@@ -74,16 +83,14 @@ class Board:
                 self.no_spin = None
             case NoMoreBetsMessage():
                 self.phase = "no_more_bets"
-            case ResultMessage(number=number, game_id=game_id):
+            case ResultMessage(number=number, game_id=game_id) if self._seen.first_time(game_id):
+                # A game seen before is published again, not played again: it
+                # changes nothing (not the last number, not the phase).
                 self.phase = "bets_open"
                 self.no_spin = None
-                # Results are published again until the broker acknowledges
-                # them: the same game id is the same number, not a new one.
-                if game_id != self._last_game:
-                    self.history.insert(0, number)
-                    del self.history[max(self.stats_games, self.shown) :]
+                self.history.insert(0, number)
+                del self.history[self._window :]
                 self.last = number
-                self._last_game = game_id
             case NoSpinMessage(reason=reason):
                 self.phase = "bets_open"
                 self.no_spin = reason
