@@ -232,7 +232,8 @@ class Daemon:
         self.link.close()
         await self.publisher.stop()
         publisher_task.cancel()
-        await asyncio.gather(publisher_task, return_exceptions=True)
+        # Bounded: a task that swallowed its cancellation must not keep the daemon up.
+        await asyncio.wait([publisher_task], timeout=5)
         if self.capture is not None:
             self.capture.close()
             if self.capture.cut_lines or self.capture.dropped_bytes:

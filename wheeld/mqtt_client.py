@@ -67,10 +67,13 @@ class Client(aiomqtt.Client):
         if info.rc != paho.MQTT_ERR_SUCCESS:
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
         # No PUBACK can be read before the next await: registering now is in time.
-        puback = asyncio.get_running_loop().create_future()
+        puback: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
         self._pubacks[info.mid] = puback
         try:
-            return await asyncio.wait_for(puback, self.timeout)
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow a
+            # cancellation that lands as the PUBACK does, and a stop would hang.
+            async with asyncio.timeout(self.timeout):
+                return await puback
         except TimeoutError:
             raise aiomqtt.MqttError(f"no PUBACK for {topic} within {self.timeout} s") from None
         finally:

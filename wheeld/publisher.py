@@ -343,7 +343,8 @@ class Publisher:
                 continue
             # Woken by new entries, or by a refused one falling due again.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(0.0, next_retry - time.monotonic()))
+                async with asyncio.timeout(max(0.0, next_retry - time.monotonic())):
+                    await self._wake.wait()
 
     async def _drain_once(self, client: Client) -> None:
         """Offer every pending entry once, in order, but none behind a refusal on its topic."""
@@ -531,15 +532,13 @@ class Publisher:
         if client is None:
             return
         try:
-            await asyncio.wait_for(
-                client.publish(
+            async with asyncio.timeout(2):
+                await client.publish(
                     f"{self._base}/status",
                     OFFLINE,
                     qos=1,
                     retain=True,
                     properties=self._json_properties(),
-                ),
-                timeout=2,
-            )
+                )
         except Exception as exc:  # the broker may be gone; stopping goes on
             self._log.warning("could not publish offline", error=str(exc))

@@ -26,7 +26,7 @@ RESET_INTERVAL_S = 60.0
 
 
 def is_url(port: str) -> bool:
-    """A pyserial URL (``socket://``, ``rfc2217://``, ``hwgrep://``): no device to reset."""
+    """A pyserial URL (``socket://``, ``hwgrep://``): no device to reset."""
     return "://" in port  # pyserial's own test for a URL
 
 
