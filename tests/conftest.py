@@ -1,8 +1,13 @@
-"""Test-suite options: ``--long`` runs the statistical and fuzzing tests at full size."""
+"""Test-suite options (``--long``: statistical tests at full size) and shared fixtures."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from tests.rig import Broker
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -17,3 +22,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def long_run(request: pytest.FixtureRequest) -> bool:
     """True under ``pytest --long``."""
     return bool(request.config.getoption("--long"))
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    """A mosquitto of the test's own (a test module may define a broker of another kind)."""
+    broker = Broker(tmp_path)
+    broker.start()
+    yield broker
+    broker.stop()

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,14 +24,6 @@ from wheeld_simulators import demo as demo_module
 from wheeld_simulators.demo import BrokerAddress, Dealer, DemoError
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 from wheeld_simulators.scripted import opposite
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()
 
 
 def _processes_mentioning(text: str) -> list[int]:

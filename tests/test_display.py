@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import paho.mqtt.client as paho
-import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.rig import Broker, PtyWheel, wait_for, write_config
@@ -73,14 +71,6 @@ class WrittenLog:
 
     def warning(self, event: str, **fields: object) -> None:
         pass
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()
 
 
 def test_display_writes_each_new_number_and_survives_a_replug(

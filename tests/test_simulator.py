@@ -6,7 +6,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 
@@ -140,14 +139,6 @@ def test_simulate_help_and_bad_options() -> None:
         check=False,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()
 
 
 def test_a_default_ss2_alternates_its_rotor_and_gets_results(
