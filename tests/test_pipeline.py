@@ -310,3 +310,44 @@ def test_each_outcome_refreshes_the_retained_stats() -> None:
     (stats,) = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/stats"]
     assert [m.retain for m in effects.messages if m.topic == f"{BASE}/stats"] == [True]
     assert stats["chi_squared"]["games"] == 1 and stats["chi_squared"]["p_value"] is None
+
+
+def test_repeated_no_spins_of_one_cause_raise_an_alert_cleared_by_a_result() -> None:
+    table = Table()
+    table.wheel.game("17")  # a result: rotor cw
+    table.feed()
+    alarms: list[dict[str, Any]] = []
+    for _ in range(3):  # the rotor does not reverse: direction_not_alternated, each time
+        table.wheel.pocket(None)
+        table.wheel.advance(table.wheel.rotor_period_ms * 3 + 100)
+        table.wheel.game("5")
+        alarms += _alarms(table.feed())
+    (alert,) = [a for a in alarms if a["alarm"] == "repeated_no_spins"]
+    assert (alert["state"], alert["reason"], alert["count"]) == (
+        "set",
+        "direction_not_alternated",
+        3,
+    )
+    reply, effects = table.command("ack", b'{"alert": "repeated_no_spins", "operator": "boss"}')
+    assert reply["ok"] and _alarms(effects)[0]["state"] == "acknowledged"
+    assert table.command("ack", b'{"alert": "repeated_no_spins"}')[0]["error"].startswith(
+        "ack must name the operator"
+    )
+    table.wheel.reverse_rotor()
+    table.wheel.game("8")
+    (clear,) = [a for a in _alarms(table.feed()) if a["alarm"] == "repeated_no_spins"]
+    assert clear["state"] == "clear" and clear["since"] == alert["since"]
+    assert table.command("ack", b'{"alert": "deviation", "operator": "boss"}')[0]["ok"] is False
+
+
+def test_a_deviation_over_the_whole_series_is_an_alert() -> None:
+    from wheeld.stats import Statistics
+
+    table = Table()
+    statistics = Statistics(37)
+    for _ in range(200):
+        statistics.add({"event": "result", "number": "17", "ts": "2025-01-01T00:00:00Z"})
+    table.pipeline.statistics = statistics
+    table.wheel.game("17")
+    (alert,) = [a for a in _alarms(table.feed()) if a["alarm"] == "deviation"]
+    assert alert["state"] == "set" and alert["p_value"] < 0.001 and alert["games"] == 201

@@ -13,7 +13,9 @@ game ids); anything else is refused with one line saying why.
 - ``open`` ``{"operator": "..."}`` or ``{}``: opens the table again;
 - ``recall`` ``{"last": N, "game_id": ID, "operator": "..."}`` (each optional):
   the last N games (default 10, at most 100), or those up to game ID, with
-  their events and frames, in the reply.
+  their events and frames, in the reply;
+- ``ack`` ``{"alert": "deviation", "operator": "..."}``: an operator (named
+  here or by the user property) acknowledges a set alert or fault.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 
 MAX_NOTE = 500
 MAX_OPERATOR = 64
-COMMANDS = ("no_spin", "open", "close", "recall")
+COMMANDS = ("no_spin", "open", "close", "recall", "ack")
 #: The most games one recall reply carries.
 MAX_RECALL = 100
 DEFAULT_RECALL = 10
@@ -73,7 +75,15 @@ class Recall:
     operator: str | None
 
 
-Command = DeclareNoSpin | SetTable | Recall
+@dataclass(frozen=True, slots=True)
+class Acknowledge:
+    """``ack``: an operator acknowledges a set alert or fault, by its code."""
+
+    alert: str
+    operator: str
+
+
+Command = DeclareNoSpin | SetTable | Recall | Acknowledge
 
 
 def parse(command: OperatorCommand) -> Command:
@@ -101,6 +111,15 @@ def parse(command: OperatorCommand) -> Command:
         if game_id is not None and type(game_id) is not int:
             raise CommandError("game_id must be an integer")
         return DeclareNoSpin(note, game_id, operator)
+    if command.name == "ack":
+        _only(command.name, body, ("alert",))
+        alert = body.get("alert")
+        if type(alert) is not str or not 0 < len(alert) <= MAX_OPERATOR:
+            raise CommandError("alert must name the alert (its code)")
+        _unicode("alert", alert)
+        if operator is None:
+            raise CommandError("ack must name the operator (field operator, or user property)")
+        return Acknowledge(alert, operator)
     if command.name == "recall":
         _only(command.name, body, ("last", "game_id"))
         last = body.get("last", DEFAULT_RECALL)

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wheeld.capture import CUT_BYTES
-from wheeld.commands import CommandError, DeclareNoSpin, OperatorCommand, SetTable, parse
+from wheeld.commands import (
+    Acknowledge,
+    CommandError,
+    DeclareNoSpin,
+    OperatorCommand,
+    SetTable,
+    parse,
+)
 from wheeld.drivers import DriverSession, WheelDecoder
 from wheeld.effects import CommandRecord, Effects, FrameRecord, GameRecord, Outgoing, TableState
 from wheeld.engine import EngineState, GameEngine
@@ -36,6 +43,8 @@ CLOSED_TABLE_NOTE = "table closed"
 WHEEL_LINK_FAULT = "wheel_link_lost"
 JOURNAL_FAULT = "journal_unwritable"
 COVER_FAULT = "cover_open"
+DEVIATION_ALERT = "deviation"
+REPEATED_NO_SPIN_ALERT = "repeated_no_spins"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
 _EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
@@ -86,6 +95,16 @@ def _segments(data: bytes) -> list[bytes]:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertSettings:
+    """``[alerts]``: when the table's figures call for an engineer (docs/statistics.md)."""
+
+    #: A chi-squared p-value below this, over the whole series, is a deviation.
+    deviation_p_value: float = 0.001
+    #: This many no-spins of one cause in a row.
+    repeated_no_spins: int = 3
+
+
+@dataclass(frozen=True, slots=True)
 class TableSettings:
     """What a pipeline needs to know of the configuration."""
 
@@ -96,6 +115,7 @@ class TableSettings:
     pockets: int | None = None
     history_length: int = 100
     rules: RulesConfig = field(default_factory=RulesConfig)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
 
 
 class TablePipeline:
@@ -128,6 +148,8 @@ class TablePipeline:
         self.unrecorded: list[int] = []
         #: Faults now set: code -> host time they began.
         self.faults: dict[str, float] = {}
+        #: The no-spin cause repeating now, and how many times in a row.
+        self._no_spin_run: tuple[str | None, int] = (None, 0)
         #: The sum of the host clock's steps so far (the decoder's time leaves them out).
         self._clock_steps = 0.0
         self.journal_failed = False
@@ -377,6 +399,9 @@ class TablePipeline:
                 reply = self._no_spin(asked, now, out)
             elif isinstance(asked, SetTable):
                 reply = self._open_or_close(asked, now, out)
+            elif isinstance(asked, Acknowledge):
+                out.extend(self.acknowledge(asked.alert, asked.operator, now))
+                reply = {"ok": True, "alert": asked.alert, "operator": asked.operator}
             else:  # reading the journal is the shell's: the daemon answers recall itself
                 raise CommandError("recall is answered by the daemon, not the table")
         except CommandError as refusal:
@@ -521,6 +546,8 @@ class TablePipeline:
                 self.statistics.add(json.loads(body))
                 stats = json.dumps(self.statistics.to_json())
                 out.messages.append(Outgoing(f"{self._base}/stats", stats, retain=True))
+            if isinstance(decision, Result | NoSpin):
+                self._judge_alerts(decision, out)
         if out.games or self.engine.state != self._saved_state:
             out.state = replace(self.engine.state)
             self._saved_state = out.state
@@ -547,6 +574,38 @@ class TablePipeline:
         else:
             return
         self._raise(alarm, out)
+
+    def _judge_alerts(self, outcome: Result | NoSpin, out: Effects) -> None:
+        """Alerts the figures call for: set, cleared when they no longer hold, acknowledged."""
+        settings = self.settings.alerts
+        at = outcome.at
+        if isinstance(outcome, NoSpin):
+            same = self._no_spin_run[0] == outcome.reason
+            self._no_spin_run = (outcome.reason, self._no_spin_run[1] + 1 if same else 1)
+        else:
+            self._no_spin_run = (None, 0)
+        reason, run = self._no_spin_run
+        if run >= settings.repeated_no_spins:
+            self._fault(REPEATED_NO_SPIN_ALERT, at, out, active=True, reason=reason, count=run)
+        elif run in {0, 1}:
+            self._fault(REPEATED_NO_SPIN_ALERT, at, out, active=False)
+        if self.statistics is not None and isinstance(outcome, Result):
+            test = self.statistics.chi_squared
+            if test.p_value is not None:
+                deviating = test.p_value < settings.deviation_p_value
+                detail = {"p_value": test.p_value, "games": test.games} if deviating else {}
+                self._fault(DEVIATION_ALERT, at, out, active=deviating, **detail)
+
+    def acknowledge(self, code: str, operator: str, now: float) -> Effects:
+        """An operator acknowledges an alert that is set; raises CommandError otherwise."""
+        out = Effects()
+        if code not in self.faults:
+            known = ", ".join(sorted(self.faults)) or "none"
+            raise CommandError(f"no alert {code!r} is set (set: {known})")
+        since = iso_utc(self.faults[code])
+        detail = {"state": "acknowledged", "since": since, "operator": operator}
+        self._raise(Alarm(now, code, detail), out)
+        return out
 
     def _raise(self, alarm: Alarm, out: Effects) -> None:
         """Journal (durably) and publish an alarm, and log it."""
