@@ -23,6 +23,8 @@ from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.rig import (
@@ -48,7 +50,7 @@ from wheeld.consumer import (
     parse,
 )
 from wheeld.marquee.app import Marquee
-from wheeld.marquee.board import Board
+from wheeld.marquee.board import HEAT_SHOWN, Board, statistics
 from wheeld.marquee.server import Hub, MarqueeServer
 
 BASE = "wheeld/T9"
@@ -801,3 +803,102 @@ def test_marquee_shows_offline_when_the_daemon_dies(
         marquee.terminate()
         marquee.wait(10)
         pty.close()
+
+
+# -- the board's statistics (pure) --------------------------------------------------------
+
+
+def _heat(stats: dict[str, Any], key: str) -> list[tuple[str, int]]:
+    return [(n["number"], n["count"]) for n in stats[key]]
+
+
+def test_hot_and_cold_wait_for_the_minimum_sample() -> None:
+    """Four games (0 twice): no hot, no cold, just how many games they wait for."""
+    stats = statistics(["0", "17", "0", "5"], min_games=37)
+    assert stats["hot"] == [] and stats["cold"] == []
+    assert stats["heat_after"] == 37
+    assert stats["games"] == 4 and stats["green"] == 50 and stats["red"] == 25
+    assert statistics([], min_games=37) == {"games": 0, "hot": [], "cold": [], "heat_after": 37}
+
+
+def test_hot_and_cold_are_drawn_numbers_with_their_counts_never_both() -> None:
+    numbers = ["0"] * 4 + ["17"] * 3 + ["5"] * 2 + ["32"] * 2 + ["9"] * 2 + ["1"] * 1 + ["2"]
+    stats = statistics(numbers, min_games=len(numbers))
+    assert stats["heat_after"] is None
+    assert _heat(stats, "hot") == [("0", 4), ("17", 3), ("5", 2), ("32", 2), ("9", 2)]
+    # 1 and 2 drawn once; the 30 never-drawn numbers are neither hot nor cold.
+    assert _heat(stats, "cold") == [("2", 1), ("1", 1)]
+    assert stats["hot"][0]["color"] == "green" and stats["hot"][1]["color"] == "black"
+
+
+def test_ties_go_to_the_newest_for_hot_and_the_oldest_for_cold() -> None:
+    # Newest first: 8 and 3 drawn twice (8 more recently), 4 6 7 once (7 longest ago).
+    numbers = ["8", "3", "4", "8", "3", "6", "7"]
+    stats = statistics(numbers, min_games=1)
+    assert [n for n, _ in _heat(stats, "hot")][:2] == ["8", "3"]
+    # Five hot: 8, 3, then 4 and 6 and 7 by recency; nothing left below a count of 1.
+    assert _heat(stats, "hot") == [("8", 2), ("3", 2), ("4", 1), ("6", 1), ("7", 1)]
+    assert stats["cold"] == []
+    numbers = ["8", "8", "3", "3", "4", "4", "5", "5", "6", "6", "11", "12", "13"]
+    assert _heat(statistics(numbers, min_games=1), "cold") == [("13", 1), ("12", 1), ("11", 1)]
+
+
+def test_a_number_drawn_as_often_as_a_hot_one_is_not_cold() -> None:
+    numbers = [str(n) for n in range(1, 11)]  # ten numbers, once each
+    stats = statistics(numbers, min_games=10)
+    assert len(stats["hot"]) == HEAT_SHOWN and stats["cold"] == []
+
+
+def test_double_zero_counts_as_a_zero_and_can_be_hot() -> None:
+    stats = statistics(["00", "00", "0", "1", "2", "3", "4", "5", "6", "7"], min_games=10)
+    assert stats["green"] == 30 and stats["red"] + stats["black"] == 70
+    assert _heat(stats, "hot")[0] == ("00", 2)
+    assert stats["hot"][0]["color"] == "green"
+    assert stats["odd"] + stats["even"] == 70 and stats["low"] + stats["high"] == 70
+
+
+def test_percentages_of_every_even_chance_dozen_and_column() -> None:
+    stats = statistics(["1", "2", "3", "13", "25", "36", "0", "19"], min_games=37)
+    assert (stats["red"], stats["black"], stats["green"]) == (62, 25, 12)
+    assert (stats["odd"], stats["even"]) == (62, 25)
+    assert (stats["low"], stats["high"]) == (50, 38)
+    assert stats["dozens"] == [38, 25, 25]
+    assert stats["columns"] == [50, 12, 25]
+
+
+def test_the_board_takes_its_statistics_over_the_window_only() -> None:
+    board = Board(base=BASE, shown=5, stats_games=40, stats_min_games=37)
+    for game_id in range(1, 51):
+        number = "36" if game_id <= 10 else str(game_id % 3 + 1)  # 36 only before the window
+        board.apply(message("game", {"event": "result", "game_id": game_id, "number": number}))
+    stats = board.snapshot()["stats"]
+    assert stats["games"] == 40 and stats["dozens"] == [100, 0, 0]
+    assert "36" not in [n for n, _ in _heat(stats, "hot") + _heat(stats, "cold")]
+    assert len(board.snapshot()["history"]) == 5
+
+
+def test_a_minimum_above_the_window_means_the_whole_window() -> None:
+    board = Board(base=BASE, stats_games=10, stats_min_games=37)
+    for game_id in range(1, 11):
+        board.apply(message("game", {"event": "result", "game_id": game_id, "number": "7"}))
+    assert _heat(board.snapshot()["stats"], "hot") == [("7", 10)]
+
+
+@given(
+    st.lists(st.sampled_from([str(n) for n in range(37)] + ["00"]), max_size=200),
+    st.integers(min_value=1, max_value=60),
+)
+def test_heat_rules_hold_for_any_series(numbers: list[str], min_games: int) -> None:
+    stats = statistics(numbers, min_games)
+    hot, cold = _heat(stats, "hot"), _heat(stats, "cold")
+    if len(numbers) < min_games:
+        assert hot == cold == [] and stats["heat_after"] == min_games
+        return
+    assert not {n for n, _ in hot} & {n for n, _ in cold}
+    assert all(numbers.count(n) == count >= 1 for n, count in hot + cold)
+    assert len(hot) <= HEAT_SHOWN and len(cold) <= HEAT_SHOWN
+    if hot and cold:
+        assert min(c for _, c in hot) > max(c for _, c in cold)
+    if numbers:
+        assert max(numbers.count(n) for n in numbers) == hot[0][1]
+        assert stats["red"] + stats["black"] + stats["green"] in (99, 100, 101)

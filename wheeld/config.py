@@ -349,6 +349,10 @@ class MarqueeConfig(_Section):
     language: Literal["es", "en"] = "es"
     #: Games the hot/cold numbers and percentages are taken over.
     stats_games: int = Field(default=100, ge=1, le=1000)
+    #: Games in that window before hot and cold numbers are shown: with fewer,
+    #: one or two draws make a number "hot". 37 is one game per pocket; a value
+    #: above ``stats_games`` means the whole window.
+    stats_min_games: int = Field(default=37, ge=1, le=1000)
     #: How many of the last numbers the board lists.
     history_shown: int = Field(default=20, ge=1, le=100)
 

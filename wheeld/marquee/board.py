@@ -9,6 +9,7 @@ JSON the page renders. Starts from the retained ``history``, ``result`` and
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +25,74 @@ from wheeld.consumer import (
     StatusMessage,
     TableMessage,
 )
-from wheeld.layout import DOUBLE_ZERO
+from wheeld.layout import DOUBLE_ZERO, NumberFacts
 from wheeld.marquee.labels import LABELS, REASONS
+
+#: How many hot and how many cold numbers the board names.
+HEAT_SHOWN = 5
 
 
 def _color(number: str) -> str:
     return DOUBLE_ZERO.facts(number).color if DOUBLE_ZERO.has_pocket(number) else "green"
+
+
+def _percent(count: int, total: int) -> int:
+    return round(100 * count / total)
+
+
+def statistics(numbers: list[str], min_games: int) -> dict[str, Any]:
+    """Percentages and hot/cold numbers over ``numbers``, newest first.
+
+    Percentages are of all the games, zeros included, so red + black + zero
+    (and odd + even + zero, low + high + zero) make 100 up to rounding.
+
+    Hot and cold are named only from drawn numbers, each with its count, and
+    only from ``min_games`` games on: before that ``hot`` and ``cold`` are
+    empty and ``heat_after`` says how many games they wait for. Hot: the
+    highest counts, a tie going to the more recently drawn. Cold: among the
+    rest, only counts below every hot one (a number drawn as often as a hot
+    one is not cold), lowest first, a tie going to the one drawn longest ago.
+    So no number is ever both, and a never-drawn one is neither.
+    """
+    total = len(numbers)
+    if not total:
+        return {"games": 0, "hot": [], "cold": [], "heat_after": min_games}
+    facts = [DOUBLE_ZERO.facts(n) for n in numbers if DOUBLE_ZERO.has_pocket(n)]
+
+    def share(predicate: Callable[[NumberFacts], bool]) -> int:
+        return _percent(sum(1 for f in facts if predicate(f)), total)
+
+    dozens = Counter(f.dozen for f in facts)
+    columns = Counter(f.column for f in facts)
+
+    heat: dict[str, list[Any]] = {"hot": [], "cold": []}
+    if total >= min_games:
+        counts = Counter(numbers)
+        # Index of the newest draw: history is newest first, and dicts keep
+        # the first insertion.
+        newest = {n: i for i, n in reversed(list(enumerate(numbers)))}
+        hot = sorted(counts, key=lambda n: (-counts[n], newest[n]))[:HEAT_SHOWN]
+        floor = min(counts[n] for n in hot)
+        rest = [n for n in counts if counts[n] < floor]
+        cold = sorted(rest, key=lambda n: (counts[n], -newest[n]))[:HEAT_SHOWN]
+        heat = {
+            key: [{"number": n, "color": _color(n), "count": counts[n]} for n in chosen]
+            for key, chosen in (("hot", hot), ("cold", cold))
+        }
+    return {
+        "games": total,
+        "red": share(lambda f: f.color == "red"),
+        "black": share(lambda f: f.color == "black"),
+        "green": share(lambda f: f.color == "green"),
+        "odd": share(lambda f: f.parity == "odd"),
+        "even": share(lambda f: f.parity == "even"),
+        "low": share(lambda f: f.half == "low"),
+        "high": share(lambda f: f.half == "high"),
+        "dozens": [_percent(dozens[d], total) for d in (1, 2, 3)],
+        "columns": [_percent(columns[c], total) for c in (1, 2, 3)],
+        **heat,
+        "heat_after": None if total >= min_games else min_games,
+    }
 
 
 @dataclass
@@ -40,6 +103,8 @@ class Board:
     language: str = "es"
     shown: int = 20
     stats_games: int = 100
+    #: Games before hot and cold numbers are shown (``marquee.stats_min_games``).
+    stats_min_games: int = 37
     table: dict[str, Any] = field(default_factory=dict)
     #: What ``<base>/status`` said; None until it says anything.
     online: bool | None = None
@@ -113,32 +178,10 @@ class Board:
         return changed
 
     def stats(self) -> dict[str, Any]:
-        """Percentages and hot/cold numbers over the last ``stats_games`` results."""
-        window = self.history[: self.stats_games]
-        total = len(window)
-        if not total:
-            return {"games": 0}
-
-        def pct(count: int) -> int:
-            return round(100 * count / total)
-
-        colours = Counter(_color(n) for n in window)
-        numbered = [int(n) for n in window if n not in ("0", "00")]
-        frequency = Counter(window)
-        pockets = [str(n) for n in range(37)] + (["00"] if "00" in window else [])
-        by_heat = sorted(pockets, key=lambda p: (-frequency[p], int(p) if p != "00" else -1))
-        by_cold = sorted(pockets, key=lambda p: (frequency[p], int(p) if p != "00" else -1))
-        return {
-            "games": total,
-            "red": pct(colours["red"]),
-            "black": pct(colours["black"]),
-            "green": pct(colours["green"]),
-            "odd": pct(sum(1 for n in numbered if n % 2)),
-            "even": pct(sum(1 for n in numbered if not n % 2)),
-            "dozens": [pct(sum(1 for n in numbered if (n - 1) // 12 == d)) for d in range(3)],
-            "hot": [{"number": p, "color": _color(p)} for p in by_heat[:5]],
-            "cold": [{"number": p, "color": _color(p)} for p in by_cold[:5]],
-        }
+        """The statistics over the last ``stats_games`` results (see ``statistics``)."""
+        return statistics(
+            self.history[: self.stats_games], min(self.stats_min_games, self.stats_games)
+        )
 
     def snapshot(self) -> dict[str, Any]:
         """Everything the page needs, as JSON-ready data."""
