@@ -43,14 +43,30 @@ function render(state) {
   for (const key of ["red", "black", "green", "odd", "even", "hot", "cold", "dozens"]) {
     text("label-" + key, labels[key] || key);
   }
-  for (const key of ["red", "black", "green", "odd", "even"]) {
+  // Low and high read "1–18" and "19–36" on every board, in any language.
+  text("label-columns", labels.columns || "2:1");
+  for (const key of ["red", "black", "green", "odd", "even", "low", "high"]) {
     text("pct-" + key, stats.games ? `${stats[key]}%` : "–");
   }
-  text("pct-dozens", stats.games ? stats.dozens.map((d) => `${d}%`).join(" · ") : "–");
-  for (const key of ["hot", "cold"]) {
-    document.getElementById(key).replaceChildren(
-      ...(stats[key] || []).map((n) => chip(n.number, n.color, "span")));
+  for (const key of ["dozens", "columns"]) {
+    text("pct-" + key, stats.games ? stats[key].map((d) => `${d}%`).join(" · ") : "–");
   }
+  for (const key of ["hot", "cold"]) {
+    document.getElementById(key).replaceChildren(...(stats[key] || []).map((n) => {
+      const el = chip(n.number, n.color, "span");
+      el.title = `×${n.count}`;
+      const count = document.createElement("sub");
+      count.textContent = n.count;
+      el.append(count);
+      return el;
+    }));
+  }
+  // Hot and cold wait for a minimum sample: say for how many games.
+  const heatAfter = document.getElementById("heat-after");
+  heatAfter.hidden = !stats.heat_after;
+  heatAfter.textContent = !stats.heat_after ? ""
+    : labels.stats_after ? labels.stats_after.replace("{n}", stats.heat_after)
+    : `${stats.games} / ${stats.heat_after} ${labels.games || ""}`;
   text("games", stats.games ? `${stats.games} ${labels.games}` : "");
 
   const offline = document.getElementById("offline");
