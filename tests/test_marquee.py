@@ -610,14 +610,6 @@ class Table:
         self.client.disconnect()
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()
-
-
 def _marquee(config: Path, port: int, tmp_path: Path) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         [

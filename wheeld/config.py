@@ -371,6 +371,16 @@ class LogConfig(_Section):
     format: Literal["auto", "json", "console"] = "auto"
 
 
+class AlertsConfig(_Section):
+    """``[alerts]``: when the table's figures call for an engineer (docs/statistics.md)."""
+
+    #: A chi-squared p-value under this, over the whole series, is a deviation
+    #: (judged only once every expected count is at least 5).
+    deviation_p_value: float = Field(default=0.001, gt=0, le=0.05)
+    #: This many no-spins of one cause in a row.
+    repeated_no_spins: int = Field(default=3, ge=2, le=100)
+
+
 class Config(_Section):
     table: TableConfig = TableConfig()
     wheel: WheelConfig = WheelConfig()
@@ -380,6 +390,7 @@ class Config(_Section):
     marquee: MarqueeConfig = MarqueeConfig()
     signing: SigningConfig = SigningConfig()
     rules: RulesConfig = RulesConfig()
+    alerts: AlertsConfig = AlertsConfig()
 
     @property
     def base_topic(self) -> str:

@@ -29,7 +29,7 @@ from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
 from wheeld.journal import JOURNAL_FILE, Journal, JournalError, JournalView, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.notify import Notifier
-from wheeld.pipeline import TablePipeline, TableSettings
+from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
 from wheeld.publisher import Publisher
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
@@ -86,6 +86,10 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
         pockets=config.wheel.pockets,
         history_length=config.mqtt.history_length,
         rules=config.rules,
+        alerts=AlertSettings(
+            deviation_p_value=config.alerts.deviation_p_value,
+            repeated_no_spins=config.alerts.repeated_no_spins,
+        ),
     )
     return TablePipeline(
         settings,

@@ -27,6 +27,7 @@ def board_for(config: Config) -> Board:
         language=marquee.language,
         shown=marquee.history_shown,
         stats_games=marquee.stats_games,
+        stats_min_games=marquee.stats_min_games,
         table={"id": table.id, "name": table.name or table.id, "limits": limits},
         connected=False,  # "offline" until the broker is reached
     )
