@@ -894,3 +894,202 @@ def test_heat_rules_hold_for_any_series(numbers: list[str], min_games: int) -> N
     if numbers:
         assert max(numbers.count(n) for n in numbers) == hot[0][1]
         assert stats["red"] + stats["black"] + stats["green"] in (99, 100, 101)
+
+
+# -- the board rules in the browser, at every screen ---------------------------------------
+
+SCREENS = ((1920, 1080), (1366, 768), (1080, 1920))
+DOCS = Path(__file__).parent.parent / "docs"
+
+
+def _rect(driver: Any, name: str) -> dict[str, float]:
+    rect: dict[str, float] = driver.execute_script(
+        'const r = document.querySelector(`[data-testid="${arguments[0]}"]`)'
+        ".getBoundingClientRect();"
+        "return {left: r.left, top: r.top, right: r.right, bottom: r.bottom};",
+        name,
+    )
+    return rect
+
+
+def _on_top_at_centre(driver: Any, name: str) -> bool:
+    """Whether the element named is what the viewer sees in the middle of the screen."""
+    return bool(
+        driver.execute_script(
+            "const el = document.elementFromPoint(innerWidth / 2, innerHeight / 2);"
+            'return !!el && !!el.closest(`[data-testid="${arguments[0]}"]`);',
+            name,
+        )
+    )
+
+
+def _inside_viewport(driver: Any, rect: dict[str, float]) -> bool:
+    width, height = driver.execute_script("return [innerWidth, innerHeight]")
+    return bool(
+        rect["left"] >= 0
+        and rect["top"] >= 0
+        and rect["right"] <= width
+        and rect["bottom"] <= height
+    )
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return not (
+        a["right"] <= b["left"]
+        or b["right"] <= a["left"]
+        or a["bottom"] <= b["top"]
+        or b["bottom"] <= a["top"]
+    )
+
+
+def _resize(driver: Any, width: int, height: int) -> None:
+    # The window's outer size is not its viewport: emulate the screen exactly.
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+    )
+    wait_for(
+        lambda: driver.execute_script("return [innerWidth, innerHeight]") == [width, height],
+        5,
+        f"a {width}x{height} window",
+    )
+
+
+def _wait_text(driver: Any, name: str, text: str, timeout: float = 10) -> None:
+    wait_for(lambda: _testid(driver, name).text == text, timeout, f"{name} to read {text}")
+
+
+def _screens(driver: Any, case: str, shot: tuple[int, int] | None = None) -> Iterator[str]:
+    """Resizes to each screen in turn, yielding its name.
+
+    Saves ``docs/marquee-<case>-<w>x<h>.png`` at the ``shot`` screen, after its checks.
+    """
+    for width, height in SCREENS:
+        _resize(driver, width, height)
+        yield f"{width}x{height}"
+        if (width, height) == shot:
+            driver.save_screenshot(str(DOCS / f"marquee-{case}-{width}x{height}.png"))
+
+
+@pytestmark_browser
+def test_offline_closed_and_no_spin_rules_at_every_screen(
+    tmp_path: Path, broker: Broker, browser: Any
+) -> None:
+    configs = {}
+    for language in ("es", "en"):
+        configs[language] = write_config(
+            tmp_path / f"{language}.toml",
+            port=tmp_path / "wheel0",
+            broker=broker.port,
+            state=tmp_path / "state",
+            marquee=f'[marquee]\nlanguage = "{language}"\n',
+        )
+    table = Table(broker)
+    # A retained result but no word from the daemon yet.
+    table.result(7, "17", ["17", "0", "32"])
+    ports = {language: free_port() for language in configs}
+    marquees = [_marquee(configs[lang], ports[lang], tmp_path) for lang in configs]
+    words = {
+        "es": ("RULETA FUERA DE LÍNEA", "HAGAN JUEGO", "MESA CERRADA", "TIRADA NULA"),
+        "en": ("WHEEL OFFLINE", "PLACE YOUR BETS", "TABLE CLOSED", "NO SPIN"),
+    }
+    try:
+        for language in ("en", "es"):
+            offline, bets_open, _, _ = words[language]
+            browser.get(f"http://127.0.0.1:{ports[language]}/")
+            # The page says offline from its first paint; wait for the board itself,
+            # which has the retained numbers but no word from the daemon.
+            wait_for(lambda: _history(browser) == ["17", "0", "32"], 10, "the board")
+            _wait_text(browser, "offline", offline)
+            shot = (1920, 1080) if language == "es" else None
+            for screen in _screens(browser, f"offline-{language}", shot):
+                assert _on_top_at_centre(browser, "offline"), screen
+                assert bets_open not in browser.find_element("tag name", "body").text, screen
+
+        table.publish("status", {"state": "online"}, retain=True)
+        wait_for(lambda: _testid(browser, "phase").text == "HAGAN JUEGO", 5, "online")
+        assert not _testid(browser, "offline").is_displayed()
+
+        # Closed, then a no-spin while closed: the closed screen stays over everything.
+        table.publish("table", {"state": "closed"}, retain=True)
+        wait_for(lambda: _testid(browser, "closed").text == "MESA CERRADA", 5, "closed")
+        table.publish("game", {"event": "no_spin", "game_id": 8, "reason": "foreign_object"})
+        wait_for(lambda: board_state(ports["es"])["no_spin"] is not None, 5, "the no-spin")
+        for screen in _screens(browser, "closed-es", (1080, 1920)):
+            assert _on_top_at_centre(browser, "closed"), screen
+            assert _rect(browser, "closed")["bottom"] >= browser.execute_script(
+                "return innerHeight"
+            )
+            assert not _testid(browser, "no-spin").is_displayed(), screen
+
+        # Open again: the banner shows, under the last number, never over it.
+        table.publish("table", {"state": "open"}, retain=True)
+        wait_for(lambda: _testid(browser, "no-spin").is_displayed(), 5, "the banner")
+        assert not _testid(browser, "closed").is_displayed()
+        for screen in _screens(browser, "no-spin-es", (1366, 768)):
+            last, banner = _rect(browser, "last-number"), _rect(browser, "no-spin")
+            assert _inside_viewport(browser, last), screen
+            assert _inside_viewport(browser, banner), screen
+            assert not _overlap(last, banner), screen
+            assert _testid(browser, "last-number").text == "17"
+            assert "TIRADA NULA" in _testid(browser, "no-spin").text
+
+        # The same rules in English: closed full screen, the banner beside the number.
+        browser.get(f"http://127.0.0.1:{ports['en']}/")
+        wait_for(lambda: _testid(browser, "no-spin").is_displayed(), 10, "the English banner")
+        for screen in _screens(browser, "no-spin-en", (1920, 1080)):
+            last, banner = _rect(browser, "last-number"), _rect(browser, "no-spin")
+            assert not _overlap(last, banner) and _inside_viewport(browser, last), screen
+            assert "NO SPIN" in _testid(browser, "no-spin").text
+        table.publish("table", {"state": "closed"}, retain=True)
+        wait_for(lambda: _testid(browser, "closed").text == "TABLE CLOSED", 5, "closed")
+        for screen in _screens(browser, "closed-en", (1366, 768)):
+            assert _on_top_at_centre(browser, "closed"), screen
+    finally:
+        for marquee in marquees:
+            marquee.terminate()
+            marquee.wait(10)
+        table.close()
+
+
+# -- contrast ------------------------------------------------------------------------------
+
+
+def _css_colors() -> dict[str, str]:
+    css = (Path(__file__).parent.parent / "wheeld/marquee/static/marquee.css").read_text()
+    return dict(re.findall(r"--([\w-]+):\s*(#[0-9a-fA-F]{3,6})\b", css))
+
+
+def _luminance(hex_color: str) -> float:
+    """WCAG 2 relative luminance of ``#rgb`` or ``#rrggbb``."""
+    digits = hex_color.lstrip("#")
+    if len(digits) == 3:
+        digits = "".join(d * 2 for d in digits)
+    channels = [int(digits[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    light, dark = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_contrast_formula_matches_the_wcag_extremes() -> None:
+    assert contrast("#000", "#fff") == pytest.approx(21)
+    assert contrast("#777", "#777") == pytest.approx(1)
+
+
+@pytest.mark.parametrize("chip", ["red", "black", "green"])
+def test_every_number_is_readable_on_its_chip(chip: str) -> None:
+    colors = _css_colors()
+    assert contrast(colors["chip-text"], colors[chip]) >= 4.5
+
+
+def test_board_text_is_readable_and_black_chips_stand_out_from_the_board() -> None:
+    colors = _css_colors()
+    for text in ("fg", "gold"):
+        assert contrast(colors[text], colors["bg"]) >= 4.5, text
+    # A black chip is told from the board by its light edge (WCAG non-text, 3:1).
+    assert contrast(colors["black-edge"], colors["bg"]) >= 3
+    assert contrast(colors["black-edge"], colors["black"]) >= 3

@@ -21,13 +21,24 @@ function render(state) {
   last.textContent = state.last ? state.last.number : "";
   last.className = "last " + (state.last ? state.last.color : "green");
 
+  // Only a daemon heard online makes the board current: until then (never
+  // connected, status not yet said, last will) it is offline, so it can
+  // never invite bets on its own.
+  const online = state.online === true;
   const phase = document.getElementById("phase");
-  const phaseKey = state.closed ? "closed" : state.phase;
+  const phaseKey = !online ? "offline" : state.closed ? "closed" : state.phase;
   phase.textContent = labels[phaseKey] || "";
   phase.className = "phase " + phaseKey;
 
+  // A closed table covers the whole screen; the no-spin banner sits under
+  // the last number, never over it, and never over the closed screen.
+  const closed = document.getElementById("closed");
+  closed.hidden = !(online && state.closed);
+  closed.textContent = labels.closed || "";
+
   const banner = document.getElementById("no-spin");
-  banner.hidden = !state.no_spin;
+  banner.hidden = !state.no_spin || state.closed;
+  document.querySelector(".winner").classList.toggle("with-no-spin", !banner.hidden);
   text("no-spin-title", labels.no_spin || "");
   text("no-spin-reason", state.no_spin ? state.no_spin.text : "");
 
@@ -70,7 +81,7 @@ function render(state) {
   text("games", stats.games ? `${stats.games} ${labels.games}` : "");
 
   const offline = document.getElementById("offline");
-  offline.hidden = state.online !== false;
+  offline.hidden = online;
   offline.textContent = labels.offline || "";
 }
 
