@@ -543,3 +543,11 @@ def test_tls_files_are_loaded_as_the_client_will(tmp_path: Path) -> None:
         tmp_path, f'[mqtt.tls]\ncert_file = "{authority.cert}"\nkey_file = "{encrypted}"\n'
     )
     assert "mqtt.tls.key_file: the private key is encrypted" in line
+
+
+def test_the_board_and_displays_never_need_the_signing_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[signing]\nkey_file = "signing.key"\n')
+    with pytest.raises(ConfigError, match="signing.key_file: no such file"):
+        load(path, {})
+    assert load(path, {}, signing_key=False).signing.key_file == Path("signing.key")

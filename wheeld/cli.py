@@ -435,13 +435,13 @@ def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
             )
 
 
-def _load_config(path: Path | None) -> Config:
+def _load_config(path: Path | None, *, signing_key: bool = True) -> Config:
     from wheeld.config import Config, ConfigError, load
 
     if path is None:
         return Config()
     try:
-        return load(path)
+        return load(path, signing_key=signing_key)
     except ConfigError as exc:
         raise CommandError(str(exc)) from None
 
@@ -605,7 +605,7 @@ def _marquee(args: argparse.Namespace) -> int:
     from wheeld import logs
     from wheeld.marquee.app import run
 
-    config = _load_config(args.config)
+    config = _load_config(args.config, signing_key=False)
     logs.configure(config.log.level, config.log.format)
     listen = args.listen or config.marquee.listen
     host, sep, port = listen.rpartition(":")
@@ -624,7 +624,7 @@ def _display(args: argparse.Namespace) -> int:
     from wheeld.display import run
     from wheeld.link import LinkOpenError
 
-    config = _load_config(args.config)
+    config = _load_config(args.config, signing_key=False)
     logs.configure(config.log.level, config.log.format)
     try:
         return asyncio.run(run(config, args.port, args.baudrate, logs.get("wheeld.display")))

@@ -517,7 +517,9 @@ def _read_password(path: Path, environ: Mapping[str, str], base: Path) -> str:
     return password
 
 
-def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Config:
+def _resolve_files(
+    config: Config, environ: Mapping[str, str], base: Path, *, signing_key: bool = True
+) -> Config:
     """Read the password file, and make every TLS path and the signing key absolute and checked.
 
     Problems are returned keyed by dotted key, in a ConfigError whose source is
@@ -553,16 +555,16 @@ def _resolve_files(config: Config, environ: Mapping[str, str], base: Path) -> Co
             problems.append(f"mqtt.tls.{key}: {exc}")
     if not problems:
         problems += _tls_problems(tls_paths)
-    signing_key: Path | None = None
-    if config.signing.key_file is not None:
+    key_path: Path | None = None
+    if signing_key and config.signing.key_file is not None:
         try:
-            signing_key = find_secret(config.signing.key_file, environ, base)
+            key_path = find_secret(config.signing.key_file, environ, base)
         except (FileNotFoundError, ValueError) as exc:
             problems.append(f"signing.key_file: {exc}")
     if problems:
         raise ConfigError("configuration", problems)
-    if signing_key is not None:
-        signing = config.signing.model_copy(update={"key_file": signing_key})
+    if key_path is not None:
+        signing = config.signing.model_copy(update={"key_file": key_path})
         config = config.model_copy(update={"signing": signing})
     if not updates and not tls_paths:
         return config  # untouched: an empty file still reads as every value a default
@@ -673,9 +675,13 @@ def _parse_file(path: Path) -> dict[str, Any]:
         raise ConfigError(str(path), [f"cannot read: {exc}"]) from None
 
 
-def load(path: Path, environ: Mapping[str, str] | None = None) -> Config:
+def load(
+    path: Path, environ: Mapping[str, str] | None = None, *, signing_key: bool = True
+) -> Config:
     """Read and validate a configuration file, with environment overrides and secrets.
 
+    ``signing_key=False`` leaves ``signing.key_file`` unread: the board and the
+    displays share the table's configuration but must never need its private key.
     Raises ConfigError listing every problem, each naming its key and blamed on
     the file or on the environment variable that set it.
     """
@@ -690,7 +696,7 @@ def load(path: Path, environ: Mapping[str, str] | None = None) -> Config:
     if env_problems:
         raise ConfigError(source, env_problems)
     try:
-        return _resolve_files(config, env, path.parent)
+        return _resolve_files(config, env, path.parent, signing_key=signing_key)
     except ConfigError as exc:
         blamed = [
             Problem(_blame(tuple(text.partition(":")[0].split(".")), origins, source), text)
