@@ -548,6 +548,6 @@ def test_tls_files_are_loaded_as_the_client_will(tmp_path: Path) -> None:
 def test_the_board_and_displays_never_need_the_signing_key(tmp_path: Path) -> None:
     path = tmp_path / "c.toml"
     path.write_text('[signing]\nkey_file = "signing.key"\n')
-    with pytest.raises(ConfigError, match="signing.key_file: no such file"):
+    with pytest.raises(ConfigError, match=r"signing\.key_file: no such file"):
         load(path, {})
     assert load(path, {}, signing_key=False).signing.key_file == Path("signing.key")
