@@ -26,8 +26,6 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-#: Members the chain and the signature add to a payload.
-CHAIN_MEMBERS = ("seq", "prev", "kid", "sig")
 #: The longest key file read (a PEM Ed25519 key is about 120 bytes).
 MAX_KEY_FILE_BYTES = 16 * 1024
 
