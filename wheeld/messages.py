@@ -16,6 +16,12 @@ from wheeld.game import GameEvent, NoMoreBets, NoSpin, ReasonCode, Result, Spinn
 from wheeld.layout import Color, Sector, WheelLayout
 
 
+#: The version of wheeld's payload schemas (docs/api/). Every JSON payload wheeld
+#: publishes carries it as ``schema_version``; it changes only when a change would
+#: break a consumer (a member removed, renamed or given another meaning).
+SCHEMA_VERSION = 1
+
+
 def iso_utc(at: float) -> str:
     """ISO-8601 UTC with milliseconds, e.g. ``2025-09-16T06:44:46.085Z``."""
     moment = datetime.fromtimestamp(round(at, 3), UTC)
