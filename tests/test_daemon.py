@@ -269,7 +269,11 @@ def test_commands_answer_on_the_response_topic(table: Table) -> None:
         try:
             _send(client, "no_spin", b'{"note": "x"}', b"c1")
             wait_for(lambda: replies, 10, "a reply")
-            assert json.loads(replies[0][0]) == {"ok": False, "error": "no game in progress"}
+            assert json.loads(replies[0][0]) == {
+                "ok": False,
+                "error": "no game in progress",
+                "schema_version": 1,
+            }
             assert replies[0][1] == b"c1"
 
             _warm(table)
@@ -285,7 +289,7 @@ def test_commands_answer_on_the_response_topic(table: Table) -> None:
             assert (void["reason"], void["note"]) == ("declared", "chip in the bowl")
             wait_for(lambda: any(c == b"c2" for _, c in replies), 10, "the c2 reply")
             answers = {c: json.loads(p) for p, c in replies}
-            assert answers[b"c2"] == {"ok": True, "game_id": 1}
+            assert answers[b"c2"] == {"ok": True, "game_id": 1, "schema_version": 1}
             assert [json.loads(p)["ok"] for p, c in replies if c == b"bad"] == [False] * 4
 
             _send(client, "close", b"{}", b"c3")
@@ -506,7 +510,11 @@ def test_recall_over_mqtt_answers_with_events_and_frames(table: Table) -> None:
     assert game["game_id"] == 1
     assert [e["event"] for e in game["events"]] == ["spinning", "no_more_bets", "result"]
     assert any(f["dir"] == "<" and f["line"].startswith("$WRBAL") for f in game["frames"])
-    assert answers[b"r2"] == {"ok": False, "error": "last must be an integer from 1 to 100"}
+    assert answers[b"r2"] == {
+        "ok": False,
+        "error": "last must be an integer from 1 to 100",
+        "schema_version": 1,
+    }
 
 
 def test_a_port_that_drops_at_once_is_retried_ever_more_slowly_and_sigterm_stops(

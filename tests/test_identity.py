@@ -184,6 +184,7 @@ def test_the_info_payload(tmp_path: Path) -> None:
         "signing": {"kid": signer.kid, "public_key": pem},
         "config_sha256": identity.config_fingerprint(config),
         "ts": "1970-01-01T00:00:01.500Z",
+        "schema_version": 1,
     }
     assert set(info["drivers"]) >= {"wrp", "cammegh-ss2"}
     # JSON as it is, and signable as alarms are.

@@ -171,7 +171,7 @@ def test_games_the_journal_could_not_keep_are_voided_once_when_it_can_again() ->
     again = table.pipeline.journal_recovered(2.0)
     assert game_events(again) == [(game, "no_spin")]
     assert json.loads(again.messages[0].payload)["reason"] == "controller_restart"
-    assert json.loads(again.messages[-1].payload) == {"state": "online"}
+    assert json.loads(again.messages[-1].payload) == {"state": "online", "schema_version": 1}
     assert table.pipeline.journal_recovered(3.0).games == []  # exactly once
 
 

@@ -28,6 +28,7 @@ from wheeld.drivers import driver_named
 from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
 from wheeld.journal import JOURNAL_FILE, Journal, JournalError, JournalView, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
+from wheeld.messages import SCHEMA_VERSION
 from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
 from wheeld.publisher import Publisher
@@ -369,9 +370,9 @@ class Daemon:
             reply, effects = self.pipeline.on_command(command, time.time())
         except Exception as exc:  # a command must never take the daemon down
             self.log.error("command failed", command=command.name, error=repr(exc))
-            return {"ok": False, "error": "internal error"}
+            return {"ok": False, "error": "internal error", "schema_version": SCHEMA_VERSION}
         self._apply(effects)
-        return reply
+        return {**reply, "schema_version": SCHEMA_VERSION}
 
     def _on_retained_result(self, payload: bytes) -> None:
         self._apply(self.pipeline.on_broker_result(payload, time.time()))
@@ -392,7 +393,7 @@ class Daemon:
             record = CommandRecord(now, command.name, command.sender, text, False, str(exc))
             self.log.warning("command refused", command=command.name, error=str(exc))
         self._apply(Effects(commands=[record]))
-        return reply
+        return {**reply, "schema_version": SCHEMA_VERSION}
 
     # -- effects -------------------------------------------------------------------
 

@@ -234,7 +234,7 @@ def info_payload(
     its public key (SubjectPublicKeyInfo PEM, as ``signing.pub`` holds it).
     """
     from wheeld.drivers import UnknownDriver, driver_named
-    from wheeld.messages import iso_utc
+    from wheeld.messages import SCHEMA_VERSION, iso_utc
 
     if (kid is None) != (public_key_pem is None):
         raise ValueError("kid and public_key_pem go together: give both or neither")
@@ -251,6 +251,7 @@ def info_payload(
         "signing": None if kid is None else {"kid": kid, "public_key": public_key_pem},
         "config_sha256": config_fingerprint(config),
         "ts": iso_utc(now),
+        "schema_version": SCHEMA_VERSION,
     }
 
 

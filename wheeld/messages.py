@@ -7,9 +7,9 @@ print and publish the very same models.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from wheeld.events import Direction
 from wheeld.game import GameEvent, NoMoreBets, NoSpin, ReasonCode, Result, Spinning
@@ -19,7 +19,7 @@ from wheeld.layout import Color, Sector, WheelLayout
 #: The version of wheeld's payload schemas (docs/api/). Every JSON payload wheeld
 #: publishes carries it as ``schema_version``; it changes only when a change would
 #: break a consumer (a member removed, renamed or given another meaning).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 
 def iso_utc(at: float) -> str:
@@ -36,6 +36,15 @@ class _Payload(BaseModel):
     game_id: int
     table: str
     ts: str
+    schema_version: Literal[1] = SCHEMA_VERSION
+
+    @model_serializer(mode="wrap")
+    def _version_last(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # schema_version closes the payload, after every member a driver adds
+        # (and before the chain's seq/prev/kid/sig, which signing appends).
+        data: dict[str, Any] = handler(self)
+        data["schema_version"] = data.pop("schema_version")
+        return data
 
     def to_json(self) -> str:
         """Compact JSON, keys in model order: the bytes that go on the wire."""

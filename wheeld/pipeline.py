@@ -31,7 +31,7 @@ from wheeld.effects import CommandRecord, Effects, FrameRecord, GameRecord, Outg
 from wheeld.engine import EngineState, GameEngine
 from wheeld.events import DisplayMismatch, ResultContradicted, WheelHello
 from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
-from wheeld.messages import game_payload, iso_utc
+from wheeld.messages import SCHEMA_VERSION, game_payload, iso_utc
 from wheeld.rules import RulesConfig
 from wheeld.signing import ChainState, Signer
 from wheeld.signing import chain as sign_into_chain
@@ -457,6 +457,7 @@ class TablePipeline:
             "last_numbers": list(self.history)[:3],
             "table": self.settings.table,
             "ts": iso_utc(now),
+            "schema_version": SCHEMA_VERSION,
         }
         out.messages.append(Outgoing(f"{self._base}/table", json.dumps(announcement), retain=True))
         out.log(
@@ -485,15 +486,17 @@ class TablePipeline:
                 f"{phase}/{name}": count for (phase, name), count in self.engine.refused.items()
             },
             "ts": iso_utc(now),
+            "schema_version": SCHEMA_VERSION,
         }
         return Outgoing(f"{self._base}/wheel", json.dumps(state), retain=True)
 
     def status_message(self) -> Outgoing:
         """The retained status: online, or a fault that stops the table deciding."""
         if self.journal_failed:
-            body = {"state": "fault", "fault": "journal_unwritable"}
+            body: dict[str, Any] = {"state": "fault", "fault": "journal_unwritable"}
         else:
             body = {"state": "online"}
+        body["schema_version"] = SCHEMA_VERSION
         return Outgoing(f"{self._base}/status", json.dumps(body), retain=True)
 
     def status_line(self) -> str:
@@ -544,7 +547,8 @@ class TablePipeline:
                 out.messages.append(self._history_message())
             if self.statistics is not None and isinstance(decision, Result | NoSpin):
                 self.statistics.add(json.loads(body))
-                stats = json.dumps(self.statistics.to_json())
+                figures = {**self.statistics.to_json(), "schema_version": SCHEMA_VERSION}
+                stats = json.dumps(figures)
                 out.messages.append(Outgoing(f"{self._base}/stats", stats, retain=True))
             if isinstance(decision, Result | NoSpin):
                 self._judge_alerts(decision, out)
@@ -619,6 +623,7 @@ class TablePipeline:
             "table": self.settings.table,
             "ts": iso_utc(alarm.at),
             **alarm.detail,
+            "schema_version": SCHEMA_VERSION,
         }
         if self.signer is not None:
             # Signed, not chained: alarms are not decisions and may bypass the journal.
@@ -643,7 +648,7 @@ class TablePipeline:
         return out
 
     def _history_message(self) -> Outgoing:
-        body = json.dumps({"numbers": list(self.history)})
+        body = json.dumps({"numbers": list(self.history), "schema_version": SCHEMA_VERSION})
         return Outgoing(f"{self._base}/history", body, retain=True)
 
     def _session_alarms(self, now: float, out: Effects) -> None:
