@@ -15,7 +15,6 @@ from wheeld.events import Direction
 from wheeld.game import GameEvent, NoMoreBets, NoSpin, ReasonCode, Result, Spinning
 from wheeld.layout import Color, Sector, WheelLayout
 
-
 #: The version of wheeld's payload schemas (docs/api/). Every JSON payload wheeld
 #: publishes carries it as ``schema_version``; it changes only when a change would
 #: break a consumer (a member removed, renamed or given another meaning).
