@@ -136,7 +136,9 @@ def test_games_flow_to_game_result_history_and_status(table: Table) -> None:
         ]
         result = table.sub.wait(f"{BASE}/result", lambda p: p["game_id"] == 2)
         assert (result["number"], result["color"], result["table"]) == ("0", "green", "T9")
-        table.sub.wait(f"{BASE}/history", lambda p: p == {"numbers": ["0", "17"]})
+        table.sub.wait(
+            f"{BASE}/history", lambda p: p == {"numbers": ["0", "17"], "schema_version": 1}
+        )
         wheel = table.sub.wait(f"{BASE}/wheel", lambda p: p["model"] == "RefWheel")
         assert wheel["link"] == "up" and wheel["pockets"] == 37
         assert table.daemon.terminate() == 0
@@ -398,7 +400,9 @@ def test_retained_topics_come_back_after_a_broker_restart(tmp_path: Path) -> Non
             late = Subscriber(broker.port, f"{BASE}/#")
             try:
                 late.wait(f"{BASE}/result", lambda p: p["number"] == "12")
-                late.wait(f"{BASE}/history", lambda p: p == {"numbers": ["12"]})
+                late.wait(
+                    f"{BASE}/history", lambda p: p == {"numbers": ["12"], "schema_version": 1}
+                )
                 late.wait(f"{BASE}/status", lambda p: p == {"state": "online"})
                 late.wait(f"{BASE}/wheel", lambda p: p["link"] == "up")
             finally:

@@ -198,8 +198,8 @@ def build() -> dict[str, str]:
             "reply": {
                 "address": {
                     "location": "$message.payload#/reply_to",
-                    "description": "reply_to, else the MQTT 5 response topic; no reply "
-                    "without either",
+                    "description": "the command's reply_to or its MQTT 5 response "
+                    "topic; no reply without one",
                 },
                 "channel": _ref("channels", "reply"),
                 "messages": [
