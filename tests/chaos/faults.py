@@ -92,11 +92,24 @@ def _highest_game(rig: ChaosRig) -> int:
     return max((game_id for game_id, _, _ in rig.journalled()), default=0)
 
 
-def _retained(rig: ChaosRig, topic: str, wanted: Any) -> None:
-    """A new subscriber is handed ``wanted`` as ``topic``'s retained message."""
+def _status(wanted: dict[str, Any]) -> Callable[[Any], bool]:
+    """A status saying ``wanted``, whatever its schema_version and instance."""
+    aside = ("schema_version", "instance")
+
+    def says(payload: Any) -> bool:
+        return (
+            isinstance(payload, dict)
+            and {key: value for key, value in payload.items() if key not in aside} == wanted
+        )
+
+    return says
+
+
+def _retained(rig: ChaosRig, topic: str, wanted: Callable[[Any], bool]) -> None:
+    """A new subscriber is handed a retained message on ``topic`` that is ``wanted``."""
     fresh = Subscriber(rig.broker.port, topic)
     try:
-        fresh.wait(topic, lambda payload: payload == wanted)
+        fresh.wait(topic, wanted)
     finally:
         fresh.close()
 
@@ -143,8 +156,8 @@ def disk_full(rig: ChaosRig) -> None:
         rig.subscriber_wait(
             ALARM_TOPIC, lambda p: p.get("alarm") == "journal_unwritable", mark=alarms
         )
-        rig.subscriber_wait(STATUS_TOPIC, lambda p: p == JOURNAL_FAULT, mark=statuses)
-        _retained(rig, STATUS_TOPIC, JOURNAL_FAULT)
+        rig.subscriber_wait(STATUS_TOPIC, _status(JOURNAL_FAULT), mark=statuses)
+        _retained(rig, STATUS_TOPIC, _status(JOURNAL_FAULT))
         highest = _highest_game(rig)
         games = len(rig.received())
         rig.outage(3.0)  # the wheel plays on meanwhile
@@ -154,8 +167,8 @@ def disk_full(rig: ChaosRig) -> None:
         filler.unlink()
     statuses = len(rig.on_topic(STATUS_TOPIC))
     games = len(rig.received())
-    rig.subscriber_wait(STATUS_TOPIC, lambda p: p == ONLINE, mark=statuses)
-    _retained(rig, STATUS_TOPIC, ONLINE)
+    rig.subscriber_wait(STATUS_TOPIC, _status(ONLINE), mark=statuses)
+    _retained(rig, STATUS_TOPIC, _status(ONLINE))
     voided = [p for p in _ends(rig.received()[games:]) if p.get("reason") == "controller_restart"]
     assert voided, "no game the journal could not keep was voided (controller_restart)"
 
