@@ -73,9 +73,11 @@ class Chained(Signed):
 
 class _GameEvent(Chained):
     # What the builders default, the wire always carries: required here.
-    game_id: Annotated[int, Field(ge=1)]
+    game_id: Annotated[int, Field(ge=1)] = Field(
+        description="the game's id: 1, 2, 3... for the table, never reused"
+    )
     table: TableId
-    ts: Timestamp
+    ts: Timestamp = Field(description="when it was decided (ISO-8601 UTC, milliseconds)")
     schema_version: SchemaVersion
 
 
@@ -84,8 +86,8 @@ class Spinning(_GameEvent, SpinningPayload):
 
     event: Literal["spinning"]
 
-    rotor_direction: Direction | None
-    ball_direction: Direction | None
+    rotor_direction: Direction | None = Field(description="cw, ccw, or null when unknown")
+    ball_direction: Direction | None = Field(description="cw, ccw, or null when unknown")
 
 
 class NoMoreBets(_GameEvent, NoMoreBetsPayload):
@@ -99,11 +101,18 @@ class GameResult(_GameEvent, ResultPayload):
 
     event: Literal["result"]
 
-    number: Pocket
+    number: Pocket = Field(description="the winning number, a string: 0, 00, 1 ... 36")
     color: Color
-    dozen: Annotated[int, Field(ge=1, le=3)] | None
-    column: Annotated[int, Field(ge=1, le=3)] | None
-    sectors: list[Sector]
+    revolutions: int | None = Field(description="the ball's revolutions, null when unknown")
+    rotor_direction: Direction | None
+    ball_direction: Direction | None
+    parity: Literal["even", "odd"] | None = Field(description="null for 0 and 00")
+    half: Literal["low", "high"] | None = Field(description="low 1-18, high 19-36; else null")
+    dozen: Annotated[int, Field(ge=1, le=3)] | None = Field(description="null for 0 and 00")
+    column: Annotated[int, Field(ge=1, le=3)] | None = Field(description="null for 0 and 00")
+    sectors: list[Sector] = Field(
+        description="single-zero wheels: the called bets the number is in"
+    )
 
 
 class NoSpin(_GameEvent, NoSpinPayload):
