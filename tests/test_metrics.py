@@ -117,6 +117,8 @@ def test_the_heartbeat_is_due_on_a_change_and_every_interval() -> None:
     assert not beat.due(ok, 129.0)
     assert beat.due(Condition("down", "connected", ()), 101.0)
     assert beat.due(ok, 130.0)
+    beat.forget()  # the broker went away
+    assert beat.due(ok, 101.0)
 
 
 def test_the_health_payload() -> None:

@@ -608,7 +608,10 @@ class Daemon:
         """
         now = time.monotonic()
         if not self.publisher.connected:
-            return  # nobody to tell; the broker's return is itself a change
+            # Nobody to tell; said again on its return (a broker restarted
+            # without persistence has forgotten what it retained).
+            self._heartbeat.forget()
+            return
         condition = self._condition(now)
         if not self._heartbeat.due(condition, now):
             return

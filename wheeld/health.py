@@ -111,3 +111,7 @@ class Heartbeat:
     def said(self, condition: Condition, now: float) -> None:
         """The health for ``condition`` was handed to the broker at ``now``."""
         self._said, self._at = condition, now
+
+    def forget(self) -> None:
+        """Nothing said so far counts (the broker went away, and may have lost it)."""
+        self._said = self._at = None
