@@ -194,8 +194,8 @@ def test_results_no_spins_and_the_decision_to_puback_latency() -> None:
     assert _value(samples, "wheeld_decision_ack_seconds_bucket", le="0.025") == 0
     frames = _value(samples, "wheeld_wheel_frames_total")
     assert frames == pipeline.decoder.counters.as_dict()["frames"] > 0
-    assert (_value(samples, "wheeld_wheel_decoder_total", counter="malformed") or 0) + (
-        _value(samples, "wheeld_wheel_decoder_total", counter="garbage_bytes") or 0
+    assert (_value(samples, "wheeld_wheel_decoder_total", kind="malformed") or 0) + (
+        _value(samples, "wheeld_wheel_decoder_total", kind="garbage_bytes") or 0
     ) > 0
     assert _value(samples, "wheeld_wheel_link", state="up") == 1
     assert _value(samples, "wheeld_wheel_link", state="down") == 0

@@ -168,7 +168,7 @@ class _ScrapedCollector:
             "wheeld_wheel_decoder",
             "The decoder's other counters, named as in <base>/wheel: bad frames by kind, "
             "garbage bytes, sequence gaps (and a driver's own)",
-            labels=["counter"],
+            labels=["kind"],
         )
         for name, value in counters.items():
             if name != "frames":
