@@ -405,6 +405,36 @@ def test_the_daemon_hands_the_publishers_pubacks_to_the_metrics(
         table.journal.close()
 
 
+def test_the_daemon_reads_the_link_the_broker_and_the_journal(tmp_path: Path) -> None:
+    from wheeld.daemon import Daemon
+
+    config = write_config(
+        tmp_path / "c.toml",
+        port=tmp_path / "nope",
+        broker=free_port(),
+        state=tmp_path / "state",
+        metrics=f'[metrics]\nlisten = "127.0.0.1:{free_port()}"',
+    )
+    table = Daemon(load(config, {}))
+    try:
+        readings = table.readings()
+        assert readings.condition == Condition("down", "disconnected", ())
+        assert readings.outbox == 0 and readings.journal_bytes > 0
+        assert readings.last_frame_age_s is None
+        link = table.link
+        link.connected, link.last_data = True, time.monotonic()
+        assert table.readings().condition.link == "up"
+        link.last_data -= 2.5  # longer than rules.link_timeout_ms (2 s) without a byte
+        assert table.readings().condition.link == "silent"
+        assert table.metrics is not None
+        samples = _samples(table.metrics.exposition("")[0].decode())
+        assert _value(samples, "wheeld_wheel_link", state="silent") == 1
+        assert _value(samples, "wheeld_broker_connected") == 0
+        assert _value(samples, "wheeld_health", state="fault") == 1
+    finally:
+        table.journal.close()
+
+
 @pytest.mark.skipif(
     "on_acknowledged" not in inspect.signature(Publisher).parameters,
     reason="Publisher has no on_acknowledged yet (branch failover): no PUBACK to time",
