@@ -365,6 +365,49 @@ class MarqueeConfig(_Section):
         return value
 
 
+def split_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as host and port; ValueError if not."""
+    host, sep, port = value.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("must be HOST:PORT, the port 1-65535 (e.g. 127.0.0.1:9105)")
+    try:
+        check_host(host)
+    except ValueError:
+        raise ValueError(
+            f"{host!r} is not a host name or an IP address (HOST:PORT, e.g. 127.0.0.1:9105)"
+        ) from None
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (an endpoint nobody else can reach)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class MetricsConfig(_Section):
+    """``[metrics]``: the OpenMetrics endpoint and the ``<base>/health`` heartbeat."""
+
+    #: HOST:PORT the endpoint listens on; "" (the default) serves none, and
+    #: prometheus_client is then never imported.
+    listen: str = ""
+    #: ``<base>/health`` is published on every change, and at least this often.
+    health_interval_s: float = Field(default=30.0, ge=5, le=3600)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        if value:
+            split_listen(value)
+        return value
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     #: "auto": readable lines on a terminal, JSON lines otherwise (journald).
@@ -391,6 +434,7 @@ class Config(_Section):
     signing: SigningConfig = SigningConfig()
     rules: RulesConfig = RulesConfig()
     alerts: AlertsConfig = AlertsConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @property
     def base_topic(self) -> str:

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wheeld import identity, logs
 from wheeld.commands import CommandError, OperatorCommand, Recall, parse
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
 from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
+from wheeld.health import Condition, Heartbeat, LinkState, Readings, health_payload
 from wheeld.journal import JOURNAL_FILE, Journal, JournalError, JournalView, JournalWriteError
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.messages import SCHEMA_VERSION
@@ -35,6 +37,9 @@ from wheeld.publisher import Publisher
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 from wheeld.stats import Statistics
+
+if TYPE_CHECKING:
+    from wheeld.metrics import MetricsEndpoint, TableMetrics
 
 #: How often the retained wheel state (with its counters) is refreshed.
 WHEEL_STATE_EVERY_S = 60.0
@@ -50,6 +55,8 @@ FRAME_FLUSH_S = 1.0
 FRAME_BUFFER_MAX = 10_000
 #: How often journal retention (state.keep_games) is applied while running.
 RETENTION_EVERY_S = 3600.0
+#: How often the health's condition is looked at: a change is published within this.
+HEALTH_CHECK_S = 1.0
 
 
 def load_signer(config: Config) -> Signer | None:
@@ -151,6 +158,29 @@ class Daemon:
             clock=self._now,
             log=self.log,
         )
+        # [metrics] listen: prometheus_client is imported only when an endpoint is asked for.
+        self.metrics: TableMetrics | None = None
+        self._metrics_endpoint: MetricsEndpoint | None = None
+        publisher_hooks: dict[str, Any] = {}
+        if config.metrics.listen:
+            from wheeld.metrics import MetricsEndpoint, TableMetrics
+
+            self.metrics = TableMetrics(
+                self.pipeline,
+                self.readings,
+                info={
+                    "version": identity.software_version(),
+                    "table": config.table.id,
+                    "driver": config.wheel.driver,
+                },
+            )
+            self._metrics_endpoint = MetricsEndpoint(
+                config.metrics.listen, self.metrics, log=self.log
+            )
+            # The decision-to-PUBACK latency needs the publisher's on_acknowledged
+            # (branch failover); a publisher without it measures no latency.
+            if "on_acknowledged" in inspect.signature(Publisher).parameters:
+                publisher_hooks["on_acknowledged"] = self.metrics.acknowledged
         self.publisher = Publisher(
             config,
             self.journal,
@@ -158,7 +188,11 @@ class Daemon:
             log=self.log,
             instance=f"{socket.gethostname()}:{config.state.dir.resolve()}",
             on_retained_result=self._on_retained_result,
+            **publisher_hooks,
         )
+        self._heartbeat = Heartbeat(config.metrics.health_interval_s)
+        #: When the wheel last sent anything (monotonic), None before it ever has.
+        self._heard_at: float | None = None
         self._stop = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._journal_retry: asyncio.TimerHandle | None = None
@@ -176,6 +210,12 @@ class Daemon:
 
     async def run(self) -> int:
         config = self.config
+        if self._metrics_endpoint is not None:
+            try:
+                await self._metrics_endpoint.start()
+            except OSError:
+                self.journal.close()
+                raise
         now = time.time()
         started = self.pipeline.start(now)
         for warning in self.journal.warnings:
@@ -213,6 +253,7 @@ class Daemon:
             self._every(RETENTION_EVERY_S, self._retain)
         if self.notifier.watchdog_interval is not None:
             self._every(self.notifier.watchdog_interval / 2, self._watchdog)
+        self._every(HEALTH_CHECK_S, self._check_health)
         self.notifier.ready(self.status_line())
         self.log.info(
             "wheeld ready",
@@ -235,6 +276,8 @@ class Daemon:
         link_task.cancel()  # first, so the port is not reopened behind our back
         await asyncio.gather(link_task, stopper, return_exceptions=True)
         self.link.close()
+        if self._metrics_endpoint is not None:
+            await self._metrics_endpoint.close()
         await self.publisher.stop()
         publisher_task.cancel()
         # Bounded: a task that swallowed its cancellation must not keep the daemon up.
@@ -331,6 +374,7 @@ class Daemon:
         return wall
 
     def _on_data(self, data: bytes, now: float) -> None:
+        self._heard_at = self.link.last_data
         self._apply(self.pipeline.on_bytes(data, now))
 
     def _on_link_up(self) -> None:
@@ -421,7 +465,9 @@ class Daemon:
                 # The chain as it stands after this batch, kept in the same commit.
                 pipeline = self.pipeline
                 chain = pipeline.chain if pipeline.signer is not None else None
-                journal.record(effects.games, effects.messages, state, chain=chain)
+                ids = journal.record(effects.games, effects.messages, state, chain=chain)
+                if self.metrics is not None:
+                    self.metrics.decided(effects.games, effects.messages, ids)
             else:
                 if effects.state is not None:
                     journal.save_state(effects.state)
@@ -514,3 +560,64 @@ class Daemon:
             self.log.error(
                 "unhealthy: withholding watchdog ping", status=self.pipeline.status_line()
             )
+
+    # -- health ---------------------------------------------------------------------------
+
+    def _condition(self, now: float) -> Condition:
+        """The link, the broker and the faults set, as ``<base>/health`` judges them."""
+        publisher = self.publisher
+        faults = set(self.pipeline.faults)
+        if publisher.stuck_since is not None:
+            faults.add("broker_refused")
+        if publisher.session_taken_over:
+            faults.add("session_taken_over")
+        return Condition(
+            link=self._link_state(now),
+            broker="connected" if publisher.connected else "disconnected",
+            faults=tuple(sorted(faults)),
+        )
+
+    def _link_state(self, now: float) -> LinkState:
+        link = self.link
+        if not link.connected:
+            return "down"
+        # Silent for longer than the rule that voids a game for it.
+        if now - link.last_data > self.config.rules.link_timeout_ms / 1000:
+            return "silent"
+        return "up"
+
+    def readings(self) -> Readings:
+        """The table's condition and figures now: for ``<base>/health`` and the metrics."""
+        now = time.monotonic()
+        try:
+            outbox: int | None = self.journal.pending_count()
+        except JournalError:
+            outbox = None
+        heard = self._heard_at
+        return Readings(
+            condition=self._condition(now),
+            outbox=outbox,
+            journal_bytes=self.journal.disk_bytes(),
+            last_frame_age_s=None if heard is None else round(max(0.0, now - heard), 3),
+        )
+
+    def _check_health(self) -> None:
+        """Publish ``<base>/health`` when its condition changed, or as the heartbeat.
+
+        Best effort and outside the journal, like the status: a heartbeat must
+        not fill the outbox while the broker is away, and is said again anyway.
+        """
+        now = time.monotonic()
+        if not self.publisher.connected:
+            # Nobody to tell; said again on its return (a broker restarted
+            # without persistence has forgotten what it retained).
+            self._heartbeat.forget()
+            return
+        condition = self._condition(now)
+        if not self._heartbeat.due(condition, now):
+            return
+        readings = self.readings()
+        payload = health_payload(readings, table=self.config.table.id, now=time.time())
+        topic = f"{self.config.base_topic}/health"
+        self.publisher.publish_unjournaled(Outgoing(topic, payload.to_json(), retain=True))
+        self._heartbeat.said(readings.condition, now)

@@ -786,6 +786,18 @@ class Journal:
                     (entry.message.topic, entry.message.payload),
                 )
 
+    def pending_count(self) -> int:
+        """How many messages wait for the broker's acknowledgement (the outbox's depth)."""
+        return int(self._read("SELECT COUNT(*) FROM outbox")[0][0])
+
+    def disk_bytes(self) -> int:
+        """The journal's size on disk: the database and its write-ahead log."""
+        size = 0
+        for path in (self.path, self.path.with_name(f"{self.path.name}-wal")):
+            with contextlib.suppress(OSError):
+                size += path.stat().st_size
+        return size
+
     def retained(self) -> list[Outgoing]:
         """The last acknowledged payload of every retained topic, to republish."""
         rows = self._read("SELECT topic, payload FROM retained ORDER BY topic")

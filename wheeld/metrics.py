@@ -1,0 +1,331 @@
+"""The OpenMetrics endpoint: what a table does, for Prometheus to scrape (docs/metrics.md).
+
+Imported only when ``metrics.listen`` is set: prometheus_client costs start-up
+time that a daemon without an endpoint should not pay.
+
+The registry is wheeld's own, never prometheus_client's global one. Counters
+that only the daemon sees happen (results, no-spins, the time from a decision
+to the broker's PUBACK) are kept as they happen, from effects the daemon
+handles anyway; everything else (the decoder's counters, the link, the broker,
+the outbox, the journal's size) is read when scraped, so the per-frame path
+does nothing for metrics at all.
+
+Served by a small HTTP server on the daemon's own event loop rather than
+prometheus_client's threaded one: a scrape then reads the pipeline and the
+journal in the thread that changes them, with no lock and no torn read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+
+from wheeld.config import is_loopback, split_listen
+from wheeld.effects import GameRecord, Outgoing
+from wheeld.events import REASONS
+from wheeld.health import HEALTH_STATES, LINK_STATES, Readings
+from wheeld.journal import OutboxEntry
+from wheeld.pipeline import TablePipeline
+
+#: From a decision journaled to its PUBACK: milliseconds on a LAN, minutes while
+#: the broker is away (the outbox keeps it), so the buckets span both.
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: Decisions awaiting their PUBACK whose journaling time is kept; past this (a broker
+#: away for days) the oldest are forgotten, and their latency is not observed.
+MAX_TIMED_DECISIONS = 1000
+#: A scrape's request: its head within this many bytes and seconds, else it is dropped.
+MAX_REQUEST_BYTES = 8192
+REQUEST_TIMEOUT_S = 5.0
+#: Scrapes served at once; more are turned away (Prometheus sends one at a time).
+MAX_CONNECTIONS = 8
+METRICS_PATH = "/metrics"
+#: The game events that end a game, as the journal names them (GameRecord.event).
+_ENDINGS = ("Result", "NoSpin")
+
+
+class TableMetrics:
+    """The table's metrics in a registry of their own.
+
+    ``readings`` gives the daemon's figures at scrape time; ``clock`` is monotonic.
+    """
+
+    def __init__(
+        self,
+        pipeline: TablePipeline,
+        readings: Callable[[], Readings],
+        *,
+        info: dict[str, str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        # The *_created series say when each counter began: the process's start,
+        # which process_start_time_seconds says better. One table, one process.
+        prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._game_topic = f"{pipeline.settings.base_topic}/game"
+        self._clock = clock
+        self.results = Counter(
+            "wheeld_results", "Games ended with a winning number", registry=self.registry
+        )
+        self.no_spins = Counter(
+            "wheeld_no_spins", "Games voided, by first cause", ["reason"], registry=self.registry
+        )
+        for reason in REASONS:
+            self.no_spins.labels(reason)  # every cause from 0, so rate() sees the first one
+        self.ack_latency = Histogram(
+            "wheeld_decision_ack_seconds",
+            "From a result or no-spin journaled to the broker's PUBACK of its <base>/game message",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_ScrapedCollector(pipeline, readings, info))
+        #: Outbox entry id of a decision's <base>/game message -> when it was journaled.
+        self._journaled_at: dict[int, float] = {}
+
+    def decided(
+        self, games: Sequence[GameRecord], messages: Sequence[Outgoing], ids: Sequence[int]
+    ) -> None:
+        """Decisions were journaled; ``ids`` are the outbox ids of ``messages``, in order."""
+        if not games:
+            return
+        now = self._clock()
+        # One <base>/game message per game record, in the same order.
+        records = iter(games)
+        for message, entry_id in zip(messages, ids, strict=False):
+            if message.topic != self._game_topic:
+                continue
+            game = next(records, None)
+            if game is None or game.event not in _ENDINGS:
+                continue
+            if game.event == "Result":
+                self.results.inc()
+            else:
+                self.no_spins.labels(_reason(game.payload)).inc()
+            if len(self._journaled_at) >= MAX_TIMED_DECISIONS:
+                del self._journaled_at[next(iter(self._journaled_at))]
+            self._journaled_at[entry_id] = now
+
+    def acknowledged(self, entry: OutboxEntry) -> None:
+        """The broker acknowledged an outbox entry (the publisher's ``on_acknowledged``)."""
+        journaled = self._journaled_at.pop(entry.id, None)
+        if journaled is not None:
+            self.ack_latency.observe(max(0.0, self._clock() - journaled))
+
+    def exposition(self, accept: str) -> tuple[bytes, str]:
+        """The scrape's body and content type: OpenMetrics if ``accept`` asks for it."""
+        encoder, content_type = choose_encoder(accept)
+        return encoder(self.registry), content_type
+
+
+def _reason(payload: str) -> str:
+    """A no_spin payload's first cause (signed or not, ``reason`` is a top-level member)."""
+    with contextlib.suppress(ValueError, AttributeError):
+        reason = json.loads(payload).get("reason")
+        if isinstance(reason, str):
+            return reason
+    return "unknown"
+
+
+class _ScrapedCollector:
+    """What is read at scrape time: the decoder, the engine's refusals and the daemon's readings."""
+
+    def __init__(
+        self, pipeline: TablePipeline, readings: Callable[[], Readings], info: dict[str, str]
+    ) -> None:
+        self._pipeline = pipeline
+        self._readings = readings
+        self._info = info
+
+    def collect(self) -> Iterator[Metric]:
+        pipeline = self._pipeline
+        readings = self._readings()
+        condition = readings.condition
+        yield InfoMetricFamily(
+            "wheeld", "The software, the table and the wheel's driver", self._info
+        )
+
+        counters = pipeline.decoder.counters.as_dict()
+        yield CounterMetricFamily(
+            "wheeld_wheel_frames",
+            "Frames the wheel's decoder accepted",
+            value=counters.get("frames", 0),
+        )
+        decoder = CounterMetricFamily(
+            "wheeld_wheel_decoder",
+            "The decoder's other counters, named as in <base>/wheel: bad frames by kind, "
+            "garbage bytes, sequence gaps (and a driver's own)",
+            labels=["kind"],
+        )
+        for name, value in counters.items():
+            if name != "frames":
+                decoder.add_metric([name], value)
+        yield decoder
+        refused = CounterMetricFamily(
+            "wheeld_wheel_events_refused",
+            "Wheel events refused for the phase they came in",
+            labels=["phase", "event"],
+        )
+        for (phase, event), count in pipeline.engine.refused.items():
+            refused.add_metric([phase, event], count)
+        yield refused
+
+        link = GaugeMetricFamily(
+            "wheeld_wheel_link", "The wheel link's state: 1 for the current one", labels=["state"]
+        )
+        for state in LINK_STATES:
+            link.add_metric([state], 1 if condition.link == state else 0)
+        yield link
+        if readings.last_frame_age_s is not None:
+            yield GaugeMetricFamily(
+                "wheeld_wheel_last_frame_age_seconds",
+                "Seconds since the wheel last sent anything",
+                value=readings.last_frame_age_s,
+            )
+        yield GaugeMetricFamily(
+            "wheeld_broker_connected",
+            "1 while connected to the MQTT broker",
+            value=1 if condition.broker == "connected" else 0,
+        )
+        if readings.outbox is not None:
+            yield GaugeMetricFamily(
+                "wheeld_outbox_pending",
+                "Journaled messages waiting for the broker's acknowledgement",
+                value=readings.outbox,
+            )
+        yield GaugeMetricFamily(
+            "wheeld_journal_bytes",
+            "The journal's size on disk (database and write-ahead log)",
+            value=readings.journal_bytes,
+        )
+        faults = GaugeMetricFamily(
+            "wheeld_fault_active", "Faults and alerts set now (1 each)", labels=["fault"]
+        )
+        for fault in condition.faults:
+            faults.add_metric([fault], 1)
+        yield faults
+        health = GaugeMetricFamily(
+            "wheeld_health",
+            "The health <base>/health says: 1 for the current state",
+            labels=["state"],
+        )
+        for health_state in HEALTH_STATES:
+            health.add_metric([health_state], 1 if condition.state == health_state else 0)
+        yield health
+
+
+class MetricsEndpoint:
+    """``GET /metrics`` on ``metrics.listen``, served on the daemon's event loop."""
+
+    def __init__(self, listen: str, metrics: TableMetrics, *, log: Any) -> None:
+        self.listen = listen
+        self._metrics = metrics
+        self._log = log
+        self._server: asyncio.Server | None = None
+        self._connections = 0
+
+    async def start(self) -> None:
+        """Listen; OSError with one line naming ``metrics.listen`` if the address is refused.
+
+        Two daemons on one machine must not share a port: a port in use is a
+        configuration problem, said at start, never a scrape of the wrong table.
+        """
+        host, port = split_listen(self.listen)
+        try:
+            self._server = await asyncio.start_server(
+                self._serve, host, port, limit=MAX_REQUEST_BYTES
+            )
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                why = "the port is in use (another wheeld? each needs its own metrics.listen)"
+            else:
+                why = (exc.strerror or str(exc)).lower()
+            raise OSError(f"metrics.listen: {self.listen}: {why}") from None
+        if not is_loopback(host):
+            self._log.warning(
+                "metrics endpoint reachable from other machines: firewall it, or listen on "
+                "127.0.0.1",
+                listen=self.listen,
+            )
+        self._log.info("metrics endpoint listening", listen=self.listen, path=METRICS_PATH)
+
+    async def close(self) -> None:
+        server = self._server
+        if server is not None:
+            server.close()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2):
+                    await server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._connections >= MAX_CONNECTIONS:
+            writer.close()
+            return
+        self._connections += 1
+        try:
+            async with asyncio.timeout(REQUEST_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
+                writer.write(self._answer(head))
+                await writer.drain()
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError):
+            pass  # a client that hung up, dawdled or sent too much: nothing to say to it
+        except Exception as exc:  # a scrape must never take the daemon down
+            self._log.error("metrics scrape failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._connections -= 1
+            writer.close()
+            with contextlib.suppress(OSError, TimeoutError):
+                async with asyncio.timeout(1):
+                    await writer.wait_closed()
+
+    def _answer(self, head: bytes) -> bytes:
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+            return _response(400, "Bad Request", b"not an HTTP request\n")
+        method, target, _ = parts
+        if method not in ("GET", "HEAD"):
+            return _response(405, "Method Not Allowed", b"GET only\n", allow="GET, HEAD")
+        if target.split("?", 1)[0] != METRICS_PATH:
+            return _response(404, "Not Found", f"the metrics are at {METRICS_PATH}\n".encode())
+        accept = ""
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "accept":
+                accept = value.strip()
+        body, content_type = self._metrics.exposition(accept)
+        return _response(200, "OK", body, content_type=content_type, head_only=method == "HEAD")
+
+
+def _response(
+    status: int,
+    reason: str,
+    body: bytes,
+    *,
+    content_type: str = "text/plain; charset=utf-8",
+    allow: str | None = None,
+    head_only: bool = False,
+) -> bytes:
+    headers = [
+        f"HTTP/1.1 {status} {reason}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+    ]
+    if allow is not None:
+        headers.append(f"Allow: {allow}")
+    return ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
