@@ -62,6 +62,12 @@ PUBLISHED: dict[str, tuple[bool, str]] = {
     ),
     "stats": (True, "The table's statistics after each result or no-spin (docs/statistics.md)."),
     "table": (True, "Open or closed, with the last three results: after open and close."),
+    "health": (
+        True,
+        "The table's health in one word (ok, degraded, fault) with the link, the broker, the "
+        "outbox and the journal: on every change and every metrics.health_interval_s "
+        "(docs/metrics.md). Not journaled.",
+    ),
 }
 
 #: Each reply model's file name under schemas/ (open and close share theirs).

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 from pydantic.json_schema import SkipJsonSchema
 
 from wheeld.events import Direction, ReasonCode
+from wheeld.health import HealthPayload
 from wheeld.layout import Color, Sector
 from wheeld.messages import NoMoreBetsPayload, NoSpinPayload, ResultPayload, SpinningPayload
 
@@ -351,6 +352,7 @@ TOPICS: dict[str, type[BaseModel]] = {
     "info": Info,
     "stats": Stats,
     "table": Table,
+    "health": HealthPayload,
 }
 
 
