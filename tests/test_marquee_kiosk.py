@@ -69,6 +69,11 @@ def kiosk(tmp_path: Path) -> Iterator[tuple[int, Path]]:
         "sleep 600 &\nwait\n",
     )
     _stand_in(bin_dir, "xset", "exit 0\n")
+    _stand_in(
+        bin_dir,
+        "xrandr",
+        "echo 'Screen 0: minimum 8 x 8, current 1080 x 1920, maximum 32767 x 32767'\n",
+    )
     _stand_in(bin_dir, "curl", f'echo asked >> {log}\nexec {CURL} "$@"\n')
     script = _kiosk_script()
     assert 'url="http://127.0.0.1:8080/"' in script and "poll=10" in script
@@ -114,6 +119,7 @@ def test_the_kiosk_opens_the_board_once_it_answers_and_afresh_after_an_outage(
         wait_for(lambda: len(_lines(log, "open")) == 1, 10, "the board opened")
         assert _lines(log, "open")[0].endswith(f"http://127.0.0.1:{port}/")
         assert "--kiosk" in _lines(log, "open")[0]
+        assert "--window-size=1080,1920" in _lines(log, "open")[0]  # the screen, turned
     finally:
         board.stop()
     # The board unreachable, then back: the page is opened afresh.
