@@ -353,8 +353,8 @@ class MarqueeConfig(_Section):
     #: one or two draws make a number "hot". 37 is one game per pocket; a value
     #: above ``stats_games`` means the whole window.
     stats_min_games: int = Field(default=37, ge=1, le=1000)
-    #: How many of the last numbers the board lists.
-    history_shown: int = Field(default=20, ge=1, le=100)
+    #: How many of the last numbers the board's strip holds (as many as fit are shown).
+    history_shown: int = Field(default=18, ge=1, le=100)
 
     @field_validator("listen")
     @classmethod

@@ -26,7 +26,8 @@ from wheeld.consumer import (
     TableMessage,
 )
 from wheeld.layout import DOUBLE_ZERO, NumberFacts
-from wheeld.marquee.labels import LABELS, REASONS
+from wheeld.marquee.labels import LABELS, reason_text
+from wheeld.rules import MIN_BALL_REVOLUTIONS_FLOOR
 
 #: How many hot and how many cold numbers the board names.
 HEAT_SHOWN = 5
@@ -101,11 +102,14 @@ class Board:
 
     base: str
     language: str = "es"
-    shown: int = 20
+    #: How many of the last numbers the strip holds (``marquee.history_shown``).
+    shown: int = 18
     stats_games: int = 100
     #: Games before hot and cold numbers are shown (``marquee.stats_min_games``).
     stats_min_games: int = 37
     table: dict[str, Any] = field(default_factory=dict)
+    #: ``rules.min_ball_revolutions``: the no-spin reason names the table's own minimum.
+    min_ball_revolutions: int = MIN_BALL_REVOLUTIONS_FLOOR
     #: What ``<base>/status`` said; None until it says anything.
     online: bool | None = None
     #: Whether the broker connection is up: without it nothing shown is current.
@@ -197,11 +201,14 @@ class Board:
             if self.last is None
             else {"number": self.last, "color": _color(self.last)},
             "history": [{"number": n, "color": _color(n)} for n in self.history[: self.shown]],
+            # The strip is cut into this many rows, so a short history does not
+            # swell and a long one keeps its size.
+            "history_shown": self.shown,
             "no_spin": None
             if self.no_spin is None
             else {
                 "reason": self.no_spin,
-                "text": REASONS[language].get(self.no_spin, self.no_spin),
+                "text": reason_text(language, self.no_spin, self.min_ball_revolutions),
             },
             "stats": self.stats(),
         }

@@ -11,7 +11,31 @@ function chip(number, color, tag) {
   return el;
 }
 
+// The strip of last numbers, newest on top (the lanes are the CSS's). Its
+// rows keep a readable height, so on a small screen a long history cannot
+// fit: the oldest numbers that do not fit whole are left out, never cut.
+function renderStrip(state) {
+  const history = document.getElementById("history");
+  history.style.setProperty("--slots", Math.max(1, state.history_shown || 18));
+  history.replaceChildren(...(state.history || []).map((n) => {
+    const li = chip(n.number, n.color, "li");
+    li.dataset.testid = "history-number";
+    return li;
+  }));
+  const bottom = history.getBoundingClientRect().bottom;
+  while (history.lastElementChild
+         && history.lastElementChild.getBoundingClientRect().bottom > bottom + 0.5) {
+    history.lastElementChild.remove();
+  }
+}
+
+// The latest board: a new screen size lays the strip out again from it.
+let latest = null;
+new ResizeObserver(() => { if (latest) renderStrip(latest); })
+  .observe(document.getElementById("history"));
+
 function render(state) {
+  latest = state;
   const labels = state.labels || {};
   document.documentElement.lang = labels.bets_open === "PLACE YOUR BETS" ? "en" : "es";
   text("table-name", state.table ? state.table.name || "" : "");
@@ -43,12 +67,7 @@ function render(state) {
   text("no-spin-reason", state.no_spin ? state.no_spin.text : "");
 
   text("history-title", labels.last_numbers || "");
-  const history = document.getElementById("history");
-  history.replaceChildren(...(state.history || []).map((n) => {
-    const li = chip(n.number, n.color, "li");
-    li.dataset.testid = "history-number";
-    return li;
-  }));
+  renderStrip(state);
 
   const stats = state.stats || {};
   for (const key of ["red", "black", "green", "odd", "even", "hot", "cold", "dozens"]) {
