@@ -811,6 +811,9 @@ def describe(statistics: Statistics) -> list[str]:
             f"distance from the previous result ({direction}), most frequent: "
             + ", ".join(f"{step} x{count}" for step, count in top)
         )
+    lines += _describe_arcs(data["arcs"])
+    lines += _describe_serial(data["serial"])
+    lines.append("")
     spins = data["no_spins"]
     lines.append(f"no-spins: {spins['count']}")
     lines += [
@@ -820,9 +823,62 @@ def describe(statistics: Statistics) -> list[str]:
     rate = data["games_per_hour"]
     if rate["rate"] is not None:
         lines.append(f"games per hour: {rate['rate']} ({rate['games']} games in {rate['hours']} h)")
+    recent = rate["recent"]
+    if recent["rate"] is not None:
+        lines.append(
+            f"games per hour of play, last {recent['games']} games: {recent['rate']} "
+            f"(pauses over {PAUSE_S / 60:.0f} min left out)"
+        )
+    lines.append("")
+    lines.append("seconds                 games   mean median    min    max")
+    for name, summary in data["phases"].items():
+        lines.append(_describe_summary(name.replace("_", " "), summary))
+    if data["pauses"]:
+        lines.append(f"pauses before a launch (over {PAUSE_S / 60:.0f} min): {data['pauses']}")
+    lines.append(_describe_summary("ball revolutions", data["revolutions"]))
+    lines.append(_describe_summary("rotor rpm at launch", data["rotor_rpm"]))
     if data["ignored"]:
         lines.append(f"ignored: {data['ignored']} results with a number this wheel does not have")
     return lines
+
+
+def _describe_summary(label: str, summary: dict[str, Any]) -> str:
+    if not summary["count"]:
+        return f"{label:<22} {0:6}  (not reported)"
+    figures = " ".join(f"{summary[key]:6.1f}" for key in ("mean", "median", "min", "max"))
+    return f"{label:<22} {summary['count']:6} {figures}"
+
+
+def _describe_arcs(arcs: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [""]
+    for k, families in arcs.items():
+        for family, arc in families.items():
+            top = arc["most_hit"]
+            if not arc["results"]:
+                continue
+            verdict = (
+                "a concentration worth watching"
+                if top["p_value"] < 0.01
+                else "no significant concentration"
+            )
+            lines.append(
+                f"arcs of {k} ({family}): most hit {'-'.join(top['pockets'])}, {top['count']} "
+                f"of {arc['results']} (expected {arc['expected']:.1f}), "
+                f"p-value {top['p_value']:.4g}: {verdict}"
+            )
+    return lines
+
+
+def _describe_serial(serial: dict[str, Any]) -> list[str]:
+    correlation = serial["correlation"]
+    if correlation["r"] is None:
+        lines = [f"lag-1 correlation of the numbers: not reported: {correlation['reason']}"]
+    else:
+        lines = [
+            f"lag-1 correlation of the numbers: r {correlation['r']:.4f}, "
+            f"p-value {correlation['p_value']:.4g} over {serial['pairs']} pairs"
+        ]
+    return lines + _describe_chi(serial["distance_chi_squared"], "distances between results")
 
 
 def _describe_chi(chi: dict[str, Any], label: str) -> list[str]:
