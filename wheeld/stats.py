@@ -374,11 +374,12 @@ class _Tally:
         signature) or a hole shows here before it shows in the counts.
         """
         pockets = self.layout.pockets
-        steps = range(-((pockets - 1) // 2), pockets // 2 + 1)
-        merged: Counter[int] = Counter()
+        # By residue: on a double-zero wheel +19 and -19 (a ccw game's +19) are one distance.
+        observed = [0] * pockets
         for histogram in self.distances.values():
-            merged.update(histogram)
-        return ChiSquared.uniform([merged.get(step, 0) for step in steps], "pairs")
+            for step, count in histogram.items():
+                observed[step % pockets] += count
+        return ChiSquared.uniform(observed, "pairs")
 
 
 def _label(number: str) -> int:
