@@ -3,10 +3,12 @@ speed, checked against scipy (an independent implementation) and by hypothesis."
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics as py_statistics
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from scipy import special as scipy_special  # tests only, never in wheeld
 from scipy import stats as scipy_stats
 
+from wheeld.cli import main
 from wheeld.layout import DOUBLE_ZERO_ORDER, SINGLE_ZERO_ORDER, layout_for
 from wheeld.stats import (
     PAUSE_S,
@@ -406,3 +409,21 @@ def test_the_text_names_every_new_figure_and_never_a_defect() -> None:
     ):
         assert words in text
     assert "defective" not in text
+
+
+# -- wheeld stats --arc ----------------------------------------------------------------------
+
+NORMAL_GAMES = Path(__file__).parent / "captures" / "wrp" / "normal-games.cap"
+
+
+def test_stats_reports_the_arcs_asked_for(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["stats", "--json", "--arc", "4", "--arc", "2", str(NORMAL_GAMES)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["arcs"]) == ["2", "4"] and data["arcs"]["4"]["all"]["results"] == 4
+    assert set(data["windows"]["500"]["arcs"]) == {"2", "4"}
+    assert data["phases"]["launch_to_result"]["count"] == 4  # the capture's games, timed
+    assert data["revolutions"]["count"] == 4 and data["rotor_rpm"]["count"] == 0
+    assert main(["stats", "--arc", "37", str(NORMAL_GAMES)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == "wheeld stats: --arc: an arc is 1 to 36 pockets, not 37"
