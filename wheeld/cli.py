@@ -487,7 +487,7 @@ def _capture_pipeline(
         rules=config.rules,
         history_length=config.mqtt.history_length,
     )
-    statistics = Statistics(pockets or 37)
+    statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs)
     pipeline = TablePipeline(settings, driver.decoder(), signer=signer, statistics=statistics)
     return capture, name, pipeline
 
