@@ -27,7 +27,7 @@ from wheeld.signing import Signer
 
 API = Path(__file__).parents[1] / "docs" / "api"
 #: Members a driver adds to its game events (the Cammegh SS2's own spin number).
-DRIVER_MEMBERS = {"spin"}
+DRIVER_MEMBERS = {"spin", "rotor_rpm"}
 
 
 def _valid(model: type[BaseModel], payload: str, *, driver_members: bool = False) -> BaseModel:

@@ -207,7 +207,8 @@ def test_no_spins_per_reason_and_games_per_hour() -> None:
         "by_reason": {"foreign_object": {"count": 1, "rate": 0.25}},
     }
     # Four games, three minutes apart first to last: 60 games an hour.
-    assert data["games_per_hour"] == {"games": 4, "hours": 0.05, "rate": 60.0}
+    recent = {"games": 4, "hours": 0.05, "rate": None}  # fewer than RECENT_GAMES
+    assert data["games_per_hour"] == {"games": 4, "hours": 0.05, "rate": 60.0, "recent": recent}
 
 
 def test_malformed_payloads_are_not_invented_results() -> None:
@@ -220,12 +221,28 @@ def test_malformed_payloads_are_not_invented_results() -> None:
     ]
     statistics = Statistics.from_events(events)
     assert statistics.results == 1 and statistics.ignored == 3
-    assert statistics.to_json()["games_per_hour"] == {"games": 0, "hours": None, "rate": None}
+    rate = statistics.to_json()["games_per_hour"]
+    assert rate == {
+        "games": 0,
+        "hours": None,
+        "rate": None,
+        "recent": {"games": 0, "hours": 0.0, "rate": None},
+    }
 
 
 # -- the rolling windows ---------------------------------------------------------------------
 
-_WINDOWED = ("results", "counts", "chi_squared", "chances", "sectors", "repeats", "distance")
+_WINDOWED = (
+    "results",
+    "counts",
+    "chi_squared",
+    "chances",
+    "sectors",
+    "repeats",
+    "distance",
+    "arcs",
+    "serial",
+)
 
 
 @settings(max_examples=60, deadline=None)

@@ -189,8 +189,10 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="the table's statistics over its result series: the journal's or a capture's",
         description="Counts per number and the chi-squared test against an even wheel (over "
         "the whole series and the last N results), even chances, dozens, columns, sectors by "
-        "rotor direction, repeats, the distance from the previous result, no-spins per reason "
-        "and games per hour. Reads the journal without its lock, or replays a capture.",
+        "rotor direction, repeats, the distance from the previous result, sliding arcs of k "
+        "pockets, serial correlation, no-spins per reason, games per hour, phase durations, "
+        "ball revolutions and rotor speed. Reads the journal without its lock, or replays a "
+        "capture.",
     )
     stats.add_argument("--config", type=Path, help="configuration file (table, wheel)")
     stats.add_argument("--json", action="store_true", help="one JSON object")
@@ -207,6 +209,14 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         action="append",
         metavar="N",
         help="a rolling window of the last N results; repeat it (default 500 and 1000)",
+    )
+    stats.add_argument(
+        "--arc",
+        type=_positive,
+        action="append",
+        metavar="K",
+        help="sliding arcs of K neighbouring pockets; repeat it (default alerts.sector_arcs: "
+        "3, 5 and 9)",
     )
     stats.add_argument(
         "--driver", help="an installed driver's name, for a capture (default as for replay)"
@@ -364,7 +374,10 @@ def _stats(args: argparse.Namespace) -> int:
     else:
         events, wheel_pockets = _capture_events(args, config)
         pockets = pockets or wheel_pockets
-    statistics = Statistics.from_events(events, pockets, args.window or DEFAULT_WINDOWS)
+    arcs = args.arc or config.alerts.sector_arcs
+    if any(k > 36 for k in arcs):
+        raise CommandError(f"--arc: an arc is 1 to 36 pockets, not {max(arcs)}", EXIT_USAGE)
+    statistics = Statistics.from_events(events, pockets, args.window or DEFAULT_WINDOWS, arcs)
     if args.json:
         print(json.dumps(statistics.to_json()))
     else:
@@ -474,7 +487,7 @@ def _capture_pipeline(
         rules=config.rules,
         history_length=config.mqtt.history_length,
     )
-    statistics = Statistics(pockets or 37)
+    statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs)
     pipeline = TablePipeline(settings, driver.decoder(), signer=signer, statistics=statistics)
     return capture, name, pipeline
 

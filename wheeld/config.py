@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from wheeld.rules import RulesConfig
 
@@ -422,6 +429,36 @@ class AlertsConfig(_Section):
     deviation_p_value: float = Field(default=0.001, gt=0, le=0.05)
     #: This many no-spins of one cause in a row.
     repeated_no_spins: int = Field(default=3, ge=2, le=100)
+    #: The recent rate of play (games per hour over the last 30 games, pauses
+    #: left out) below or above these; unset: not judged.
+    games_per_hour_min: float | None = Field(default=None, gt=0, le=200)
+    games_per_hour_max: float | None = Field(default=None, gt=0, le=200)
+    #: The rotor's speed at launch (rpm), where the wheel reports it.
+    rotor_rpm_min: float | None = Field(default=None, gt=0, le=100)
+    rotor_rpm_max: float | None = Field(default=None, gt=0, le=100)
+    #: The most-hit arc's p-value (Bonferroni-corrected) under this; unset: not judged.
+    sector_p_value: float | None = Field(default=None, gt=0, le=0.05)
+    #: Results a series needs (all, or one rotor direction) before its arcs are judged.
+    sector_min_games: int = Field(default=370, ge=37, le=1_000_000)
+    #: The sizes of the arcs of neighbouring pockets reported and judged.
+    sector_arcs: list[int] = Field(default_factory=lambda: [3, 5, 9], min_length=1, max_length=8)
+    #: This many launches in a row with the rotor turning as at the last result.
+    direction_unchanged: int | None = Field(default=None, ge=1, le=100)
+
+    @field_validator("sector_arcs")
+    @classmethod
+    def _arcs(cls, value: list[int]) -> list[int]:
+        if any(not 1 <= k <= 36 for k in value) or len(set(value)) != len(value):
+            raise ValueError("each arc is 1 to 36 pockets, each size once")
+        return value
+
+    @field_validator("games_per_hour_max", "rotor_rpm_max")
+    @classmethod
+    def _above_minimum(cls, value: float | None, info: ValidationInfo) -> float | None:
+        low = info.data.get(info.field_name.replace("_max", "_min") if info.field_name else "")
+        if value is not None and low is not None and value <= low:
+            raise ValueError(f"must be above the minimum, {low}")
+        return value
 
 
 class Config(_Section):

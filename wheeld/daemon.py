@@ -97,6 +97,13 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
         alerts=AlertSettings(
             deviation_p_value=config.alerts.deviation_p_value,
             repeated_no_spins=config.alerts.repeated_no_spins,
+            games_per_hour_min=config.alerts.games_per_hour_min,
+            games_per_hour_max=config.alerts.games_per_hour_max,
+            rotor_rpm_min=config.alerts.rotor_rpm_min,
+            rotor_rpm_max=config.alerts.rotor_rpm_max,
+            sector_p_value=config.alerts.sector_p_value,
+            sector_min_games=config.alerts.sector_min_games,
+            direction_unchanged=config.alerts.direction_unchanged,
         ),
     )
     return TablePipeline(
@@ -109,7 +116,9 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
         signer=signer,
         chain=journal.load_chain(),
         statistics=Statistics.from_events(
-            _payloads(journal.decisions()), pockets=config.wheel.pockets
+            _payloads(journal.decisions()),
+            pockets=config.wheel.pockets,
+            arcs=config.alerts.sector_arcs,
         ),
     )
 

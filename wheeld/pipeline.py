@@ -12,6 +12,7 @@ wheel and log records. It reads no clock and does no I/O, so ``wheeld run``,
 from __future__ import annotations
 
 import json
+import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,10 @@ JOURNAL_FAULT = "journal_unwritable"
 COVER_FAULT = "cover_open"
 DEVIATION_ALERT = "deviation"
 REPEATED_NO_SPIN_ALERT = "repeated_no_spins"
+GAMES_PER_HOUR_ALERT = "games_per_hour"
+ROTOR_SPEED_ALERT = "rotor_speed"
+SECTOR_ALERT = "sector_concentration"
+DIRECTION_ALERT = "direction_unchanged"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
 _EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
@@ -102,6 +107,18 @@ class AlertSettings:
     deviation_p_value: float = 0.001
     #: This many no-spins of one cause in a row.
     repeated_no_spins: int = 3
+    #: The recent rate of play (games per hour) below or above these; None: not judged.
+    games_per_hour_min: float | None = None
+    games_per_hour_max: float | None = None
+    #: The rotor's speed at launch (rpm, where the wheel reports it) outside these.
+    rotor_rpm_min: float | None = None
+    rotor_rpm_max: float | None = None
+    #: The most-hit arc's p-value under this; None: not judged.
+    sector_p_value: float | None = None
+    #: Results an arc family needs before its concentration is judged.
+    sector_min_games: int = 370
+    #: This many launches in a row with the rotor turning as at the last result.
+    direction_unchanged: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +167,8 @@ class TablePipeline:
         self.faults: dict[str, float] = {}
         #: The no-spin cause repeating now, and how many times in a row.
         self._no_spin_run: tuple[str | None, int] = (None, 0)
+        #: The last result's rotor direction, and launches in a row turning the same way.
+        self._direction_run: tuple[str | None, int] = (None, 0)
         #: The sum of the host clock's steps so far (the decoder's time leaves them out).
         self._clock_steps = 0.0
         self.journal_failed = False
@@ -545,11 +564,15 @@ class TablePipeline:
                 self.history.appendleft(number)
                 out.messages.append(Outgoing(f"{self._base}/result", body, retain=True))
                 out.messages.append(self._history_message())
-            if self.statistics is not None and isinstance(decision, Result | NoSpin):
+            if self.statistics is not None:
+                # Launches and no-more-bets are timed (phases); outcomes refresh the figures.
                 self.statistics.add(json.loads(body))
+            if self.statistics is not None and isinstance(decision, Result | NoSpin):
                 figures = {**self.statistics.to_json(), "schema_version": SCHEMA_VERSION}
                 stats = json.dumps(figures)
                 out.messages.append(Outgoing(f"{self._base}/stats", stats, retain=True))
+            if isinstance(decision, Spinning):
+                self._judge_direction(decision, out)
             if isinstance(decision, Result | NoSpin):
                 self._judge_alerts(decision, out)
         if out.games or self.engine.state != self._saved_state:
@@ -583,6 +606,8 @@ class TablePipeline:
         """Alerts the figures call for: set, cleared when they no longer hold, acknowledged."""
         settings = self.settings.alerts
         at = outcome.at
+        if isinstance(outcome, Result) and outcome.rotor_direction is not None:
+            self._direction_run = (outcome.rotor_direction, 0)
         if isinstance(outcome, NoSpin):
             same = self._no_spin_run[0] == outcome.reason
             self._no_spin_run = (outcome.reason, self._no_spin_run[1] + 1 if same else 1)
@@ -599,6 +624,75 @@ class TablePipeline:
                 deviating = test.p_value < settings.deviation_p_value
                 detail = {"p_value": test.p_value, "games": test.games} if deviating else {}
                 self._fault(DEVIATION_ALERT, at, out, active=deviating, **detail)
+        self._judge_rotor_speed(outcome, out)
+        if self.statistics is not None:
+            self._judge_rate(at, out)
+        if self.statistics is not None and isinstance(outcome, Result):
+            self._judge_concentration(at, out)
+
+    def _judge_rate(self, at: float, out: Effects) -> None:
+        """The recent rate of play against ``games_per_hour_min``/``max``."""
+        low, high = self.settings.alerts.games_per_hour_min, self.settings.alerts.games_per_hour_max
+        assert self.statistics is not None
+        rate = self.statistics.recent_rate()["rate"]
+        if (low is None and high is None) or rate is None:
+            return
+        outside = (low is not None and rate < low) or (high is not None and rate > high)
+        detail = {"rate": rate, "min": low, "max": high} if outside else {}
+        self._fault(GAMES_PER_HOUR_ALERT, at, out, active=outside, **detail)
+
+    def _judge_rotor_speed(self, outcome: Result | NoSpin, out: Effects) -> None:
+        """The rotor's speed at launch, where the wheel reports it (``rotor_rpm``),
+        against ``rotor_rpm_min``/``max``."""
+        low, high = self.settings.alerts.rotor_rpm_min, self.settings.alerts.rotor_rpm_max
+        reported = outcome.extra.get("rotor_rpm")
+        if (low is None and high is None) or not isinstance(reported, int | float):
+            return
+        if isinstance(reported, bool) or not math.isfinite(reported):
+            return  # a stray true or a NaN is no speed
+        rpm = float(reported)
+        outside = (low is not None and rpm < low) or (high is not None and rpm > high)
+        detail = {"rpm": rpm, "min": low, "max": high, "game_id": outcome.game_id}
+        self._fault(
+            ROTOR_SPEED_ALERT, outcome.at, out, active=outside, **(detail if outside else {})
+        )
+
+    def _judge_concentration(self, at: float, out: Effects) -> None:
+        """The most-hit arc of k pockets against ``sector_p_value`` (docs/statistics.md)."""
+        threshold = self.settings.alerts.sector_p_value
+        assert self.statistics is not None
+        if threshold is None:
+            return
+        found = self.statistics.sector_concentration(self.settings.alerts.sector_min_games)
+        if found is None:
+            return
+        concentrated = found.p_value < threshold
+        detail: dict[str, Any] = {}
+        if concentrated:
+            detail = {
+                "pockets": list(found.pockets),
+                "rotor_direction": found.family,
+                "count": found.count,
+                "games": found.results,
+                "p_value": found.p_value,
+            }
+        self._fault(SECTOR_ALERT, at, out, active=concentrated, **detail)
+
+    def _judge_direction(self, launch: Spinning, out: Effects) -> None:
+        """Launches in a row with the rotor turning as at the last result."""
+        threshold = self.settings.alerts.direction_unchanged
+        if threshold is None or launch.rotor_direction is None:
+            return
+        last, run = self._direction_run
+        if last is None:
+            return  # no result yet to alternate from
+        run = run + 1 if launch.rotor_direction == last else 0
+        self._direction_run = (last, run)
+        if run >= threshold:
+            detail = {"rotor_direction": last, "count": run}
+            self._fault(DIRECTION_ALERT, launch.at, out, active=True, **detail)
+        elif run == 0:
+            self._fault(DIRECTION_ALERT, launch.at, out, active=False)
 
     def acknowledge(self, code: str, operator: str, now: float) -> Effects:
         """An operator acknowledges an alert that is set; raises CommandError otherwise."""

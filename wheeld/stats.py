@@ -8,6 +8,11 @@ The chi-squared test says how far the counts per number stand from an even
 wheel; a small p-value is a *deviation* worth watching, never by itself proof
 of a faulty wheel. It is reported only when every expected count is at least
 5 (the usual condition for the chi-squared approximation to hold).
+
+Beside it: sliding arcs of k pockets in wheel order (an exact binomial test of
+the most-hit arc, Bonferroni-corrected), serial correlation (the lag-1 Pearson
+correlation of the numbers and the chi-squared of the distances between
+consecutive results), phase durations, ball revolutions and rotor speed.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from wheeld.layout import SECTORS, WheelLayout, layout_for
@@ -26,6 +32,16 @@ DEFAULT_WINDOWS: tuple[int, ...] = (500, 1000)
 
 #: The smallest expected count per pocket for which the chi-squared test is reported.
 MIN_EXPECTED = 5
+
+#: Sliding arcs of k neighbouring pockets reported by default (k = 3, 5, 9).
+DEFAULT_ARCS: tuple[int, ...] = (3, 5, 9)
+
+#: Games the recent rate of play is taken over.
+RECENT_GAMES = 30
+
+#: A gap between games longer than this (seconds) is a pause, not play: left
+#: out of the recent rate and of the time before a launch.
+PAUSE_S = 900.0
 
 _DIRECTIONS = ("cw", "ccw")
 
@@ -100,6 +116,78 @@ def _gamma_q(a: float, x: float) -> float:
     return math.exp(log_front) * h
 
 
+def beta_inc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), for a > 0 and b > 0.
+
+    The continued fraction converges fast below (a + 1) / (a + b + 2) and gives
+    I itself there, so a small tail keeps its relative precision; above, the
+    symmetry I_x(a, b) = 1 - I_(1-x)(b, a) is used.
+    """
+    if a <= 0 or b <= 0:
+        raise ValueError(f"the beta function's parameters must be positive, not {a}, {b}")
+    if math.isnan(x):
+        return math.nan
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x < (a + 1) / (a + b + 2):
+        return _beta_front(a, b, x) * _beta_fraction(a, b, x) / a
+    return max(0.0, 1.0 - _beta_front(b, a, 1 - x) * _beta_fraction(b, a, 1 - x) / b)
+
+
+def _beta_front(a: float, b: float, x: float) -> float:
+    """x^a (1-x)^b / B(a, b), in logarithms so that large a and b do not overflow."""
+    log_front = (
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    return math.exp(log_front)
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction for I_x(a, b), by the modified Lentz method."""
+    c = 1.0
+    d = 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) >= _TINY else _TINY)
+    h = d
+    for m in range(1, _MAX_TERMS):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1 + numerator * d
+            d = 1 / (d if abs(d) >= _TINY else _TINY)
+            c = 1 + numerator / c
+            if abs(c) < _TINY:
+                c = _TINY
+            delta = d * c
+            h *= delta
+        if abs(delta - 1) < _EPS:
+            break
+    return h
+
+
+def binomial_sf(count: int, trials: int, p: float) -> float:
+    """P(X >= count) for X binomial(trials, p): I_p(count, trials - count + 1)."""
+    if count <= 0:
+        return 1.0
+    if count > trials:
+        return 0.0
+    return beta_inc(count, trials - count + 1, p)
+
+
+def pearson_p_value(r: float, pairs: int) -> float:
+    """The two-sided p-value of a Pearson correlation ``r`` over ``pairs`` pairs.
+
+    Under independence (and normal margins) (r + 1) / 2 follows Beta(n/2 - 1,
+    n/2 - 1): the exact distribution ``scipy.stats.pearsonr`` uses too.
+    """
+    if pairs < 3:
+        raise ValueError(f"a correlation's p-value needs at least 3 pairs, not {pairs}")
+    half = pairs / 2 - 1
+    return min(1.0, 2 * beta_inc(half, half, (1 - abs(r)) / 2))
+
+
 @dataclass(frozen=True, slots=True)
 class ChiSquared:
     """The chi-squared goodness of fit of the counts per number against an even wheel.
@@ -131,6 +219,22 @@ class ChiSquared:
         )
         return cls(value, df, chi2_sf(value, df), games)
 
+    @classmethod
+    def uniform(cls, observed: Sequence[int], what: str) -> ChiSquared:
+        """The goodness of fit of ``observed`` against equal counts in every category."""
+        games = sum(observed)
+        df = len(observed) - 1
+        needed = MIN_EXPECTED * len(observed)
+        if games < needed:
+            reason = (
+                f"{games} {what}: the test needs {needed} over {len(observed)} categories "
+                f"(an expected count of at least {MIN_EXPECTED} in each)"
+            )
+            return cls(None, df, None, games, reason)
+        expected = games / len(observed)
+        value = math.fsum((count - expected) ** 2 / expected for count in observed)
+        return cls(value, df, chi2_sf(value, df), games)
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "value": self.value,
@@ -159,10 +263,15 @@ def _percent(part: int, whole: int) -> float | None:
 class _Tally:
     """Everything counted over a run of results: the whole series, or one window."""
 
-    def __init__(self, layout: WheelLayout) -> None:
+    def __init__(self, layout: WheelLayout, arcs: Sequence[int] = DEFAULT_ARCS) -> None:
         self.layout = layout
+        self.arcs = tuple(arcs)
         self.results = 0
         self.counts: Counter[str] = Counter()
+        #: Counts per number by the game's rotor direction, for the arcs.
+        self.by_direction: dict[str, Counter[str]] = {key: Counter() for key in _DIRECTIONS}
+        #: Lag-1 sums over consecutive numbers (x the one before, y the next), exact integers.
+        self._pairs = _PairSums()
         self.chances: dict[str, Counter[str]] = {
             name: Counter() for name in ("color", "parity", "half", "dozen", "column")
         }
@@ -176,6 +285,8 @@ class _Tally:
         self.results += 1
         self.counts[result.number] += 1
         direction = result.rotor_direction if result.rotor_direction in _DIRECTIONS else None
+        if direction is not None:
+            self.by_direction[direction][result.number] += 1
         for name, value in (
             ("color", facts.color),
             ("parity", facts.parity),
@@ -193,6 +304,7 @@ class _Tally:
                 self.repeats += 1
             distance = self._distance(self._previous, result.number, direction)
             self.distances.setdefault(direction or "unknown", Counter())[distance] += 1
+            self._pairs.add(_label(self._previous), _label(result.number))
         self._previous = result.number
 
     def _distance(self, previous: str, number: str, direction: str | None) -> int:
@@ -239,11 +351,209 @@ class _Tally:
                 direction: {str(step): n for step, n in sorted(histogram.items())}
                 for direction, histogram in sorted(self.distances.items())
             },
+            "arcs": {str(k): self.arcs_of(k) for k in self.arcs},
+            "serial": {
+                "pairs": self._pairs.n,
+                "correlation": self._pairs.correlation(),
+                "distance_chi_squared": self.distance_test().to_json(),
+            },
+        }
+
+    def arcs_of(self, k: int) -> dict[str, Any]:
+        """The arcs of ``k`` neighbouring pockets over every result and by rotor direction."""
+        families = {"all": self.counts, **self.by_direction}
+        return {
+            name: Arcs.of(counts, self.layout, k).to_json() for name, counts in families.items()
+        }
+
+    def distance_test(self) -> ChiSquared:
+        """The chi-squared of the distances between consecutive results against uniform.
+
+        Independent results of an even wheel are a uniform walk round it: every
+        distance equally likely, whatever the one before. A peak (a dealer
+        signature) or a hole shows here before it shows in the counts.
+        """
+        pockets = self.layout.pockets
+        # By residue: on a double-zero wheel +19 and -19 (a ccw game's +19) are one distance.
+        observed = [0] * pockets
+        for histogram in self.distances.values():
+            for step, count in histogram.items():
+                observed[step % pockets] += count
+        return ChiSquared.uniform(observed, "pairs")
+
+
+def _label(number: str) -> int:
+    """A number as an integer for the correlation: 00 is 37, the label after 36."""
+    return 37 if number == "00" else int(number)
+
+
+class _PairSums:
+    """Running sums over consecutive pairs (x, y), exact in integers, for a Pearson r."""
+
+    def __init__(self) -> None:
+        self.n = self.sx = self.sy = self.sxx = self.syy = self.sxy = 0
+
+    def add(self, x: int, y: int) -> None:
+        self.n += 1
+        self.sx += x
+        self.sy += y
+        self.sxx += x * x
+        self.syy += y * y
+        self.sxy += x * y
+
+    def correlation(self) -> dict[str, Any]:
+        """The lag-1 correlation ``r`` and its two-sided ``p_value``; null, with a
+        ``reason``, under 3 pairs or when either side never varies."""
+        n = self.n
+        if n < 3:
+            return {"r": None, "p_value": None, "reason": f"{n} pairs: the test needs 3"}
+        var_x = n * self.sxx - self.sx * self.sx
+        var_y = n * self.syy - self.sy * self.sy
+        if var_x == 0 or var_y == 0:
+            return {"r": None, "p_value": None, "reason": "the same number every time"}
+        r = (n * self.sxy - self.sx * self.sy) / math.sqrt(var_x * var_y)
+        r = max(-1.0, min(1.0, r))
+        return {"r": r, "p_value": pearson_p_value(r, n)}
+
+
+@dataclass(frozen=True, slots=True)
+class Arcs:
+    """Sliding arcs of ``k`` neighbouring pockets in wheel order, and the most-hit one.
+
+    Arc i is the k pockets from ``layout.order[i]`` on, clockwise. Each arc's
+    count is binomial(results, k / pockets) on an even wheel; the most-hit arc's
+    ``p_value`` is the exact binomial upper tail P(X >= its count), times the
+    number of arcs (Bonferroni: the most-hit of many arcs is high by chance),
+    at most 1.
+    """
+
+    k: int
+    results: int
+    expected: float
+    #: Each arc's count, by its first pocket, in wheel order.
+    counts: dict[str, int]
+    #: The most-hit arc's pockets, clockwise (the first in wheel order among equals).
+    most_hit: tuple[str, ...]
+    count: int
+    p_value: float | None
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int], layout: WheelLayout, k: int) -> Arcs:
+        order = layout.order
+        pockets = layout.pockets
+        per_pocket = [counts.get(number, 0) for number in order]
+        doubled = per_pocket + per_pocket[: k - 1]
+        arc_counts: dict[str, int] = {}
+        running = sum(doubled[:k])
+        for index, number in enumerate(order):
+            arc_counts[number] = running
+            if index + k < len(doubled):
+                running += doubled[index + k] - doubled[index]
+        results = sum(per_pocket)
+        expected = results * k / pockets
+        if not results:
+            return cls(k, 0, 0.0, arc_counts, (), 0, None)
+        first = max(range(pockets), key=lambda index: arc_counts[order[index]])
+        top = arc_counts[order[first]]
+        arc = tuple(order[(first + step) % pockets] for step in range(k))
+        p_value = min(1.0, pockets * binomial_sf(top, results, k / pockets))
+        return cls(k, results, expected, arc_counts, arc, top, p_value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "results": self.results,
+            "expected": round(self.expected, 6),
+            "counts": self.counts,
+            "most_hit": {
+                "pockets": list(self.most_hit),
+                "count": self.count,
+                "p_value": self.p_value,
+            },
         }
 
 
 def _number_key(number: str) -> tuple[int, int]:
     return (-1, 0) if number == "00" else (0, int(number))
+
+
+# -- phases, revolutions, speeds -----------------------------------------------------------------
+
+#: The phases of a game timed, from the payloads' ``ts``: the time before the
+#: launch (bets open, from the previous outcome), the ball running with bets
+#: still open, from no more bets to the result, and the whole spin.
+PHASES = ("open_to_launch", "launch_to_no_more_bets", "no_more_bets_to_result", "launch_to_result")
+
+#: Games begun but not ended that are remembered (their launch times).
+_OPEN_GAMES = 8
+
+
+def _time(ts: Any) -> datetime | None:
+    """A payload's ``ts``, or None when it is missing, malformed or without a zone."""
+    try:
+        at = datetime.fromisoformat(ts) if isinstance(ts, str) else None
+    except ValueError:
+        return None
+    return at if at is not None and at.tzinfo is not None else None
+
+
+class Summary:
+    """Count, mean, median, min and max of a series of values, in bounded memory.
+
+    The median is read from a histogram at ``resolution`` (so it is exact to
+    that step); the mean, min and max are exact.
+    """
+
+    def __init__(self, resolution: float) -> None:
+        self.resolution = resolution
+        self.count = 0
+        self._sum = 0.0
+        self.low = math.inf
+        self.high = -math.inf
+        self._histogram: Counter[int] = Counter()
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self._sum += value
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
+        self._histogram[round(value / self.resolution)] += 1
+
+    def median(self) -> float | None:
+        if not self.count:
+            return None
+        middle = [(self.count - 1) // 2, self.count // 2]  # one index, or the two middle ones
+        found: list[float] = []
+        seen = 0
+        for step in sorted(self._histogram):
+            seen += self._histogram[step]
+            while middle and middle[0] < seen:
+                middle.pop(0)
+                found.append(step * self.resolution)
+        return sum(found) / len(found)
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.count:
+            return {"count": 0, "mean": None, "median": None, "min": None, "max": None}
+        median = self.median()
+        assert median is not None
+        return {
+            "count": self.count,
+            "mean": round(self._sum / self.count, 3),
+            "median": round(median, 3),
+            "min": round(self.low, 3),
+            "max": round(self.high, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Concentration:
+    """The most concentrated arc of the series: what the sector alert judges."""
+
+    family: str
+    pockets: tuple[str, ...]
+    count: int
+    results: int
+    p_value: float
 
 
 # -- the statistics ------------------------------------------------------------------------------
@@ -252,12 +562,20 @@ def _number_key(number: str) -> tuple[int, int]:
 class Statistics:
     """A table's statistics: the whole result series, rolling windows, no-spins and game rate."""
 
-    def __init__(self, pockets: int = 37, windows: Sequence[int] = DEFAULT_WINDOWS) -> None:
+    def __init__(
+        self,
+        pockets: int = 37,
+        windows: Sequence[int] = DEFAULT_WINDOWS,
+        arcs: Sequence[int] = DEFAULT_ARCS,
+    ) -> None:
         if any(size < 1 for size in windows):
             raise ValueError(f"a window is at least one result: {list(windows)}")
         self.layout = layout_for(pockets)
+        if any(not 1 <= k < self.layout.pockets for k in arcs):
+            raise ValueError(f"an arc is 1 to {self.layout.pockets - 1} pockets: {list(arcs)}")
         self.windows = tuple(sorted(set(windows)))
-        self._whole = _Tally(self.layout)
+        self.arcs = tuple(sorted(set(arcs)))
+        self._whole = _Tally(self.layout, self.arcs)
         self._recent: deque[_Result] = deque(maxlen=max(self.windows, default=0))
         self.no_spins: Counter[str] = Counter()
         #: Results not counted: a number this wheel does not have.
@@ -265,6 +583,16 @@ class Statistics:
         self._first_ts: datetime | None = None
         self._last_ts: datetime | None = None
         self._timed_games = 0
+        #: The last games' times, for the recent rate of play.
+        self._recent_times: deque[datetime] = deque(maxlen=RECENT_GAMES)
+        #: The open games' launch and no-more-bets times, by game id.
+        self._marks: dict[int, dict[str, datetime]] = {}
+        self._last_outcome: datetime | None = None
+        self.phases = {name: Summary(0.1) for name in PHASES}
+        #: Pauses (gaps over PAUSE_S) left out of the time before a launch.
+        self.pauses = 0
+        self.revolutions = Summary(1.0)
+        self.rotor_rpm = Summary(0.1)
 
     @classmethod
     def from_events(
@@ -272,6 +600,7 @@ class Statistics:
         events: Iterable[Mapping[str, Any]],
         pockets: int | None = None,
         windows: Sequence[int] = DEFAULT_WINDOWS,
+        arcs: Sequence[int] = DEFAULT_ARCS,
     ) -> Statistics:
         """Statistics over ``<base>/game`` payloads, in the order published.
 
@@ -281,18 +610,22 @@ class Statistics:
         events = list(events)
         if pockets is None:
             pockets = 38 if any(event.get("number") == "00" for event in events) else 37
-        statistics = cls(pockets, windows)
+        statistics = cls(pockets, windows, arcs)
         for event in events:
             statistics.add(event)
         return statistics
 
     def add(self, event: Mapping[str, Any]) -> None:
-        """Count one ``<base>/game`` payload; only results and no-spins count.
+        """Count one ``<base>/game`` payload; only results and no-spins are outcomes,
+        launches and no-more-bets are timed for the phases.
 
         A result whose number is not a pocket of this wheel is counted in
         ``ignored``, never guessed at.
         """
         kind = event.get("event")
+        if kind in ("spinning", "no_more_bets"):
+            self._note_phase(event, kind)
+            return
         if kind == "result":
             number = event.get("number")
             if not isinstance(number, str) or not self.layout.has_pocket(number):
@@ -306,16 +639,51 @@ class Statistics:
             reason = event.get("reason")
             self.no_spins[reason if isinstance(reason, str) else "unknown"] += 1
         else:
-            return  # spinning, no_more_bets: not an outcome
-        self._note_time(event.get("ts"))
+            return  # not a game event
+        self._note_outcome(event, kind == "result")
 
-    def _note_time(self, ts: Any) -> None:
-        try:
-            at = datetime.fromisoformat(ts) if isinstance(ts, str) else None
-        except ValueError:
-            at = None
-        if at is None or at.tzinfo is None:
-            return  # a game without a readable time is counted, but not in the rate
+    def _note_phase(self, event: Mapping[str, Any], kind: str) -> None:
+        """A launch or a no-more-bets: its time, and the rotor's speed at launch."""
+        at = _time(event.get("ts"))
+        game = event.get("game_id")
+        if kind == "spinning":
+            rpm = event.get("rotor_rpm")
+            # bool is an int: a stray true is no speed.
+            if isinstance(rpm, int | float) and type(rpm) is not bool and 0 < rpm < math.inf:
+                self.rotor_rpm.add(rpm)
+            if at is not None and self._last_outcome is not None:
+                waited = (at - self._last_outcome).total_seconds()
+                if waited > PAUSE_S:
+                    self.pauses += 1
+                elif waited >= 0:
+                    self.phases["open_to_launch"].add(waited)
+        if at is None or type(game) is not int:
+            return
+        self._marks.setdefault(game, {})[kind] = at
+        while len(self._marks) > _OPEN_GAMES:  # games that never ended: forget the oldest
+            del self._marks[min(self._marks)]
+
+    def _note_outcome(self, event: Mapping[str, Any], is_result: bool) -> None:
+        at = _time(event.get("ts"))
+        game = event.get("game_id")
+        marks = self._marks.pop(game, {}) if type(game) is int else {}
+        if is_result:
+            revolutions = event.get("revolutions")
+            if type(revolutions) is int and revolutions >= 0:
+                self.revolutions.add(revolutions)
+        if at is None:
+            return  # a game without a readable time is counted, but not timed
+        if is_result:
+            launch, closed = marks.get("spinning"), marks.get("no_more_bets")
+            for name, start, end in (
+                ("launch_to_no_more_bets", launch, closed),
+                ("no_more_bets_to_result", closed, at),
+                ("launch_to_result", launch, at),
+            ):
+                if start is not None and end is not None and end >= start:
+                    self.phases[name].add((end - start).total_seconds())
+        self._last_outcome = at
+        self._recent_times.append(at)
         self._timed_games += 1
         if self._first_ts is None or at < self._first_ts:
             self._first_ts = at
@@ -336,11 +704,45 @@ class Statistics:
         """The test over the whole series."""
         return ChiSquared.of(self._whole.counts, self.layout)
 
+    def arcs_of(self, k: int) -> dict[str, Arcs]:
+        """The arcs of ``k`` pockets over the whole series: all results, cw and ccw."""
+        families = {"all": self._whole.counts, **self._whole.by_direction}
+        return {name: Arcs.of(counts, self.layout, k) for name, counts in families.items()}
+
+    def sector_concentration(self, min_results: int) -> Concentration | None:
+        """The most concentrated arc over every arc size and rotor direction with at
+        least ``min_results`` results, its p-value multiplied by how many such
+        families were judged (Bonferroni again); None when none has enough."""
+        judged = [
+            (arcs, family)
+            for k in self.arcs
+            for family, arcs in self.arcs_of(k).items()
+            if arcs.results >= min_results and arcs.p_value is not None
+        ]
+        if not judged:
+            return None
+        arcs, family = min(judged, key=lambda item: item[0].p_value or 0.0)
+        assert arcs.p_value is not None
+        p_value = min(1.0, arcs.p_value * len(judged))
+        return Concentration(family, arcs.most_hit, arcs.count, arcs.results, p_value)
+
+    def recent_rate(self) -> dict[str, Any]:
+        """Games per hour of play over the last ``RECENT_GAMES`` games: gaps over
+        ``PAUSE_S`` are pauses, left out; ``rate`` null until there are that many."""
+        times = list(self._recent_times)
+        gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(times)]
+        play = [gap for gap in gaps if 0 <= gap <= PAUSE_S]
+        seconds = math.fsum(play)
+        rate = None
+        if len(times) == RECENT_GAMES and seconds > 0:
+            rate = round(len(play) * 3600 / seconds, 3)
+        return {"games": len(times), "hours": round(seconds / 3600, 6), "rate": rate}
+
     def window(self, size: int) -> dict[str, Any]:
         """The tally over the last ``size`` results (fewer while the series is shorter)."""
         if size not in self.windows:
             raise ValueError(f"no window of {size} results: the windows are {list(self.windows)}")
-        tally = _Tally(self.layout)
+        tally = _Tally(self.layout, self.arcs)
         for result in list(self._recent)[-size:]:
             tally.add(result)
         return tally.to_json()
@@ -359,7 +761,11 @@ class Statistics:
                     for reason, count in sorted(self.no_spins.items())
                 },
             },
-            "games_per_hour": self._games_per_hour(),
+            "games_per_hour": {**self._games_per_hour(), "recent": self.recent_rate()},
+            "phases": {name: summary.to_json() for name, summary in self.phases.items()},
+            "pauses": self.pauses,
+            "revolutions": self.revolutions.to_json(),
+            "rotor_rpm": self.rotor_rpm.to_json(),
             "ignored": self.ignored,
         }
 
@@ -406,6 +812,9 @@ def describe(statistics: Statistics) -> list[str]:
             f"distance from the previous result ({direction}), most frequent: "
             + ", ".join(f"{step} x{count}" for step, count in top)
         )
+    lines += _describe_arcs(data["arcs"])
+    lines += _describe_serial(data["serial"])
+    lines.append("")
     spins = data["no_spins"]
     lines.append(f"no-spins: {spins['count']}")
     lines += [
@@ -415,9 +824,62 @@ def describe(statistics: Statistics) -> list[str]:
     rate = data["games_per_hour"]
     if rate["rate"] is not None:
         lines.append(f"games per hour: {rate['rate']} ({rate['games']} games in {rate['hours']} h)")
+    recent = rate["recent"]
+    if recent["rate"] is not None:
+        lines.append(
+            f"games per hour of play, last {recent['games']} games: {recent['rate']} "
+            f"(pauses over {PAUSE_S / 60:.0f} min left out)"
+        )
+    lines.append("")
+    lines.append("seconds                 games   mean median    min    max")
+    for name, summary in data["phases"].items():
+        lines.append(_describe_summary(name.replace("_", " "), summary))
+    if data["pauses"]:
+        lines.append(f"pauses before a launch (over {PAUSE_S / 60:.0f} min): {data['pauses']}")
+    lines.append(_describe_summary("ball revolutions", data["revolutions"]))
+    lines.append(_describe_summary("rotor rpm at launch", data["rotor_rpm"]))
     if data["ignored"]:
         lines.append(f"ignored: {data['ignored']} results with a number this wheel does not have")
     return lines
+
+
+def _describe_summary(label: str, summary: dict[str, Any]) -> str:
+    if not summary["count"]:
+        return f"{label:<22} {0:6}  (not reported)"
+    figures = " ".join(f"{summary[key]:6.1f}" for key in ("mean", "median", "min", "max"))
+    return f"{label:<22} {summary['count']:6} {figures}"
+
+
+def _describe_arcs(arcs: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [""]
+    for k, families in arcs.items():
+        for family, arc in families.items():
+            top = arc["most_hit"]
+            if not arc["results"]:
+                continue
+            verdict = (
+                "a concentration worth watching"
+                if top["p_value"] < 0.01
+                else "no significant concentration"
+            )
+            lines.append(
+                f"arcs of {k} ({family}): most hit {'-'.join(top['pockets'])}, {top['count']} "
+                f"of {arc['results']} (expected {arc['expected']:.1f}), "
+                f"p-value {top['p_value']:.4g}: {verdict}"
+            )
+    return lines
+
+
+def _describe_serial(serial: dict[str, Any]) -> list[str]:
+    correlation = serial["correlation"]
+    if correlation["r"] is None:
+        lines = [f"lag-1 correlation of the numbers: not reported: {correlation['reason']}"]
+    else:
+        lines = [
+            f"lag-1 correlation of the numbers: r {correlation['r']:.4f}, "
+            f"p-value {correlation['p_value']:.4g} over {serial['pairs']} pairs"
+        ]
+    return lines + _describe_chi(serial["distance_chi_squared"], "distances between results")
 
 
 def _describe_chi(chi: dict[str, Any], label: str) -> list[str]:

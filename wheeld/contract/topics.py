@@ -295,6 +295,43 @@ class Repeats(Published):
     expected_rate: float
 
 
+class MostHit(Published):
+    pockets: list[Pocket] = Field(description="the arc's pockets in wheel order")
+    count: Count
+    p_value: float | None = Field(
+        description="exact binomial upper tail, Bonferroni-corrected for the arcs compared"
+    )
+
+
+class Arc(Published):
+    results: Count
+    expected: float = Field(description="results expected in each arc")
+    counts: dict[str, Count] = Field(description="results by the arc's first pocket")
+    most_hit: MostHit
+
+
+class Correlation(Published):
+    r: float | None = Field(description="lag-1 Pearson correlation of the numbers")
+    p_value: float | None
+    reason: str | SkipJsonSchema[None] = Field(default=None, description="why no value yet")
+
+
+class Serial(Published):
+    pairs: Count
+    correlation: Correlation
+    distance_chi_squared: ChiSquared = Field(
+        description="the pocket distances between consecutive results against uniform"
+    )
+
+
+class Spread(Published):
+    count: Count
+    mean: float | None
+    median: float | None
+    min: float | None
+    max: float | None
+
+
 class Tally(Published):
     """The figures over a run of results: the whole series, or a window."""
 
@@ -311,6 +348,10 @@ class Tally(Published):
     distance: dict[str, dict[str, Count]] = Field(
         description="pockets from the previous result, by rotor direction"
     )
+    arcs: dict[str, dict[str, Arc]] = Field(
+        description="arcs of k neighbouring pockets, by k, then all/cw/ccw"
+    )
+    serial: Serial
 
 
 class NoSpinRate(Published):
@@ -323,10 +364,17 @@ class NoSpins(Published):
     by_reason: dict[str, NoSpinRate]
 
 
+class RecentRate(Published):
+    games: Count
+    hours: float
+    rate: float | None
+
+
 class GameRate(Published):
     games: Count
     hours: float | None
     rate: float | None
+    recent: RecentRate = Field(description="over the last 30 games, pauses left out")
 
 
 class Stats(Tally):
@@ -337,6 +385,10 @@ class Stats(Tally):
     windows: dict[str, Tally] = Field(description="the last N results, by N")
     no_spins: NoSpins
     games_per_hour: GameRate
+    phases: dict[str, Spread] = Field(description="seconds between the game's events, by phase")
+    pauses: Count = Field(description="launches over 15 minutes after the last outcome")
+    revolutions: Spread = Field(description="ball revolutions, where the wheel reports them")
+    rotor_rpm: Spread = Field(description="rotor speed at launch, where the wheel reports it")
     ignored: Count
     schema_version: SchemaVersion
 

@@ -156,7 +156,8 @@ def test_a_whole_game_is_spinning_no_more_bets_result() -> None:
     assert isinstance(result, Result)
     assert (result.number, result.revolutions, result.rotor_direction) == ("17", None, "ccw")
     assert result.ball_direction == "cw"
-    assert all(d.extra == {"spin": 10} for d in decisions)  # type: ignore[union-attr]
+    # The wheel's spin number, and the rotor's speed it reported at launch (170 = 17.0 rpm).
+    assert all(d.extra == {"spin": 10, "rotor_rpm": 17.0} for d in decisions)  # type: ignore[union-attr]
 
 
 def test_games_alternate_and_ids_grow() -> None:

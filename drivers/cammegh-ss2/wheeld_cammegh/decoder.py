@@ -447,7 +447,11 @@ class CammeghDecoder:
         self._game_direction = ball
         self._flag_since.clear()
         self._last_pass_ms = None
-        out.append(BallLaunched(tick, rotor, ball, self._sensor_streaming, {"spin": status.spin}))
+        extra: dict[str, object] = {"spin": status.spin}
+        if status.speed > 0:
+            # The rotor's speed as the wheel reports it at launch (docs/statistics.md).
+            extra["rotor_rpm"] = status.speed / 10
+        out.append(BallLaunched(tick, rotor, ball, self._sensor_streaming, extra))
         self._flags_void(status, tick, out)
 
     def _end_game(self, *, whole: bool) -> None:
