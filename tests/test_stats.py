@@ -363,3 +363,31 @@ def test_stats_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit) as exited:
         main(["stats", "--state-dir", str(tmp_path), str(NORMAL_GAMES)])
     assert exited.value.code == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pockets=st.sampled_from([37, 38]),
+    windows=st.lists(st.integers(1, 12), min_size=1, max_size=3, unique=True),
+    series=st.lists(
+        st.tuples(st.integers(0, 37), st.sampled_from(["cw", "ccw", None])), max_size=60
+    ),
+)
+def test_sliding_windows_equal_a_recount_of_their_results(
+    pockets: int, windows: list[int], series: list[tuple[int, str | None]]
+) -> None:
+    """Windows slide by one result (add the new, take the oldest out): always what a
+    recount of the window's results gives, repeats and clusters included."""
+    statistics = Statistics(pockets, windows)
+    drawn: list[dict[str, Any]] = []
+    for game_id, (label, direction) in enumerate(series, 1):
+        number = "00" if label == 37 and pockets == 38 else str(label % 37)
+        event = {"event": "result", "game_id": game_id, "number": number}
+        event["rotor_direction"] = direction
+        statistics.add(event)
+        drawn.append(event)
+        for size in windows:
+            recount = Statistics(pockets, [size], statistics.arcs)
+            for earlier in drawn[-size:]:
+                recount.add(earlier)
+            assert statistics.window(size) == recount.window(size)

@@ -307,6 +307,43 @@ class _Tally:
             self._pairs.add(_label(self._previous), _label(result.number))
         self._previous = result.number
 
+    def remove_oldest(self, oldest: _Result, following: _Result | None) -> None:
+        """Take the window's oldest result back out, and its pair with the one after it.
+
+        What ``add`` counted for ``oldest`` is undone exactly (keys that fall to
+        zero go, as a tally rebuilt from the window would not have them), so a
+        window slides in constant time instead of being recounted per game.
+        """
+        facts = self.layout.facts(oldest.number)
+        self.results -= 1
+        _decrement(self.counts, oldest.number)
+        direction = oldest.rotor_direction if oldest.rotor_direction in _DIRECTIONS else None
+        if direction is not None:
+            _decrement(self.by_direction[direction], oldest.number)
+        for name, value in (
+            ("color", facts.color),
+            ("parity", facts.parity),
+            ("half", facts.half),
+            ("dozen", facts.dozen),
+            ("column", facts.column),
+        ):
+            _decrement(self.chances[name], str(value) if value is not None else "zero")
+        for sector in facts.sectors:
+            _decrement(self.sectors[sector], "all")
+            _decrement(self.sectors[sector], direction or "unknown")
+        if following is None:
+            self._previous = None  # the window is empty now
+            return
+        # The pair (oldest, following) was counted when ``following`` came, by its direction.
+        later = following.rotor_direction if following.rotor_direction in _DIRECTIONS else None
+        if oldest.number == following.number:
+            self.repeats -= 1
+        key = later or "unknown"
+        _decrement(self.distances[key], self._distance(oldest.number, following.number, later))
+        if not self.distances[key]:
+            del self.distances[key]
+        self._pairs.remove(_label(oldest.number), _label(following.number))
+
     def _distance(self, previous: str, number: str, direction: str | None) -> int:
         """Pockets from the previous result to this one, in -(p-1)/2 .. p/2.
 
@@ -382,6 +419,12 @@ class _Tally:
         return ChiSquared.uniform(observed, "pairs")
 
 
+def _decrement(counter: Counter[Any], key: Any) -> None:
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
+
+
 def _label(number: str) -> int:
     """A number as an integer for the correlation: 00 is 37, the label after 36."""
     return 37 if number == "00" else int(number)
@@ -400,6 +443,14 @@ class _PairSums:
         self.sxx += x * x
         self.syy += y * y
         self.sxy += x * y
+
+    def remove(self, x: int, y: int) -> None:
+        self.n -= 1
+        self.sx -= x
+        self.sy -= y
+        self.sxx -= x * x
+        self.syy -= y * y
+        self.sxy -= x * y
 
     def correlation(self) -> dict[str, Any]:
         """The lag-1 correlation ``r`` and its two-sided ``p_value``; null, with a
@@ -577,6 +628,8 @@ class Statistics:
         self.arcs = tuple(sorted(set(arcs)))
         self._whole = _Tally(self.layout, self.arcs)
         self._recent: deque[_Result] = deque(maxlen=max(self.windows, default=0))
+        #: Each window's tally, slid by one result per result (not recounted).
+        self._window_tallies = {size: _Tally(self.layout, self.arcs) for size in self.windows}
         self.no_spins: Counter[str] = Counter()
         #: Results not counted: a number this wheel does not have.
         self.ignored = 0
@@ -634,13 +687,24 @@ class Statistics:
             direction = event.get("rotor_direction")
             result = _Result(number, direction if isinstance(direction, str) else None)
             self._whole.add(result)
-            self._recent.append(result)
+            self._slide_windows(result)
         elif kind == "no_spin":
             reason = event.get("reason")
             self.no_spins[reason if isinstance(reason, str) else "unknown"] += 1
         else:
             return  # not a game event
         self._note_outcome(event, kind == "result")
+
+    def _slide_windows(self, result: _Result) -> None:
+        recent = self._recent
+        held = len(recent)
+        for size, tally in self._window_tallies.items():
+            if held >= size:  # full: the oldest of the last ``size`` leaves
+                oldest = recent[held - size]
+                following = recent[held - size + 1] if size > 1 else None
+                tally.remove_oldest(oldest, following)
+            tally.add(result)
+        recent.append(result)
 
     def _note_phase(self, event: Mapping[str, Any], kind: str) -> None:
         """A launch or a no-more-bets: its time, and the rotor's speed at launch."""
@@ -742,10 +806,7 @@ class Statistics:
         """The tally over the last ``size`` results (fewer while the series is shorter)."""
         if size not in self.windows:
             raise ValueError(f"no window of {size} results: the windows are {list(self.windows)}")
-        tally = _Tally(self.layout, self.arcs)
-        for result in list(self._recent)[-size:]:
-            tally.add(result)
-        return tally.to_json()
+        return self._window_tallies[size].to_json()
 
     def to_json(self) -> dict[str, Any]:
         games = self.results + sum(self.no_spins.values())
