@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import socket
 import sqlite3
@@ -39,7 +38,6 @@ from wheeld.journal import OutboxEntry
 from wheeld.messages import SCHEMA_VERSION
 from wheeld.metrics import MAX_TIMED_DECISIONS, MetricsEndpoint, TableMetrics
 from wheeld.pipeline import TablePipeline, TableSettings
-from wheeld.publisher import Publisher
 from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"
@@ -435,10 +433,6 @@ def test_the_daemon_reads_the_link_the_broker_and_the_journal(tmp_path: Path) ->
         table.journal.close()
 
 
-@pytest.mark.skipif(
-    "on_acknowledged" not in inspect.signature(Publisher).parameters,
-    reason="Publisher has no on_acknowledged yet (branch failover): no PUBACK to time",
-)
 def test_a_running_daemon_times_each_decision_to_its_puback(tmp_path: Path, broker: Broker) -> None:
     port = free_port()
     config = write_config(

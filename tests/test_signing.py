@@ -410,7 +410,9 @@ def test_live_messages_verify_and_the_chain_survives_a_sigkill(
             _play(table, "17", "0", warm=True)
             table.wait_end(2)
             table.daemon.kill()
-        table.sub.wait(f"{BASE}/status", lambda b: b == {"state": "offline"})
+        table.sub.wait(
+            f"{BASE}/status", lambda b: isinstance(b, dict) and b.get("state") == "offline"
+        )
         before_restart = list(table.sub.on(f"{BASE}/game"))
         table.notify.received.clear()  # READY=1 must be the new process's
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import signal
 import socket
@@ -33,7 +32,7 @@ from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.messages import SCHEMA_VERSION
 from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
-from wheeld.publisher import Publisher
+from wheeld.publisher import Publisher, RivalDaemon, find_rival
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 from wheeld.stats import Statistics
@@ -186,10 +185,7 @@ class Daemon:
             self._metrics_endpoint = MetricsEndpoint(
                 config.metrics.listen, self.metrics, log=self.log
             )
-            # The decision-to-PUBACK latency needs the publisher's on_acknowledged
-            # (branch failover); a publisher without it measures no latency.
-            if "on_acknowledged" in inspect.signature(Publisher).parameters:
-                publisher_hooks["on_acknowledged"] = self.metrics.acknowledged
+            publisher_hooks["on_acknowledged"] = self.metrics.acknowledged
         self.publisher = Publisher(
             config,
             self.journal,
@@ -219,6 +215,7 @@ class Daemon:
 
     async def run(self) -> int:
         config = self.config
+        await self._refuse_a_second_daemon()
         if self._metrics_endpoint is not None:
             try:
                 await self._metrics_endpoint.start()
@@ -304,6 +301,21 @@ class Daemon:
         self.journal.close()
         self.notifier.close()
         return 0
+
+    async def _refuse_a_second_daemon(self) -> None:
+        """Raise RivalDaemon when the broker says another wheeld is online for this table."""
+        config = self.config
+        other = await find_rival(config, self.publisher.instance, self.log)
+        if other is None:
+            return
+        self.journal.close()
+        raise RivalDaemon(
+            f"another wheeld ({other}) is online for table {config.table.id} "
+            f"(retained {config.base_topic}/status): only one may run per table id; "
+            "stop that one, or give this one its own table.id. If it is gone, its last will "
+            f"clears this within {1.5 * config.mqtt.keepalive_s:g} s (1.5 x mqtt.keepalive_s): "
+            "start again then"
+        )
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
         """Run a shell task forever; restart it after an unexpected failure."""
