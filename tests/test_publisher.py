@@ -223,6 +223,40 @@ async def test_commands_are_handed_over_and_answered_only_where_allowed(tmp_path
     assert [(w["command"], w["topic"]) for w in warned] == [("no_spin", t) for t in refused]
 
 
+async def test_a_retained_command_sent_while_subscribed_still_arrives_retained(
+    tmp_path: Path,
+) -> None:
+    """MQTT 5 brokers clear the retain flag for live subscribers unless asked (Retain As
+    Published): without it a retained no_spin sent now would look like an operator's."""
+    with acl_broker(tmp_path, ALLOW_ALL) as broker:
+        operator = operator_client(broker.port)
+        received: list[OperatorCommand] = []
+
+        async def on_command(command: OperatorCommand) -> dict[str, Any]:
+            received.append(command)
+            return {"ok": True}
+
+        journal = Journal(tmp_path / "journal.sqlite")
+        publisher = Publisher(config(broker.port), journal, on_command=on_command, log=Log())
+        try:
+            async with running(publisher):
+                # Said until heard: once one is handed over, the publisher is subscribed.
+
+                def heard_live() -> bool:
+                    if not received:
+                        send_command(operator, "open")
+                    return bool(received)
+
+                await until(heard_live, "a live command")
+                send_command(operator, "no_spin", retain=True)
+                await until(lambda: received[-1].name == "no_spin", "the retained one")
+        finally:
+            operator.loop_stop()
+            journal.close()
+    *live, retained = [(c.name, c.retained) for c in received]
+    assert set(live) == {("open", False)} and retained == ("no_spin", True)
+
+
 async def test_the_correlation_data_comes_back_with_the_reply(tmp_path: Path) -> None:
     with acl_broker(tmp_path, ALLOW_ALL) as broker:
         answers: list[tuple[str, bytes | None]] = []

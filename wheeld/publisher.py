@@ -465,7 +465,17 @@ class Publisher:
                 self._log.warning(
                     "broker refused a retained topic", topic=message.topic, reason=str(code)
                 )
-        await client.subscribe(f"{self._base}/command/+", qos=1)
+        commands = f"{self._base}/command/+"
+        if self._config.mqtt.protocol == "5":
+            from paho.mqtt.subscribeoptions import SubscribeOptions
+
+            # Retain As Published: a retained command sent while we are subscribed
+            # arrives marked retained (the broker would clear the flag otherwise), and
+            # is refused like the one the broker hands over at subscription.
+            options = SubscribeOptions(qos=1, retainAsPublished=True)
+            await client.subscribe(commands, options=options)
+        else:
+            await client.subscribe(commands, qos=1)
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._drain(client))
             tasks.create_task(self._listen(client))
