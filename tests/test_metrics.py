@@ -448,7 +448,7 @@ def test_a_running_daemon_times_each_decision_to_its_puback(tmp_path: Path, brok
     wheel = ScriptedWheel(start=time.time())
     try:
         with running(daemon):
-            sub.wait(f"{BASE}/status", lambda b: b == {"state": "online"}, 30)
+            sub.wait(f"{BASE}/status", lambda b: b.get("state") == "online", 30)
             wheel.hello()
             wheel.advance(3000)
             wheel.game("17")

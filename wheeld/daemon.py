@@ -199,6 +199,8 @@ class Daemon:
         #: When the wheel last sent anything (monotonic), None before it ever has.
         self._heard_at: float | None = None
         self._stop = asyncio.Event()
+        #: Another wheeld found online for the table at start: why this one stops.
+        self._rival: RivalDaemon | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._journal_retry: asyncio.TimerHandle | None = None
         self._repeating: list[asyncio.TimerHandle] = []
@@ -215,13 +217,18 @@ class Daemon:
 
     async def run(self) -> int:
         config = self.config
-        await self._refuse_a_second_daemon()
         if self._metrics_endpoint is not None:
+            # First: a port in use is a configuration problem, said before the broker is asked.
             try:
                 await self._metrics_endpoint.start()
             except OSError:
                 self.journal.close()
                 raise
+        # Asked of the broker while the wheel is opened, not before: READY must not
+        # wait on a broker; the publisher connects only once the answer is in.
+        preflight = asyncio.create_task(
+            find_rival(config, self.publisher.instance, self.log), name="preflight"
+        )
         now = time.time()
         started = self.pipeline.start(now)
         for warning in self.journal.warnings:
@@ -251,7 +258,7 @@ class Daemon:
             loop.add_signal_handler(signum, self._stop.set)
         tasks = [
             asyncio.create_task(self._supervise("link", self.link.run), name="link"),
-            asyncio.create_task(self._supervise("publisher", self.publisher.run), name="publisher"),
+            asyncio.create_task(self._publish_unless_rival(preflight), name="publisher"),
         ]
         self._publisher_task = tasks[1]
         self._every(WHEEL_STATE_EVERY_S, self._refresh_wheel_state)
@@ -300,16 +307,28 @@ class Daemon:
             self._flush_frames()  # the last lines heard, before the journal closes
         self.journal.close()
         self.notifier.close()
+        if self._rival is not None:
+            raise self._rival
         return 0
 
-    async def _refuse_a_second_daemon(self) -> None:
-        """Raise RivalDaemon when the broker says another wheeld is online for this table."""
-        config = self.config
-        other = await find_rival(config, self.publisher.instance, self.log)
-        if other is None:
+    async def _publish_unless_rival(self, preflight: asyncio.Task[str | None]) -> None:
+        """Connect with our own client id only once no other wheeld is online for the table
+        (connecting would take its session over); else stop, and exit 78."""
+        try:
+            other = await preflight
+        except Exception as exc:  # no evidence either way: start, and watch at run time
+            self.log.warning("start-up check failed", error=repr(exc))
+            other = None
+        if other is not None:
+            self._rival = self._rival_error(other)
+            self._stop.set()
             return
-        self.journal.close()
-        raise RivalDaemon(
+        await self._supervise("publisher", self.publisher.run)
+
+    def _rival_error(self, other: str) -> RivalDaemon:
+        """What the daemon says, and exits 78 with, when another wheeld runs the table."""
+        config = self.config
+        return RivalDaemon(
             f"another wheeld ({other}) is online for table {config.table.id} "
             f"(retained {config.base_topic}/status): only one may run per table id; "
             "stop that one, or give this one its own table.id. If it is gone, its last will "
