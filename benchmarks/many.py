@@ -223,6 +223,8 @@ class Round:
     ready_s: float = 0.0
     burst_latencies_ms: list[float] = field(default_factory=list)
     burst_missed: int = 0
+    #: The machine's 1-minute load average when the games ended.
+    load_end: float = 0.0
 
 
 def _play(
@@ -325,6 +327,7 @@ def run_round(count: int, *, period: float, games: int, ready_timeout: float, ke
             ready_s=ready_s,
             burst_latencies_ms=burst_latencies,
             burst_missed=burst_missed,
+            load_end=os.getloadavg()[0],
         )
         return measured
     finally:
@@ -381,8 +384,8 @@ def table(rounds: list[Round], period: float) -> str:
     lines = [
         "| wheels | launches/s | launches | `spinning` p50 | p99 | max | missed "
         "| CPU per wheel (mean / max) | CPU, all wheels | RSS per wheel (mean / max) "
-        "| PSS, all wheels | start to all online |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| PSS, all wheels | start to all online | load at the end |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for measured in rounds:
         samples = measured.latencies_ms
@@ -394,7 +397,7 @@ def table(rounds: list[Round], period: float) -> str:
             f"{max(measured.cpu_percent):.2f} % "
             f"| {sum(measured.cpu_percent) / 100:.2f} cores "
             f"| {statistics.mean(measured.rss_mib):.1f} / {max(measured.rss_mib):.1f} MiB "
-            f"| {measured.pss_mib:.0f} MiB | {measured.ready_s:.1f} s |"
+            f"| {measured.pss_mib:.0f} MiB | {measured.ready_s:.1f} s | {measured.load_end:.1f} |"
         )
     lines += [
         "",
