@@ -55,6 +55,8 @@ WARM_UP_MS = 4000
 PICK_UP_MS = 300
 #: A launch with no `spinning` after this long is counted as missed.
 MISSED_AFTER_S = 5.0
+#: What stops the benchmark (and, through it, every daemon).
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Linux's prctl option: a signal for the child when its parent dies.
 _PR_SET_PDEATHSIG = 1
 
@@ -146,8 +148,8 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _start_wheels(work: Path, broker: int, count: int) -> list[Wheel]:
-    wheels = []
+def _start_wheels(work: Path, broker: int, count: int, wheels: list[Wheel]) -> None:
+    """Start ``count`` daemons, each added to ``wheels`` as it starts (so all are stopped)."""
     for index in range(count):
         table = f"W{index + 1:02d}"
         directory = work / table
@@ -170,7 +172,6 @@ def _start_wheels(work: Path, broker: int, count: int) -> list[Wheel]:
                 preexec_fn=_die_with_parent,  # noqa: PLW1509 (no thread runs yet)
             )
         wheels.append(Wheel(table, directory, pty, notify, process))
-    return wheels
 
 
 def _stop_wheels(wheels: list[Wheel]) -> None:
@@ -277,7 +278,7 @@ def run_round(count: int, *, period: float, games: int, ready_timeout: float, ke
     listener: Listener | None = None
     try:
         started = time.monotonic()
-        wheels = _start_wheels(work, broker.port, count)
+        _start_wheels(work, broker.port, count, wheels)
         listener = Listener(broker.port)
         live = listener
 
@@ -331,14 +332,27 @@ def run_round(count: int, *, period: float, games: int, ready_timeout: float, ke
         )
         return measured
     finally:
-        if listener is not None:
-            listener.close()
-        _stop_wheels(wheels)
-        broker.stop()
-        if keep:
-            print(f"kept {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
+        with _uninterrupted():
+            if listener is not None:
+                listener.close()
+            _stop_wheels(wheels)
+            broker.stop()
+            if keep:
+                print(f"kept {work}", file=sys.stderr)
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM off while cleaning up: a second one would leave
+    daemons and the broker running."""
+    held = {signum: signal.signal(signum, signal.SIG_IGN) for signum in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
 
 
 def _without_last(wheel: Wheel) -> Wheel:
