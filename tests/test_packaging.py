@@ -59,8 +59,30 @@ def _leftover(name: str) -> bool:
     return any(part in name for part in LEFTOVERS)
 
 
+#: What is not the project in a working tree: build it from a copy without these.
+NOT_THE_PROJECT = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "venv",
+    "*.egg-info",
+    "__pycache__",
+    ".*_cache",
+    ".hypothesis",
+    "build",
+    "dist",
+    "artifacts",
+    "fuzz-failures",
+    "*.sqlite3*",
+)
+
+
 @pytest.fixture(scope="module")
 def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # From a copy: setuptools rewrites <project>/wheeld.egg-info as it builds, and
+    # with the checkout on sys.path other tests running beside this one read the
+    # drivers' entry points from there.
+    source = tmp_path_factory.mktemp("checkout") / "wheeld"
+    shutil.copytree(ROOT, source, ignore=NOT_THE_PROJECT, symlinks=True)
     out = tmp_path_factory.mktemp("sdist")
     subprocess.run(
         [
@@ -69,7 +91,7 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])",
             str(out),
         ],
-        cwd=ROOT,
+        cwd=source,
         capture_output=True,
         check=True,
         timeout=120,
