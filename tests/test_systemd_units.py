@@ -1,8 +1,12 @@
-"""The systemd units: hardened to 1.5 or better, and `systemd-analyze verify` clean."""
+"""The systemd units: hardened to 1.5 or better, `systemd-analyze verify` clean, and
+what the template hands wheeld (its table, state directory and credentials) is what
+docs/operations.md says and what the configuration reads."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -10,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.rig import make_signing_key
+from wheeld.config import load
+
 UNITS = Path(__file__).parent.parent / "systemd"
 ANALYZE = shutil.which("systemd-analyze")
-pytestmark = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed")
+needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed")
 
 
 def _installed_copy(unit: str, tmp_path: Path, name: str | None = None) -> Path:
@@ -24,6 +31,7 @@ def _installed_copy(unit: str, tmp_path: Path, name: str | None = None) -> Path:
     return path
 
 
+@needs_analyze
 @pytest.mark.parametrize("unit", ["wheeld.service", "wheeld@.service"])
 def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
     out = subprocess.run(
@@ -37,6 +45,7 @@ def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
     assert float(match.group(1)) <= 1.5
 
 
+@needs_analyze
 @pytest.mark.parametrize(
     ("unit", "name"),
     [
@@ -67,3 +76,107 @@ def test_units_use_the_daemon_interfaces() -> None:
             "run --config",
         ):
             assert needle in text, (unit, needle)
+
+
+# -- what the template hands wheeld -------------------------------------------
+
+TEMPLATE = "wheeld@.service"
+OPERATIONS = Path(__file__).parent.parent / "docs" / "operations.md"
+
+
+def _settings(key: str, instance: str, unit: str = TEMPLATE) -> list[str]:
+    """A setting's items as systemd reads them: quoting as in systemd.syntax(7)
+    (whole items in quotes, which go), and %i the instance."""
+    items = []
+    for line in (UNITS / unit).read_text().splitlines():
+        if line.startswith(f"{key}="):
+            items += shlex.split(line.removeprefix(f"{key}=").replace("%i", instance))
+    return items
+
+
+def _documented(opening: str, closing: str = "END") -> str:
+    """The lines of docs/operations.md after ``opening`` up to ``closing``."""
+    lines = OPERATIONS.read_text().splitlines()
+    start = lines.index(opening) + 1
+    return "\n".join(lines[start : lines.index(closing, start)]) + "\n"
+
+
+def _as_the_unit_runs_it(instance: str, tmp_path: Path) -> dict[str, str]:
+    """The environment wheeld@<instance> gives wheeld: the unit's Environment= and
+    $CREDENTIALS_DIRECTORY holding what LoadCredential= loads (the key keygen made)."""
+    environ = dict(item.split("=", 1) for item in _settings("Environment", instance))
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    for item in _settings("LoadCredential", instance):
+        name, source = item.split(":", 1)
+        # Where the documented `wheeld keygen --out /etc/wheeld/credentials/T1` writes it.
+        assert (name, source) == ("signing.key", f"/etc/wheeld/credentials/{instance}/signing.key")
+        make_signing_key(credentials)
+    return {**environ, "CREDENTIALS_DIRECTORY": str(credentials)}
+
+
+@pytest.mark.parametrize("instance", ["T1", "12"])
+def test_the_instance_is_the_table(instance: str, tmp_path: Path) -> None:
+    """The documented T1.toml sets no table: the instance name is its id (a number too)."""
+    config_file = tmp_path / f"{instance}.toml"
+    config_file.write_text(_documented("cat > /etc/wheeld/T1.toml <<'END'"))
+    config = load(config_file, _as_the_unit_runs_it(instance, tmp_path))
+    assert config.table.id == instance
+    assert config.base_topic == f"wheeld/{instance}"
+    assert config.client_id == f"wheeld-{instance}"
+    assert config.state.dir == Path(f"/var/lib/wheeld/{instance}")
+    assert config.signing.key_file == tmp_path / "credentials" / "signing.key"
+
+
+def test_the_instance_overrides_a_table_in_the_file(tmp_path: Path) -> None:
+    config_file = tmp_path / "T2.toml"
+    config_file.write_text('[table]\nid = "T1"\n[signing]\nkey_file = "signing.key"\n')
+    config = load(config_file, _as_the_unit_runs_it("T2", tmp_path))
+    assert (config.table.id, config.base_topic) == ("T2", "wheeld/T2")
+
+
+def test_documented_check_config_passes(tmp_path: Path) -> None:
+    """`check-config` as docs/operations.md runs it, on the documented file and key."""
+    config_file = tmp_path / "T1.toml"
+    config_file.write_text(_documented("cat > /etc/wheeld/T1.toml <<'END'"))
+    environ = _as_the_unit_runs_it("T1", tmp_path)
+    documented = {
+        "CREDENTIALS_DIRECTORY": environ["CREDENTIALS_DIRECTORY"],
+        "WHEELD_TABLE__ID": "T1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "wheeld", "check-config", str(config_file)],
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("WHEELD_")},
+            **documented,
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@needs_analyze
+def test_documented_password_drop_in_verifies(tmp_path: Path) -> None:
+    unit = _installed_copy(TEMPLATE, tmp_path, "wheeld@T1.service")
+    drop_ins = tmp_path / "wheeld@T1.service.d"
+    drop_ins.mkdir()
+    drop_in = _documented("cat > /etc/systemd/system/wheeld@.service.d/mqtt-password.conf <<'END'")
+    assert "LoadCredential=mqtt-password:/etc/wheeld/credentials/%i/mqtt-password" in drop_in
+    (drop_ins / "mqtt-password.conf").write_text(drop_in)
+    out = subprocess.run(
+        [ANALYZE, "verify", str(unit)],  # type: ignore[list-item]
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+
+
+def test_shipped_units_need_no_password_file() -> None:
+    """Only the signing key is a credential the units cannot start without."""
+    for unit in ("wheeld.service", TEMPLATE):
+        credentials = [item.split(":", 1)[0] for item in _settings("LoadCredential", "T1", unit)]
+        assert credentials == ["signing.key"], (unit, credentials)
