@@ -215,7 +215,7 @@ async def test_commands_are_handed_over_and_answered_only_where_allowed(tmp_path
         ("open", False, "b" * MAX_SENDER),
     ]
     assert all(c.sender is None for c in received[3:])
-    assert reply == [{"ok": True, "command": "open"}]
+    assert reply == [{"ok": True, "command": "open", "schema_version": 1}]
     # The retained command got no answer, and nothing was sent to a refused topic.
     assert watcher.on("wheeld-replies/old") == []
     assert watcher.on("wheeld/T9/table") == [] and watcher.on("pit/replies/1") == []
@@ -242,7 +242,8 @@ async def test_the_correlation_data_comes_back_with_the_reply(tmp_path: Path) ->
         finally:
             operator.loop_stop()
             journal.close()
-    assert answers == [(json.dumps({"ok": False, "error": "no commands here"}), b"42")]
+    body = {"ok": False, "error": "no commands here", "schema_version": 1}
+    assert answers == [(json.dumps(body), b"42")]
 
 
 # -- a refusal is not a delivery --------------------------------------------------------

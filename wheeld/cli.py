@@ -585,10 +585,13 @@ def _run(args: argparse.Namespace) -> int:
     from wheeld.daemon import Daemon
     from wheeld.journal import JournalError
     from wheeld.link import LinkOpenError
+    from wheeld.publisher import EX_CONFIG, RivalDaemon
     from wheeld.signing import SigningError
 
     try:
         return asyncio.run(Daemon(config, capture=args.capture).run())
+    except RivalDaemon as exc:
+        raise CommandError(str(exc), EX_CONFIG) from None
     except SigningError as exc:
         raise CommandError(str(exc)) from None
     except LinkOpenError as exc:

@@ -16,16 +16,27 @@ game ids); anything else is refused with one line saying why.
   their events and frames, in the reply;
 - ``ack`` ``{"alert": "deviation", "operator": "..."}``: an operator (named
   here or by the user property) acknowledges a set alert or fault.
+
+Every command also takes ``reply_to`` (the topic to answer on: MQTT 3.1.1 has
+no response topic property) and ``correlation_id`` (a string, echoed in the
+reply); ``reply_address`` reads them even from a command that is refused, so
+the refusal can be answered.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 MAX_NOTE = 500
 MAX_OPERATOR = 64
+MAX_CORRELATION_ID = 128
+#: Longest reply topic, in UTF-8 bytes (where replies may go is the publisher's judgement).
+MAX_REPLY_TO_BYTES = 512
+#: Members every command takes besides its own.
+COMMON_MEMBERS = ("operator", "reply_to", "correlation_id")
 COMMANDS = ("no_spin", "open", "close", "recall", "ack")
 #: The most games one recall reply carries.
 MAX_RECALL = 100
@@ -86,6 +97,33 @@ class Acknowledge:
 Command = DeclareNoSpin | SetTable | Recall | Acknowledge
 
 
+@dataclass(frozen=True, slots=True)
+class ReplyAddress:
+    """Where a command's payload asks its reply to go: ``reply_to`` and ``correlation_id``."""
+
+    reply_to: str | None = None
+    correlation_id: str | None = None
+
+
+def reply_address(payload: bytes) -> ReplyAddress:
+    """The payload's ``reply_to`` and ``correlation_id``, each None when absent or not valid.
+
+    Lenient where ``parse`` is strict: a refused command is answered too, so
+    its sender learns why (an invalid member is refused by ``parse``).
+    """
+    try:
+        body = json.loads(payload)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return ReplyAddress()
+    if not isinstance(body, dict):
+        return ReplyAddress()
+    # Each on its own: a valid reply_to still hears why a bad correlation_id was refused.
+    return ReplyAddress(
+        _or_none(_reply_to, body.get("reply_to")),
+        _or_none(_correlation_id, body.get("correlation_id")),
+    )
+
+
 def parse(command: OperatorCommand) -> Command:
     """What ``command`` asks for; raises CommandError when it is not a valid command."""
     if command.name not in COMMANDS:
@@ -101,6 +139,8 @@ def parse(command: OperatorCommand) -> Command:
     if not isinstance(body, dict):
         raise CommandError("payload must be a JSON object")
     operator = _operator(body.pop("operator", None)) or command.sender
+    _reply_to(body.pop("reply_to", None))
+    _correlation_id(body.pop("correlation_id", None))
     if command.name == "no_spin":
         _only(command.name, body, ("note", "game_id"))
         note = body.get("note", "")
@@ -136,7 +176,7 @@ def parse(command: OperatorCommand) -> Command:
 def _only(name: str, body: dict[str, Any], known: tuple[str, ...]) -> None:
     unknown = sorted(set(body) - set(known))
     if unknown:
-        allowed = ", ".join((*known, "operator"))
+        allowed = ", ".join((*known, *COMMON_MEMBERS))
         raise CommandError(f"{name}: unknown field {unknown[0]!r} (known: {allowed})")
 
 
@@ -147,6 +187,39 @@ def _operator(value: object) -> str | None:
         raise CommandError(f"operator must be a string of 1 to {MAX_OPERATOR} characters")
     _unicode("operator", value)
     return value
+
+
+def _reply_to(value: object) -> str | None:
+    if value is None:
+        return None
+    if (
+        type(value) is not str
+        or not value
+        or len(value.encode("utf-8", "surrogatepass")) > (MAX_REPLY_TO_BYTES)
+    ):
+        raise CommandError(
+            f"reply_to must be a topic (a string of 1 to {MAX_REPLY_TO_BYTES} bytes)"
+        )
+    _unicode("reply_to", value)
+    return value
+
+
+def _correlation_id(value: object) -> str | None:
+    if value is None:
+        return None
+    if type(value) is not str or len(value) > MAX_CORRELATION_ID:
+        raise CommandError(
+            f"correlation_id must be a string of at most {MAX_CORRELATION_ID} characters"
+        )
+    _unicode("correlation_id", value)
+    return value
+
+
+def _or_none(check: Callable[[object], str | None], value: object) -> str | None:
+    try:
+        return check(value)
+    except CommandError:
+        return None
 
 
 def _unicode(name: str, value: str) -> None:

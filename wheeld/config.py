@@ -243,9 +243,41 @@ class TlsConfig(_Section):
     insecure: bool = False
 
 
+def split_server(value: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:1883`` for an IPv6 address) as host and port; ValueError."""
+    if value.startswith("["):
+        host, bracket, rest = value[1:].partition("]")
+        if not bracket or not rest.startswith(":"):
+            raise ValueError(f"{value!r}: an IPv6 address is written [ADDRESS]:PORT")
+        port = rest[1:]
+        try:
+            if ipaddress.ip_address(host).version != 6:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"{value!r}: only an IPv6 address goes in brackets") from None
+    else:
+        host, colon, port = value.rpartition(":")
+        if not colon or ":" in host:
+            raise ValueError(f"{value!r}: must be HOST:PORT ([ADDRESS]:PORT for IPv6)")
+        try:
+            check_host(host)
+        except ValueError:
+            raise ValueError(f"{value!r}: {host!r} is not a host name or an IP address") from None
+    if not port.isascii() or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{value!r}: the port must be 1-65535")
+    return host, int(port)
+
+
+def join_server(host: str, port: int) -> str:
+    """``host:port``, the IPv6 address in brackets: how ``mqtt.servers`` writes a broker."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class MqttConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=1883, ge=1, le=65535)
+    #: Brokers tried in order ("host:port", "[::1]:1883"), instead of host and port.
+    servers: list[str] | None = None
     base_topic: str | None = Field(default=None, max_length=MAX_TOPIC_CHARS)
     #: Where MQTT 5 replies to operator commands may go (checked against the base).
     reply_prefix: str = Field(default="wheeld-replies/", max_length=MAX_TOPIC_CHARS)
@@ -264,6 +296,26 @@ class MqttConfig(_Section):
     history_length: int = Field(default=100, ge=1, le=1000)
 
     _host = field_validator("host")(check_host)
+
+    @field_validator("servers")
+    @classmethod
+    def _servers(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError('must name at least one broker ("host:port"), or be left out')
+        for number, server in enumerate(value, 1):
+            try:
+                split_server(server)
+            except ValueError as exc:
+                raise ValueError(f"entry {number}: {exc}") from None
+        return value
+
+    @property
+    def brokers(self) -> list[str]:
+        """Every broker to try, in order, as ``host:port``: ``servers``, else host and port."""
+        return list(self.servers) if self.servers else [join_server(self.host, self.port)]
+
     _strings = field_validator("username", "password")(check_mqtt_string)
 
     @field_validator("base_topic")
@@ -415,6 +467,15 @@ def _consistency(config: Config) -> list[tuple[str, str]]:
             (
                 "mqtt.reply_prefix",
                 f"must not be the base topic {config.base_topic!r}, under it or above it",
+            )
+        )
+    both = {"host", "port"} & config.mqtt.model_fields_set
+    if config.mqtt.servers is not None and both:
+        problems.append(
+            (
+                "mqtt.servers",
+                "give mqtt.servers or mqtt.host/mqtt.port, not both "
+                f"(mqtt.{sorted(both)[0]} is set too)",
             )
         )
     problems += _driver_problems(config)

@@ -281,22 +281,27 @@ class Follower:
         self.connected = False
 
     async def run(self) -> None:
-        """Connect, follow, and reconnect with capped backoff until cancelled."""
+        """Connect, follow, and reconnect until cancelled, moving along ``mqtt.servers``
+        as the daemon does (``wheeld.mqtt_client.Failover``)."""
         import aiomqtt
 
-        from wheeld.mqtt_client import make_client
+        from wheeld.mqtt_client import Failover, make_client
 
-        backoff = BACKOFF_FIRST_S
-        last_error = ""
+        failover = Failover(
+            self._config.mqtt.brokers, backoff_first_s=BACKOFF_FIRST_S, backoff_max_s=BACKOFF_MAX_S
+        )
+        said: dict[str, str] = {}
         while True:
+            server = failover.server
             error = "the broker ended the session"
+            since: float | None = None
             try:
-                async with make_client(self._config, client_id="") as client:
+                async with make_client(self._config, client_id="", server=server) as client:
                     for topic in self._topics:
                         await client.subscribe(f"{self._config.base_topic}/{topic}", qos=1)
-                    self._log.info("following", base_topic=self._config.base_topic)
-                    backoff = BACKOFF_FIRST_S
-                    last_error = ""
+                    since = time.monotonic()
+                    self._log.info("following", base_topic=self._config.base_topic, server=server)
+                    said.clear()
                     self._feed(True)
                     async for message in client.messages:
                         self.deliver(message.topic.value, message.payload)
@@ -305,11 +310,13 @@ class Follower:
             except Exception as exc:  # a TLS or client setup error: keep trying, say so once
                 error = f"{type(exc).__name__}: {exc}"
             self._feed(False)
-            if error != last_error:
-                self._log.warning("broker unavailable, retrying", error=error)
-                last_error = error
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            delay = failover.failed() if since is None else failover.lost(time.monotonic() - since)
+            if said.get(server) != error:
+                said[server] = error
+                self._log.warning(
+                    "broker unavailable, retrying", server=server, error=error, next=failover.server
+                )
+            await asyncio.sleep(delay)
 
     def deliver(self, topic: str, payload: object) -> None:
         """Check one message and hand it on; never raises."""

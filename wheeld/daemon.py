@@ -30,7 +30,7 @@ from wheeld.journal import JOURNAL_FILE, Journal, JournalError, JournalView, Jou
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
-from wheeld.publisher import Publisher
+from wheeld.publisher import Publisher, RivalDaemon, find_rival
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 from wheeld.stats import Statistics
@@ -175,6 +175,7 @@ class Daemon:
 
     async def run(self) -> int:
         config = self.config
+        await self._refuse_a_second_daemon()
         now = time.time()
         started = self.pipeline.start(now)
         for warning in self.journal.warnings:
@@ -251,6 +252,21 @@ class Daemon:
         self.journal.close()
         self.notifier.close()
         return 0
+
+    async def _refuse_a_second_daemon(self) -> None:
+        """Raise RivalDaemon when the broker says another wheeld is online for this table."""
+        config = self.config
+        other = await find_rival(config, self.publisher.instance, self.log)
+        if other is None:
+            return
+        self.journal.close()
+        raise RivalDaemon(
+            f"another wheeld ({other}) is online for table {config.table.id} "
+            f"(retained {config.base_topic}/status): only one may run per table id; "
+            "stop that one, or give this one its own table.id. If it is gone, its last will "
+            f"clears this within {1.5 * config.mqtt.keepalive_s:g} s (1.5 x mqtt.keepalive_s): "
+            "start again then"
+        )
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
         """Run a shell task forever; restart it after an unexpected failure."""

@@ -1,7 +1,8 @@
 """The one place wheeld's MQTT clients are made: the daemon, the marquee, the display, the demo.
 
-``make_client`` reads everything about the broker from ``[mqtt]``: host and
-port, TLS (``mqtt.tls.*``; any of its keys turns TLS on), username and password
+``make_client`` reads everything about the broker from ``[mqtt]``: the server
+(one of ``mqtt.servers``, else ``mqtt.host`` and ``mqtt.port``), TLS
+(``mqtt.tls.*``; any of its keys turns TLS on), username and password
 (the configuration has already read ``mqtt.password_file`` into
 ``mqtt.password``), MQTT 5 or 3.1.1, keepalive, and the session:
 
@@ -12,6 +13,10 @@ port, TLS (``mqtt.tls.*``; any of its keys turns TLS on), username and password
   connection.
 
 Use it as aiomqtt's client: ``async with make_client(config, client_id="") as client:``.
+
+``Failover`` says which of the brokers to try next, and how long to wait first:
+every client that reconnects (the daemon's publisher and the followers) moves
+along ``mqtt.servers`` the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +37,72 @@ if TYPE_CHECKING:
 
 #: How long connecting, and waiting for any acknowledgement, may take.
 TIMEOUT_S = 10.0
+#: After a whole round of brokers failed: wait this long, twice as long after the next, ...
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 5.0
+#: A connection that held this long was a good one: its loss is no failure of the broker.
+STABLE_S = 5.0
+
+
+class Failover:
+    """Which broker to try next, and how long to wait before trying it.
+
+    Always from the first broker (the primary) on: after a connection that
+    held is lost, and after a failed attempt, the next one in the list is
+    tried at once; only when a whole round has failed is there a pause (0.5 s,
+    doubling up to 5 s, until a connection holds) before the primary is tried
+    again. So a client comes back to the primary at the first failure after
+    it returns, and never waits while another broker may be up.
+    """
+
+    def __init__(
+        self,
+        servers: list[str],
+        *,
+        backoff_first_s: float = BACKOFF_FIRST_S,
+        backoff_max_s: float = BACKOFF_MAX_S,
+    ) -> None:
+        if not servers:
+            raise ValueError("no broker to connect to")
+        self.servers = servers
+        self._first_s = backoff_first_s
+        self._max_s = backoff_max_s
+        self._backoff_s = backoff_first_s
+        self._index = 0
+        #: Failed attempts since the round began at the primary.
+        self._failed = 0
+
+    @property
+    def server(self) -> str:
+        """The broker to try now, as ``host:port``."""
+        return self.servers[self._index]
+
+    def lost(self, held_s: float) -> float:
+        """A connection to ``server`` that held ``held_s`` seconds has ended; seconds to wait.
+
+        One that held: start again at the primary, at once. One lost within
+        STABLE_S of being made (a broker that accepts and hangs up) counts as
+        a failed attempt, so it is never retried in a tight loop.
+        """
+        if held_s < STABLE_S:
+            return self.failed()
+        self._index = 0
+        self._failed = 0
+        self._backoff_s = self._first_s
+        return 0.0
+
+    def failed(self) -> float:
+        """The attempt on ``server`` failed: move on; seconds to wait before the next try."""
+        self._failed += 1
+        self._index = (self._index + 1) % len(self.servers)
+        if self._failed < len(self.servers):
+            return 0.0
+        # A whole round failed: pause, then the primary again.
+        self._index = 0
+        self._failed = 0
+        delay = self._backoff_s
+        self._backoff_s = min(self._backoff_s * 2, self._max_s)
+        return delay
 
 
 class Client(aiomqtt.Client):
@@ -97,19 +168,25 @@ def make_client(
     config: Config,
     *,
     client_id: str,
+    server: str | None = None,
     will: aiomqtt.Will | None = None,
     persistent: bool = False,
     timeout: float = TIMEOUT_S,
 ) -> Client:
-    """A client for the broker of ``config.mqtt``, not yet connected.
+    """A client for a broker of ``config.mqtt``, not yet connected.
 
+    ``server``: the broker, ``host:port`` (one of ``config.mqtt.brokers``);
+    None: the first of them.
     ``client_id``: the daemon's stable ``config.client_id`` (a persistent
     session needs one), or ``""`` for one the broker or paho makes up.
     ``will``: the last will, if any. ``persistent``: keep the session across
     connections (see the module documentation). ``timeout``: seconds for the
     connection and for each acknowledgement.
     """
+    from wheeld.config import split_server
+
     mqtt = config.mqtt
+    host, port = split_server(server if server is not None else mqtt.brokers[0])
     v5 = mqtt.protocol == "5"
     tls = mqtt.tls
     tls_params = None
@@ -133,8 +210,8 @@ def make_client(
     else:
         session = {"clean_session": not persistent}
     return Client(
-        mqtt.host,
-        mqtt.port,
+        host,
+        port,
         username=mqtt.username,
         password=mqtt.password,
         identifier=client_id,

@@ -13,9 +13,21 @@ refused entry holds back the later entries on its topic (so ``<base>/game``
 stays in order, and an old retained value never lands after a newer one),
 while other topics flow on.
 
-A second client with our client id (two daemons configured for one table)
-takes the session over; both would then knock each other off every second.
-That is detected, said once, and reconnecting backs off to a minute.
+Several brokers (``mqtt.servers``): tried in order, moving to the next when a
+connection is lost or cannot be made, always starting again from the first
+(``wheeld.mqtt_client.Failover``). Nothing is lost or reordered by a move: the
+outbox is drained in order from its oldest unacknowledged entry on whichever
+broker takes it.
+
+``<base>/status`` names who says it: ``{"state": "online", "instance":
+"<host>:<state dir>", "schema_version": 1}``. Before the daemon connects with
+its own client id (which would take a running daemon's session over),
+``find_rival`` reads that retained status with a throwaway client: another
+instance online there is a second wheeld for the table, and the daemon refuses
+to start (``RivalDaemon``). A second client with our client id that appears
+later (two daemons started at once) takes the session over; both would then
+knock each other off every second. That is detected, said once, and
+reconnecting backs off to a minute.
 """
 
 from __future__ import annotations
@@ -23,15 +35,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wheeld.commands import OperatorCommand
+from wheeld.commands import OperatorCommand, reply_address
+from wheeld.config import split_server
 from wheeld.effects import Outgoing
 from wheeld.journal import Journal, JournalWriteError, OutboxEntry
-from wheeld.messages import iso_utc
+from wheeld.messages import SCHEMA_VERSION, iso_utc
 
 if TYPE_CHECKING:
     from paho.mqtt.properties import Properties
@@ -41,11 +55,10 @@ if TYPE_CHECKING:
     from wheeld.mqtt_client import Client
 
 ONLINE = json.dumps({"state": "online"})
-#: The MQTT 5 user property on <base>/status naming the daemon that said it.
+#: The MQTT 5 user property on <base>/status naming the daemon that said it
+#: (the payload's ``instance`` says it too, on MQTT 3.1.1 as well).
 INSTANCE_PROPERTY = "wheeld-instance"
 OFFLINE = json.dumps({"state": "offline"})
-BACKOFF_FIRST_S = 0.5
-BACKOFF_MAX_S = 5.0
 #: A refused outbox entry is tried again after 1 s, 2 s, 4 s ... at most a minute apart.
 REFUSED_RETRY_FIRST_S = 1.0
 REFUSED_RETRY_MAX_S = 60.0
@@ -63,6 +76,17 @@ TAKEOVER_CLEARED_S = 2 * TAKEOVER_BACKOFF_MAX_S
 MAX_REPLY_TOPIC_BYTES = 512
 #: Longest sender name handed over; longer ones are cut.
 MAX_SENDER = 64
+#: Start-up check for a second daemon: at most this long to connect (per
+#: broker), and to wait for a retained <base>/status.
+PREFLIGHT_CONNECT_S = 2.0
+PREFLIGHT_WAIT_S = 1.0
+#: Once the broker has answered a later subscription, a retained status would
+#: have come before it: wait only this much longer for a broker that does not
+#: keep that order.
+PREFLIGHT_GRACE_S = 0.3
+#: sysexits EX_CONFIG: systemd does not restart a daemon that exits with it
+#: (RestartPreventExitStatus=78 in the units).
+EX_CONFIG = 78
 
 #: Receives every message on ``<base>/command/+`` and returns the reply to send
 #: (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``); refusing retained
@@ -90,6 +114,87 @@ def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
         return f"not a topic under {directory}"
     if "" in topic[len(directory) :].split("/"):
         return "has an empty level"
+    return None
+
+
+def status_json(payload: str | bytes, instance: str) -> str:
+    """A status payload as published: ``state`` first, then its other members,
+    who says it (``instance``, when known) and ``schema_version``.
+
+    Whoever built it (the pipeline's fault, our own ``online``), it says the same.
+    """
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+    if not isinstance(body, dict):
+        return json.dumps(body)
+    stamped = {"state": body.pop("state", None), **body}
+    stamped.pop("instance", None)
+    stamped.pop("schema_version", None)
+    if instance:
+        stamped["instance"] = instance
+    stamped["schema_version"] = SCHEMA_VERSION
+    return json.dumps(stamped)
+
+
+class RivalDaemon(Exception):
+    """Another wheeld is online for this table: this one must not start (exit EX_CONFIG)."""
+
+
+async def find_rival(config: Config, instance: str, log: Any) -> str | None:
+    """The other wheeld a broker's retained ``<base>/status`` says is running, else None.
+
+    Read with a throwaway clean-session client id before the daemon connects
+    with its own (which would take the running daemon's session over), on the
+    first broker that answers; none answering is no evidence: the daemon
+    starts, and still notices a rival at run time.
+    """
+    import aiomqtt
+
+    from wheeld.mqtt_client import make_client
+
+    topic = f"{config.base_topic}/status"
+    for server in config.mqtt.brokers:
+        client = make_client(
+            config,
+            client_id=f"wheeld-preflight-{secrets.token_hex(3)}",  # 23 characters: 3.1.1's limit
+            server=server,
+            timeout=PREFLIGHT_CONNECT_S,
+        )
+        try:
+            async with asyncio.timeout(PREFLIGHT_CONNECT_S + PREFLIGHT_WAIT_S), client:
+                body = await _retained_status(client, topic)
+        except (aiomqtt.MqttError, TimeoutError, OSError) as exc:
+            log.debug("start-up check: broker unavailable", server=server, error=str(exc))
+            continue
+        other = body.get("instance") if body is not None else None
+        if body is None or body.get("state") == "offline" or not isinstance(other, str):
+            return None
+        return None if other == instance else other[:200]
+    return None
+
+
+async def _retained_status(client: Client, topic: str) -> dict[str, Any] | None:
+    """The retained status the broker holds on ``topic`` (a JSON object), else None."""
+    await client.subscribe(topic, qos=1)
+    waited = time.monotonic()
+    # A barrier: a broker answers a subscription, then sends what it retains,
+    # then reads the next packet; so after this SUBACK the status is here.
+    await client.subscribe(f"{topic}/preflight", qos=0)
+    left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(max(0.0, min(left, PREFLIGHT_GRACE_S))):
+            async for message in client.messages:
+                if message.topic.value != topic or not message.retain:
+                    continue
+                if not isinstance(message.payload, bytes) or not message.payload:
+                    return None  # cleared
+                try:
+                    body = json.loads(message.payload)
+                except ValueError:
+                    return None
+                return body if isinstance(body, dict) else None
     return None
 
 
@@ -126,9 +231,12 @@ class _Refusal:
 class Publisher:
     """Owns the broker connection for the daemon's whole life.
 
-    For the daemon's status: ``connected``; ``stuck_since`` (epoch seconds of
+    For the daemon's status: ``connected``; ``server`` (the broker it is
+    connected to, ``host:port``, else None); ``stuck_since`` (epoch seconds of
     the oldest refusal still holding an entry back, else None); ``refusals``
     (refused PUBACKs since start, retries included); ``session_taken_over``.
+    ``on_acknowledged`` is told of every outbox entry once the journal has
+    acknowledged it (the broker took it).
     """
 
     def __init__(
@@ -140,6 +248,7 @@ class Publisher:
         log: Any,
         on_retained_result: Callable[[bytes], None] | None = None,
         instance: str = "",
+        on_acknowledged: Callable[[OutboxEntry], None] | None = None,
     ) -> None:
         self._config = config
         self._journal = journal
@@ -147,6 +256,7 @@ class Publisher:
         #: Told the retained <base>/result the broker holds: the daemon checks its
         #: game id against its own (a lost state directory would reuse ids).
         self._on_retained_result = on_retained_result
+        self._on_acknowledged = on_acknowledged
         self._log = log
         self._base = config.base_topic
         self._reply_prefix = config.mqtt.reply_prefix
@@ -166,6 +276,8 @@ class Publisher:
         self._taken_over_at: float | None = None
         self._takeover_backoff_s = TAKEOVER_BACKOFF_FIRST_S
         self.connected = False
+        #: The broker connected to, ``host:port``; None while there is none.
+        self.server: str | None = None
         self.refusals = 0
 
     @property
@@ -194,9 +306,10 @@ class Publisher:
         if not isinstance(body, dict):
             return
         named = dict(getattr(properties, "UserProperty", None) or [])
-        other = named.get(INSTANCE_PROPERTY)
+        other = body.get("instance", named.get(INSTANCE_PROPERTY))
         if body.get("state") == "offline":
-            self.rival = None  # whoever it was has stopped (clean stop or last will)
+            if other is None or other == self.rival:
+                self.rival = None  # whoever it was has stopped (clean stop or last will)
             return
         if not isinstance(other, str) or other in (self.instance, self.rival):
             return
@@ -214,54 +327,74 @@ class Publisher:
         """New entries are in the outbox."""
         self._wake.set()
 
-    def _make_client(self) -> Client:
+    def _make_client(self, server: str) -> Client:
         import aiomqtt
 
         from wheeld.mqtt_client import make_client
 
-        will = aiomqtt.Will(f"{self._base}/status", OFFLINE, qos=1, retain=True)
+        will = aiomqtt.Will(f"{self._base}/status", self._offline(), qos=1, retain=True)
         return make_client(
-            self._config, client_id=self._config.client_id, will=will, persistent=True
+            self._config,
+            client_id=self._config.client_id,
+            server=server,
+            will=will,
+            persistent=True,
         )
 
+    def _offline(self) -> str:
+        return status_json(OFFLINE, self.instance)
+
     async def run(self) -> None:
-        """Connect, serve, and reconnect with capped backoff, forever."""
+        """Connect, serve, and reconnect, moving along the brokers, forever."""
         import aiomqtt
 
-        backoff = BACKOFF_FIRST_S
-        last_error = ""
+        from wheeld.mqtt_client import Failover
+
+        failover = Failover(self._config.mqtt.brokers)
+        #: The last error said per broker, so an outage is logged once, not every retry.
+        said: dict[str, str] = {}
         while True:
-            client = self._make_client()
+            server = failover.server
+            client = self._make_client(server)
             self._connected_at = None
             taken_over = False
+            error = "the broker ended the session"
             try:
                 async with client:
                     self._client = client
                     self.connected = True
+                    self.server = server
                     self._connected_at = time.monotonic()
-                    backoff = BACKOFF_FIRST_S
-                    last_error = ""
-                    self._log.info(
-                        "broker connected", host=self._config.mqtt.host, port=self._config.mqtt.port
-                    )
+                    said.clear()
+                    host, port = split_server(server)
+                    self._log.info("broker connected", host=host, port=port)
                     await self._serve(client)
             except* aiomqtt.MqttError as group:
                 taken_over = self._taken_over(group)
                 # aiomqtt's own words ("Disconnected during message iteration") hide the cause.
                 error = ": ".join(dict.fromkeys(str(cause) for cause in _causes(group)))
-                if not taken_over and error != last_error:
-                    self._log.warning("broker unavailable, retrying", error=error)
-                    last_error = error
             finally:
                 self._client = None
                 self.connected = False
+                self.server = None
             if taken_over:
-                # Slower each time, so two daemons with one id stop flapping every second.
+                # Slower each time, so two daemons with one id stop flapping every
+                # second; on the same broker, which is up.
                 await asyncio.sleep(self._takeover_backoff_s)
                 self._takeover_backoff_s = min(self._takeover_backoff_s * 2, TAKEOVER_BACKOFF_MAX_S)
+                continue
+            if self._connected_at is None:
+                delay = failover.failed()
             else:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                delay = failover.lost(time.monotonic() - self._connected_at)
+            if said.get(server) != error:
+                said[server] = error
+                self._log.warning(
+                    "broker unavailable, retrying", server=server, error=error, next=failover.server
+                )
+                if failover.server != server:
+                    self._log.info("moving to another broker", server=server, to=failover.server)
+            await asyncio.sleep(delay)
 
     def _taken_over(self, error: BaseException) -> bool:
         """Whether another client with our id took the session; says so once per episode.
@@ -310,7 +443,7 @@ class Publisher:
             await client.subscribe(f"{self._base}/result", qos=1)
         status = await client.publish_acknowledged(
             f"{self._base}/status",
-            self.status_payload,
+            status_json(self.status_payload, self.instance),
             retain=True,
             properties=self._status_properties(),
         )
@@ -368,16 +501,20 @@ class Publisher:
                 except JournalWriteError:
                     # Sent again once the journal can write; consumers drop repeats by game id.
                     return
+                if self._on_acknowledged is not None:
+                    self._on_acknowledged(entry)
                 if self._refused.pop(entry.id, None) is not None:
                     self._log.info("broker accepted a message it had refused", topic=topic)
 
     async def _deliver(self, client: Client, message: Outgoing) -> ReasonCode:
         # Every entry goes at QoS 1: the outbox's promise rests on a PUBACK.
+        payload: str | bytes = message.payload
+        properties = self._json_properties()
+        if message.topic == f"{self._base}/status":
+            payload = status_json(payload, self.instance)
+            properties = self._status_properties()
         return await client.publish_acknowledged(
-            message.topic,
-            message.payload,
-            retain=message.retain,
-            properties=self._json_properties(),
+            message.topic, payload, retain=message.retain, properties=properties
         )
 
     async def _refuse(self, client: Client, entry: OutboxEntry, code: ReasonCode) -> None:
@@ -469,9 +606,11 @@ class Publisher:
         request: Properties | None,
         reply: dict[str, Any],
     ) -> None:
-        response_topic = getattr(request, "ResponseTopic", None)
+        # MQTT 5's response topic, else the payload's reply_to (MQTT 3.1.1 has no property).
+        address = reply_address(command.payload)
+        response_topic = getattr(request, "ResponseTopic", None) or address.reply_to
         if not response_topic:
-            return  # MQTT 3.1.1, or a caller that wants no answer
+            return  # a caller that wants no answer
         refusal = reply_topic_refusal(response_topic, base=self._base, prefix=self._reply_prefix)
         if refusal is not None:
             self._log.warning(
@@ -481,16 +620,16 @@ class Publisher:
                 why=refusal,
             )
             return
-        from paho.mqtt.packettypes import PacketTypes
-        from paho.mqtt.properties import Properties
-
-        answer = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        body = dict(reply)
+        if address.correlation_id is not None:
+            body["correlation_id"] = address.correlation_id
+        body["schema_version"] = SCHEMA_VERSION
+        answer = self._json_properties()
         correlation = getattr(request, "CorrelationData", None)
-        if correlation:
+        if answer is not None and correlation:
             answer.CorrelationData = correlation
-        answer.ContentType = "application/json"
         code = await client.publish_acknowledged(
-            response_topic, json.dumps(reply), properties=answer
+            response_topic, json.dumps(body), properties=answer
         )
         if code.is_failure:
             self._log.warning(
@@ -514,14 +653,13 @@ class Publisher:
 
     async def _send_unjournaled(self, client: Client, message: Outgoing) -> None:
         try:
+            status = message.topic == f"{self._base}/status"
             await client.publish(
                 message.topic,
-                message.payload,
+                status_json(message.payload, self.instance) if status else message.payload,
                 qos=1,
                 retain=message.retain,
-                properties=self._status_properties()
-                if message.topic == f"{self._base}/status"
-                else self._json_properties(),
+                properties=self._status_properties() if status else self._json_properties(),
             )
         except Exception as exc:  # best effort: the broker may be away too
             self._log.warning("could not publish", topic=message.topic, error=str(exc))
@@ -535,10 +673,10 @@ class Publisher:
             async with asyncio.timeout(2):
                 await client.publish(
                     f"{self._base}/status",
-                    OFFLINE,
+                    self._offline(),
                     qos=1,
                     retain=True,
-                    properties=self._json_properties(),
+                    properties=self._status_properties(),
                 )
         except Exception as exc:  # the broker may be gone; stopping goes on
             self._log.warning("could not publish offline", error=str(exc))
