@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -123,7 +124,7 @@ class NatsCluster:
             )
         for port in self.ports:
             # The meta leader is elected and the MQTT streams made once all three talk.
-            wait_for(lambda: mqtt_answers(port), 60, f"NATS MQTT on port {port}")
+            wait_for(partial(mqtt_answers, port), 60, f"NATS MQTT on port {port}")
 
     def kill(self, node: int) -> None:
         process = self.processes[node]
@@ -237,13 +238,13 @@ class RabbitCluster:
             )
         for node, port in enumerate(self.ports):
             # The MQTT listener opens last, once the node has booted.
-            wait_for(lambda: listening(port), 90, f"RabbitMQ node {self.nodes[node]} booted")
+            wait_for(partial(listening, port), 90, f"RabbitMQ node {self.nodes[node]} booted")
         for node in range(1, len(self.nodes)):
             self.ctl(node, "stop_app")
             self.ctl(node, "join_cluster", self.nodes[0])
             self.ctl(node, "start_app")
         for port in self.ports:
-            wait_for(lambda: mqtt_answers(port), 60, f"RabbitMQ MQTT on port {port}")
+            wait_for(partial(mqtt_answers, port), 60, f"RabbitMQ MQTT on port {port}")
 
     def kill(self, node: int) -> None:
         process = self.processes[node]
@@ -253,7 +254,7 @@ class RabbitCluster:
         self.processes[node] = None
 
     def stop(self) -> None:
-        for node, process in enumerate(self.processes):
+        for process in self.processes:
             if process is not None:
                 process.terminate()  # the node's own SIGTERM handler stops it cleanly
         for node, process in enumerate(self.processes):
@@ -306,7 +307,7 @@ class BridgedMosquittos:
                 stdout=subprocess.DEVNULL,
                 stderr=(self.workdir / f"m{node}.log").open("ab"),
             )
-            wait_for(lambda: mqtt_answers(self.ports[node]), 20, f"mosquitto m{node}")
+            wait_for(partial(mqtt_answers, self.ports[node]), 20, f"mosquitto m{node}")
         wait_for(self._bridged, 20, "the bridge m0 → m1 up")
 
     def _bridged(self) -> bool:

@@ -165,7 +165,12 @@ class ClusterTable:
 
     def wait(self, condition: Callable[[], Any], timeout: float, what: str) -> Any:
         """``wait_for`` with the wheel talking meanwhile."""
-        return wait_for(lambda: (self.keep_talking(), condition())[1], timeout, what)
+
+        def talking_until() -> Any:
+            self.keep_talking()
+            return condition()
+
+        return wait_for(talking_until, timeout, what)
 
     def connections(self) -> list[int]:
         """The MQTT ports the daemon says it connected to, in order."""

@@ -31,9 +31,7 @@ def bridged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BridgedMosquit
         pair.stop()
 
 
-def test_a_broker_lost_mid_game_loses_no_result(
-    bridged: BridgedMosquittos, tmp_path: Path
-) -> None:
+def test_a_broker_lost_mid_game_loses_no_result(bridged: BridgedMosquittos, tmp_path: Path) -> None:
     # The consumer is on the second mosquitto, the daemon on the first, then the second.
     # The node is killed once the consumer has heard the game spinning: everything the
     # first one acknowledged has crossed the bridge (what a loss inside that window does:
