@@ -292,7 +292,7 @@ class BridgedMosquittos:
                 "topic wheeld/# both 1",
                 "cleansession false",
                 "remote_clientid wheeld-bridge-m0",
-                "bridge_protocol_version mqttv311",
+                "bridge_protocol_version mqttv50",
                 "restart_timeout 1",
             ]
         config = self.workdir / f"m{node}.conf"
