@@ -66,7 +66,9 @@ class Table:
             30,
             "READY=1 from the daemon",
         )
-        self.sub.wait(f"{BASE}/status", lambda b: b == {"state": "online"}, 30)
+        self.sub.wait(
+            f"{BASE}/status", lambda b: isinstance(b, dict) and b.get("state") == "online", 30
+        )
 
     def ends(self) -> list[tuple[int, str]]:
         return [
@@ -140,7 +142,7 @@ def test_games_flow_to_game_result_history_and_status(table: Table) -> None:
         wheel = table.sub.wait(f"{BASE}/wheel", lambda p: p["model"] == "RefWheel")
         assert wheel["link"] == "up" and wheel["pockets"] == 37
         assert table.daemon.terminate() == 0
-    table.sub.wait(f"{BASE}/status", lambda b: b == {"state": "offline"})
+    table.sub.wait(f"{BASE}/status", lambda b: isinstance(b, dict) and b.get("state") == "offline")
     messages = table.notify.messages()
     assert any("STOPPING=1" in m for m in messages)
 
@@ -188,7 +190,7 @@ def test_sigkill_mid_game_then_restart(table: Table) -> None:
         table.flush()
         table.sub.wait(f"{BASE}/game", lambda p: p == {**p, "game_id": 2, "event": "spinning"})
         table.daemon.kill()
-    table.sub.wait(f"{BASE}/status", lambda b: b == {"state": "offline"})
+    table.sub.wait(f"{BASE}/status", lambda b: isinstance(b, dict) and b.get("state") == "offline")
 
     table.notify.received.clear()
     with running(table.daemon):
@@ -269,7 +271,11 @@ def test_commands_answer_on_the_response_topic(table: Table) -> None:
         try:
             _send(client, "no_spin", b'{"note": "x"}', b"c1")
             wait_for(lambda: replies, 10, "a reply")
-            assert json.loads(replies[0][0]) == {"ok": False, "error": "no game in progress"}
+            assert json.loads(replies[0][0]) == {
+                "ok": False,
+                "error": "no game in progress",
+                "schema_version": 1,
+            }
             assert replies[0][1] == b"c1"
 
             _warm(table)
@@ -285,7 +291,7 @@ def test_commands_answer_on_the_response_topic(table: Table) -> None:
             assert (void["reason"], void["note"]) == ("declared", "chip in the bowl")
             wait_for(lambda: any(c == b"c2" for _, c in replies), 10, "the c2 reply")
             answers = {c: json.loads(p) for p, c in replies}
-            assert answers[b"c2"] == {"ok": True, "game_id": 1}
+            assert answers[b"c2"] == {"ok": True, "game_id": 1, "schema_version": 1}
             assert [json.loads(p)["ok"] for p, c in replies if c == b"bad"] == [False] * 4
 
             _send(client, "close", b"{}", b"c3")
@@ -362,7 +368,11 @@ def test_mqtt_311_and_environment_overrides(tmp_path: Path, broker: Broker) -> N
     table.sub = Subscriber(broker.port, "casino/roulette/T9/#")
     try:
         with running(table.daemon):
-            table.sub.wait("casino/roulette/T9/status", lambda b: b == {"state": "online"}, 30)
+            table.sub.wait(
+                "casino/roulette/T9/status",
+                lambda b: isinstance(b, dict) and b.get("state") == "online",
+                30,
+            )
             _warm(table)
             table.wheel.game("7")
             table.flush()
@@ -395,7 +405,9 @@ def test_retained_topics_come_back_after_a_broker_restart(tmp_path: Path) -> Non
             try:
                 late.wait(f"{BASE}/result", lambda p: p["number"] == "12")
                 late.wait(f"{BASE}/history", lambda p: p == {"numbers": ["12"]})
-                late.wait(f"{BASE}/status", lambda p: p == {"state": "online"})
+                late.wait(
+                    f"{BASE}/status", lambda p: isinstance(p, dict) and p.get("state") == "online"
+                )
                 late.wait(f"{BASE}/wheel", lambda p: p["link"] == "up")
             finally:
                 late.close()
@@ -420,7 +432,11 @@ def test_a_broker_down_at_start_is_retried_not_fatal(tmp_path: Path) -> None:
             broker.start()
             sub = Subscriber(broker.port, f"{BASE}/status")
             try:
-                sub.wait(f"{BASE}/status", lambda p: p == {"state": "online"}, timeout=15)
+                sub.wait(
+                    f"{BASE}/status",
+                    lambda p: isinstance(p, dict) and p.get("state") == "online",
+                    timeout=15,
+                )
             finally:
                 sub.close()
     finally:
@@ -506,7 +522,11 @@ def test_recall_over_mqtt_answers_with_events_and_frames(table: Table) -> None:
     assert game["game_id"] == 1
     assert [e["event"] for e in game["events"]] == ["spinning", "no_more_bets", "result"]
     assert any(f["dir"] == "<" and f["line"].startswith("$WRBAL") for f in game["frames"])
-    assert answers[b"r2"] == {"ok": False, "error": "last must be an integer from 1 to 100"}
+    assert answers[b"r2"] == {
+        "ok": False,
+        "error": "last must be an integer from 1 to 100",
+        "schema_version": 1,
+    }
 
 
 def test_a_port_that_drops_at_once_is_retried_ever_more_slowly_and_sigterm_stops(

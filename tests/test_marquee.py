@@ -775,7 +775,9 @@ def test_marquee_shows_offline_when_the_daemon_dies(
     try:
         with running(daemon):
             watcher = Subscriber(broker.port, f"{BASE}/status")
-            watcher.wait(f"{BASE}/status", lambda p: p == {"state": "online"})
+            watcher.wait(
+                f"{BASE}/status", lambda p: isinstance(p, dict) and p.get("state") == "online"
+            )
             watcher.close()
             browser.get(f"http://127.0.0.1:{port}/")
             wait_for(

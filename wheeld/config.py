@@ -245,6 +245,8 @@ class TlsConfig(_Section):
 
 def split_server(value: str) -> tuple[str, int]:
     """``host:port`` (``[::1]:1883`` for an IPv6 address) as host and port; ValueError."""
+    if "://" in value:
+        raise ValueError(f"{value!r}: no scheme, just HOST:PORT (TLS is mqtt.tls)")
     if value.startswith("["):
         host, bracket, rest = value[1:].partition("]")
         if not bracket or not rest.startswith(":"):

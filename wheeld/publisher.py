@@ -353,6 +353,7 @@ class Publisher:
         failover = Failover(self._config.mqtt.brokers)
         #: The last error said per broker, so an outage is logged once, not every retry.
         said: dict[str, str] = {}
+        last_server: str | None = None
         while True:
             server = failover.server
             client = self._make_client(server)
@@ -366,6 +367,11 @@ class Publisher:
                     self.server = server
                     self._connected_at = time.monotonic()
                     said.clear()
+                    if server != last_server:
+                        # Another broker may take what this one refused: offer it at once.
+                        for refusal in self._refused.values():
+                            refusal.retry_at = 0.0
+                        last_server = server
                     host, port = split_server(server)
                     self._log.info("broker connected", host=host, port=port)
                     await self._serve(client)
@@ -502,7 +508,10 @@ class Publisher:
                     # Sent again once the journal can write; consumers drop repeats by game id.
                     return
                 if self._on_acknowledged is not None:
-                    self._on_acknowledged(entry)
+                    try:
+                        self._on_acknowledged(entry)
+                    except Exception as exc:  # a counter's bug must not cut the connection
+                        self._log.error("on_acknowledged failed", error=repr(exc))
                 if self._refused.pop(entry.id, None) is not None:
                     self._log.info("broker accepted a message it had refused", topic=topic)
 

@@ -92,11 +92,19 @@ def _highest_game(rig: ChaosRig) -> int:
     return max((game_id for game_id, _, _ in rig.journalled()), default=0)
 
 
+def _status_is(payload: Any, wanted: dict[str, Any]) -> bool:
+    """A status payload says ``wanted`` (besides who said it, and the schema version)."""
+    if not isinstance(payload, dict):
+        return False
+    said = {k: v for k, v in payload.items() if k not in ("instance", "schema_version")}
+    return said == wanted
+
+
 def _retained(rig: ChaosRig, topic: str, wanted: Any) -> None:
     """A new subscriber is handed ``wanted`` as ``topic``'s retained message."""
     fresh = Subscriber(rig.broker.port, topic)
     try:
-        fresh.wait(topic, lambda payload: payload == wanted)
+        fresh.wait(topic, lambda payload: _status_is(payload, wanted))
     finally:
         fresh.close()
 
@@ -143,7 +151,7 @@ def disk_full(rig: ChaosRig) -> None:
         rig.subscriber_wait(
             ALARM_TOPIC, lambda p: p.get("alarm") == "journal_unwritable", mark=alarms
         )
-        rig.subscriber_wait(STATUS_TOPIC, lambda p: p == JOURNAL_FAULT, mark=statuses)
+        rig.subscriber_wait(STATUS_TOPIC, lambda p: _status_is(p, JOURNAL_FAULT), mark=statuses)
         _retained(rig, STATUS_TOPIC, JOURNAL_FAULT)
         highest = _highest_game(rig)
         games = len(rig.received())
@@ -154,7 +162,7 @@ def disk_full(rig: ChaosRig) -> None:
         filler.unlink()
     statuses = len(rig.on_topic(STATUS_TOPIC))
     games = len(rig.received())
-    rig.subscriber_wait(STATUS_TOPIC, lambda p: p == ONLINE, mark=statuses)
+    rig.subscriber_wait(STATUS_TOPIC, lambda p: _status_is(p, ONLINE), mark=statuses)
     _retained(rig, STATUS_TOPIC, ONLINE)
     voided = [p for p in _ends(rig.received()[games:]) if p.get("reason") == "controller_restart"]
     assert voided, "no game the journal could not keep was voided (controller_restart)"

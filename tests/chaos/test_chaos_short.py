@@ -15,6 +15,7 @@ import pytest
 from tests.chaos.faults import FAULTS, SHORT, Unavailable, inject
 from tests.chaos.harness import ChaosBroker, chaos_rig, check, write_chaos_config
 from tests.rig import DaemonProcess, wait_for
+from wheeld.publisher import EX_CONFIG
 
 pytestmark = pytest.mark.chaos
 
@@ -39,7 +40,7 @@ def test_every_fault_is_in_ci() -> None:
     assert sorted(name for names in SHORT for name in names) == sorted(FAULTS)
 
 
-def test_a_newcomer_says_the_client_id_is_taken_even_when_the_first_just_connected(
+def test_a_newcomer_is_refused_even_when_the_first_just_connected(
     tmp_path: Path,
 ) -> None:
     broker = ChaosBroker(tmp_path)
@@ -60,10 +61,13 @@ def test_a_newcomer_says_the_client_id_is_taken_even_when_the_first_just_connect
         wait_for(lambda: _said(first, "broker connected"), 15, "the first daemon connected")
         second.start()
         # The newcomer reads the first one's retained status, naming another
-        # instance, as soon as it subscribes; the first hears the newcomer's.
-        rival = "another wheeld publishes for this table"
-        wait_for(lambda: _said(second, rival), 20, "the newcomer to name the other daemon")
-        wait_for(lambda: _said(first, rival), 20, "the first daemon to name the newcomer")
+        # instance, before it connects with the table's client id: it stops there.
+        newcomer = second.process
+        assert newcomer is not None
+        wait_for(lambda: newcomer.poll() is not None, 30, "the newcomer to give up")
+        assert newcomer.returncode == EX_CONFIG, second.logs()
+        assert "another wheeld" in second.logs()
+        assert not _said(first, "another")
     finally:
         for daemon in daemons:
             daemon.ensure_stopped()

@@ -1,0 +1,91 @@
+"""Operator commands, judged alone: ``reply_to`` and ``correlation_id`` (the
+reply convention MQTT 3.1.1 needs) are taken by every command, strictly."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from wheeld.commands import (
+    COMMANDS,
+    MAX_CORRELATION_ID,
+    CommandError,
+    OperatorCommand,
+    ReplyAddress,
+    parse,
+    reply_address,
+)
+
+#: A valid payload of each command, before the reply members are added.
+VALID: dict[str, dict[str, Any]] = {
+    "no_spin": {"note": "chip"},
+    "open": {},
+    "close": {},
+    "recall": {"last": 3},
+    "ack": {"alert": "deviation", "operator": "maria"},
+}
+
+
+def test_every_command_has_a_valid_example() -> None:
+    assert sorted(VALID) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_takes_reply_to_and_correlation_id(name: str) -> None:
+    body = {**VALID[name], "reply_to": "wheeld-replies/pit/1", "correlation_id": "c-42"}
+    asked = parse(OperatorCommand(name, json.dumps(body).encode()))
+    assert asked == parse(OperatorCommand(name, json.dumps(VALID[name]).encode()))
+
+
+@pytest.mark.parametrize(
+    ("members", "why"),
+    [
+        ({"reply_to": 5}, "reply_to must be a topic"),
+        ({"reply_to": ""}, "reply_to must be a topic"),
+        ({"reply_to": ["a"]}, "reply_to must be a topic"),
+        ({"reply_to": "x" * 513}, "reply_to must be a topic"),
+        ({"reply_to": "wheeld-replies/\ud800"}, "reply_to must be valid Unicode"),
+        ({"correlation_id": 42}, "correlation_id must be a string"),
+        ({"correlation_id": True}, "correlation_id must be a string"),
+        ({"correlation_id": "c" * (MAX_CORRELATION_ID + 1)}, "at most 128 characters"),
+    ],
+)
+@pytest.mark.parametrize("name", COMMANDS)
+def test_reply_members_of_another_type_are_refused(
+    name: str, members: dict[str, object], why: str
+) -> None:
+    payload = json.dumps({**VALID[name], **members}).encode()
+    with pytest.raises(CommandError, match=why):
+        parse(OperatorCommand(name, payload))
+
+
+def test_a_correlation_id_of_128_characters_is_taken() -> None:
+    body = {"correlation_id": "c" * MAX_CORRELATION_ID}
+    parse(OperatorCommand("open", json.dumps(body).encode()))
+
+
+def test_an_unknown_field_names_the_reply_members_among_those_known() -> None:
+    with pytest.raises(CommandError, match="known: operator, reply_to, correlation_id"):
+        parse(OperatorCommand("open", b'{"colour": "red"}'))
+
+
+@pytest.mark.parametrize(
+    ("payload", "address"),
+    [
+        (b'{"reply_to": "r/1", "correlation_id": "c"}', ReplyAddress("r/1", "c")),
+        (b'{"reply_to": "r/1"}', ReplyAddress("r/1", None)),
+        # A refused command is still answered where it asked, so its sender hears why.
+        (b'{"reply_to": "r/1", "correlation_id": 7, "colour": 1}', ReplyAddress("r/1", None)),
+        (b'{"reply_to": 7, "correlation_id": "c"}', ReplyAddress(None, "c")),
+        (b"not json", ReplyAddress()),
+        (b"[1]", ReplyAddress()),
+        (b"", ReplyAddress()),
+        (b"\xff", ReplyAddress()),
+    ],
+)
+def test_the_reply_address_is_read_even_from_a_refused_command(
+    payload: bytes, address: ReplyAddress
+) -> None:
+    assert reply_address(payload) == address

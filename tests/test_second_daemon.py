@@ -1,0 +1,181 @@
+"""One table id, one daemon: ``<base>/status`` names who is online, a second
+wheeld is refused at start (exit 78), and one that appears later is noticed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+
+from tests.rig import (
+    Broker,
+    DaemonProcess,
+    NotifySocket,
+    PtyWheel,
+    Subscriber,
+    running,
+    wait_for,
+    write_config,
+)
+from tests.test_publisher import Log, no_command, until
+from tests.test_publisher import running as publishing
+from wheeld.config import Config
+from wheeld.journal import Journal
+from wheeld.publisher import EX_CONFIG, Publisher, status_json
+from wheeld_simulators.scripted import ScriptedWheel
+
+BASE = "wheeld/T9"
+STATUS = f"{BASE}/status"
+
+
+def instance_of(state: Path) -> str:
+    """What a daemon with this state directory calls itself on <base>/status."""
+    return f"{socket.gethostname()}:{state.resolve()}"
+
+
+def test_status_payloads_put_state_first_then_who_then_the_schema_version() -> None:
+    assert status_json('{"state": "online"}', "h:/s") == (
+        '{"state": "online", "instance": "h:/s", "schema_version": 1}'
+    )
+    fault = '{"fault": "journal_unwritable", "state": "fault", "schema_version": 1}'
+    assert list(json.loads(status_json(fault, "h:/s"))) == [
+        "state",
+        "fault",
+        "instance",
+        "schema_version",
+    ]
+    assert status_json('{"state": "offline"}', "") == '{"state": "offline", "schema_version": 1}'
+
+
+def test_a_second_daemon_for_the_table_exits_78_and_the_first_plays_on(
+    tmp_path: Path, broker: Broker
+) -> None:
+    homes = [tmp_path / "first", tmp_path / "second"]
+    configs = []
+    for home in homes:
+        home.mkdir()
+        configs.append(
+            write_config(
+                home / "wheeld.toml",
+                port=home / "wheel0",
+                broker=broker.port,
+                state=home / "state",
+            )
+        )
+    pty = PtyWheel(homes[0] / "wheel0")
+    PtyWheel(homes[1] / "wheel0")  # a wheel of its own: it never gets as far as reading it
+    notify = NotifySocket(tmp_path / "notify.sock")
+    first = DaemonProcess(configs[0], homes[0], env={"NOTIFY_SOCKET": str(notify.path)})
+    watcher = Subscriber(broker.port, f"{BASE}/#")
+    wheel = ScriptedWheel(start=time.time())
+    first_instance = instance_of(homes[0] / "state")
+    try:
+        with running(first):
+            online = watcher.wait(STATUS, lambda p: p and p.get("state") == "online", 30)
+            assert online == {"state": "online", "instance": first_instance, "schema_version": 1}
+            wait_for(lambda: any("READY=1" in m for m in notify.messages()), 30, "READY")
+
+            started = time.monotonic()
+            second = subprocess.run(
+                [sys.executable, "-m", "wheeld", "run", "--config", str(configs[1])],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            took_s = time.monotonic() - started
+
+            wheel.hello()
+            wheel.advance(3000)
+            wheel.game("17")
+            for _, frame in wheel.lines:
+                pty.write(frame + b"\r\n")
+            result = watcher.wait(f"{BASE}/result", lambda p: p["game_id"] == 1, 15)
+            assert result["number"] == "17"
+            assert first.terminate() == 0
+        offline = watcher.wait(STATUS, lambda p: p and p.get("state") == "offline")
+    finally:
+        watcher.close()
+        pty.close()
+        notify.close()
+
+    assert second.returncode == EX_CONFIG, second.stderr
+    line = second.stderr.strip()
+    assert "\n" not in line, line
+    assert f"another wheeld ({first_instance}) is online for table T9" in line
+    assert "give this one its own table.id" in line and "last will clears this within 7.5 s" in line
+    assert took_s < 15
+    # The first was never disturbed: its session not taken, never a reconnect.
+    said = [record.get("event") for record in first.log_lines()]
+    assert said.count("broker connected") == 1
+    assert not [e for e in said if "another" in str(e) or "broker unavailable" in str(e)]
+    assert offline == {"state": "offline", "instance": first_instance, "schema_version": 1}
+
+
+def test_a_stale_status_of_our_own_or_an_offline_one_lets_the_daemon_start(
+    tmp_path: Path, broker: Broker
+) -> None:
+    state = tmp_path / "state"
+    config = write_config(
+        tmp_path / "wheeld.toml", port=tmp_path / "wheel0", broker=broker.port, state=state
+    )
+    pty = PtyWheel(tmp_path / "wheel0")
+    notify = NotifySocket(tmp_path / "notify.sock")
+    daemon = DaemonProcess(config, tmp_path, env={"NOTIFY_SOCKET": str(notify.path)})
+    retained = Subscriber(broker.port, f"{BASE}/none")
+    watcher = Subscriber(broker.port, STATUS)
+    try:
+        for left in (
+            {"state": "online", "instance": instance_of(state)},  # ours, from before a crash
+            {"state": "offline", "instance": "elsewhere:/var/lib/wheeld"},
+        ):
+            retained.client.publish(STATUS, json.dumps(left), qos=1, retain=True).wait_for_publish(
+                5
+            )
+            notify.received.clear()
+            with running(daemon):
+                wait_for(lambda: any("READY=1" in m for m in notify.messages()), 30, "READY")
+                watcher.wait(STATUS, lambda p: p.get("state") == "online", 15)
+                assert daemon.terminate() == 0
+            watcher.seen.clear()
+    finally:
+        retained.close()
+        watcher.close()
+        pty.close()
+        notify.close()
+    assert "Traceback" not in daemon.logs()
+
+
+async def test_a_rival_that_appears_later_is_noticed_from_the_payload_on_311(
+    tmp_path: Path, broker: Broker
+) -> None:
+    config = Config.model_validate(
+        {"table": {"id": "T9"}, "mqtt": {"port": broker.port, "protocol": "3.1.1"}}
+    )
+    journal = Journal(tmp_path / "journal.sqlite")
+    log = Log()
+    publisher = Publisher(config, journal, on_command=no_command, log=log, instance="here:/a")
+    rival = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv311)
+    rival.connect("127.0.0.1", broker.port)
+    rival.loop_start()
+    try:
+        async with publishing(publisher):
+            await until(lambda: publisher.connected, "the publisher connected")
+            body = {"state": "online", "instance": "there:/b", "schema_version": 1}
+            rival.publish(STATUS, json.dumps(body), qos=1, retain=True).wait_for_publish(5)
+            await until(lambda: publisher.rival == "there:/b", "the rival noticed")
+            assert publisher.session_taken_over
+            gone = {"state": "offline", "instance": "there:/b", "schema_version": 1}
+            rival.publish(STATUS, json.dumps(gone), qos=1, retain=True).wait_for_publish(5)
+            await until(lambda: publisher.rival is None, "the rival gone")
+    finally:
+        rival.loop_stop()
+        journal.close()
+    (error,) = log.at("error", "another wheeld publishes for this table")
+    assert (error["other_instance"], error["this_instance"]) == ("there:/b", "here:/a")
