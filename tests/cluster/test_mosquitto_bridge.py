@@ -13,7 +13,6 @@ from tests.cluster.table import (
     ClusterTable,
     assert_every_result_once_in_order,
     assert_retained_right,
-    read_retained,
 )
 from tests.rig import MOSQUITTO
 
@@ -41,6 +40,6 @@ def test_a_broker_lost_mid_game_loses_no_result(bridged: BridgedMosquittos, tmp_
         outcome = table.play_through_node_loss()
         assert outcome.connections == [bridged.ports[0], bridged.ports[1]]
         assert_every_result_once_in_order(outcome.games)
-        assert_retained_right(read_retained(bridged.ports[1]))
+        assert_retained_right(bridged.ports[1])
     finally:
         table.close()

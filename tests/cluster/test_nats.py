@@ -13,7 +13,6 @@ from tests.cluster.table import (
     ClusterTable,
     assert_every_result_once_in_order,
     assert_retained_right,
-    read_retained,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
@@ -41,6 +40,6 @@ def test_a_node_lost_mid_game_loses_no_result(nats: NatsCluster, tmp_path: Path)
         assert_every_result_once_in_order(outcome.games)
         # Retained messages live in a replicated stream: every surviving node has them.
         for port in outcome.survivors:
-            assert_retained_right(read_retained(port))
+            assert_retained_right(port)
     finally:
         table.close()
