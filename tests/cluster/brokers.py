@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -267,16 +268,69 @@ class RabbitCluster:
             self.epmd = None
 
 
+class Relay:
+    """A TCP relay the test controls, between a bridge and the broker it forwards to.
+
+    ``hold`` stops carrying what the bridge sends (it waits in the relay; the way back
+    still flows); ``cut`` closes every connection and drops what was held: the bridge's
+    messages that never reached the far broker.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.cut_off = False
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                near, _ = self.listener.accept()
+                far = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                return  # cut, or the far broker is not there: the bridge tries again
+            self.sockets += [near, far]
+            threading.Thread(target=self._carry, args=(near, far, True), daemon=True).start()
+            threading.Thread(target=self._carry, args=(far, near, False), daemon=True).start()
+
+    def _carry(self, source: socket.socket, sink: socket.socket, holdable: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if holdable:
+                    self.flowing.wait()  # held here, in the relay: not yet delivered
+                if self.cut_off:
+                    return
+                sink.sendall(data)
+
+    def hold(self) -> None:
+        self.flowing.clear()
+
+    def cut(self) -> None:
+        self.cut_off = True
+        self.listener.close()
+        for sock in self.sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self.flowing.set()
+
+
 class BridgedMosquittos:
     """Two mosquittos joined by a bridge carrying ``wheeld/#`` both ways at QoS 1 with a
     persistent bridge session: not a cluster (nothing is replicated; see docs/brokers.md)."""
 
     name = "mosquitto"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, relayed: bool = False) -> None:
         self.workdir = workdir
         self.ports = [free_port(), free_port()]
         self.processes: list[subprocess.Popen[bytes] | None] = [None, None]
+        #: With ``relayed``, the bridge reaches the second broker through a ``Relay``.
+        self.relay = Relay(self.ports[1]) if relayed else None
 
     def _config(self, node: int) -> Path:
         lines = [
@@ -288,7 +342,7 @@ class BridgedMosquittos:
             # One bridge, from the first to the second, carries both directions.
             lines += [
                 "connection wheeld-bridge",
-                f"address 127.0.0.1:{self.ports[1]}",
+                f"address 127.0.0.1:{self.relay.port if self.relay else self.ports[1]}",
                 "topic wheeld/# both 1",
                 "cleansession false",
                 "remote_clientid wheeld-bridge-m0",
@@ -331,3 +385,5 @@ class BridgedMosquittos:
                 process.terminate()
                 _wait_gone(process)
                 self.processes[node] = None
+        if self.relay is not None:
+            self.relay.cut()

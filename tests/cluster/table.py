@@ -8,8 +8,10 @@ returns what the consumer received so each engine's test can say what must hold.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -19,9 +21,12 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.cluster.brokers import Cluster
 from tests.rig import DaemonProcess, NotifySocket, PtyWheel, wait_for
+from wheeld.journal import JOURNAL_FILE
 from wheeld.signing import load_public_key, signature_problem
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
@@ -37,6 +42,8 @@ PUBLIC_KEY = KEYS / "test-signing.pub"
 BEFORE = ("17", "4", "32")
 DURING = "0"
 AFTER = ("21", "9")
+#: Where the test's console hears command replies (under mqtt.reply_prefix).
+RECALL_REPLIES = "wheeld-replies/cluster-test"
 
 
 class Consumer:
@@ -190,9 +197,8 @@ class ClusterTable:
         self.wheel.game(number)
         self.wheel.reverse_rotor()
 
-    def play_through_node_loss(self) -> Outcome:
-        """Three games; a fourth launched, its node killed once the consumer heard it
-        spinning; the fourth finished and two more played. Waits for the last result."""
+    def play_before(self) -> int:
+        """Start wheeld and play the first games; their last id once the consumer has it."""
         self.daemon.start()
         self.wait(
             lambda: any("READY=1" in m for m in self.notify.messages()), 60, "READY=1 from wheeld"
@@ -204,6 +210,28 @@ class ClusterTable:
         self.flush()
         before = len(BEFORE)
         self.wait(lambda: self.consumer.has(before, "result"), 30, f"game {before}'s result")
+        return before
+
+    def play(self, *numbers: str) -> None:
+        for number in numbers:
+            self._game(number)
+        self.flush()
+
+    def acknowledged(self, game_id: int) -> bool:
+        """Whether ``game_id``'s result is in the journal and the broker has acknowledged
+        everything (the outbox is empty)."""
+        uri = f"file:{self.tmp / 'state' / JOURNAL_FILE}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as journal:
+            decided = journal.execute(
+                "SELECT 1 FROM results WHERE game_id = ?", (game_id,)
+            ).fetchone()
+            (pending,) = journal.execute("SELECT count(*) FROM outbox").fetchone()
+        return decided is not None and pending == 0
+
+    def play_through_node_loss(self) -> Outcome:
+        """Three games; a fourth launched, its node killed once the consumer heard it
+        spinning; the fourth finished and two more played. Waits for the last result."""
+        before = self.play_before()
         connected = self.connections()
         doomed = self.cluster.ports.index(connected[-1]) if connected else 0
 
@@ -231,6 +259,30 @@ class ClusterTable:
         self.consumer.close()
         self.pty.close()
         self.notify.close()
+
+
+def recall_game(port: int, game_id: int) -> dict[str, Any]:
+    """Ask the table, on the node on ``port`` (MQTT 5), for one game: the ``recall``
+    command's reply (docs/mqtt.md, "Commands")."""
+    replies: queue.Queue[bytes] = queue.Queue()
+    subscribed: list[bool] = []
+    client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    client.on_message = lambda c, u, m: replies.put(bytes(m.payload))
+    client.on_subscribe = lambda c, u, mid, codes, p=None: subscribed.append(True)
+    client.connect("127.0.0.1", port, keepalive=5)
+    client.loop_start()
+    try:
+        client.subscribe(RECALL_REPLIES, qos=1)
+        wait_for(lambda: subscribed, 15, f"SUBACK from port {port}")
+        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        properties.ResponseTopic = RECALL_REPLIES
+        asked = json.dumps({"game_id": game_id, "last": 1, "operator": "cluster-test"})
+        client.publish(f"{BASE}/command/recall", asked, qos=1, properties=properties)
+        reply: dict[str, Any] = json.loads(replies.get(timeout=20))
+        return reply
+    finally:
+        client.disconnect()
+        client.loop_stop()
 
 
 # -- what must hold, whatever the engine ----------------------------------------------
