@@ -116,16 +116,24 @@ class NatsCluster:
         )
         return config
 
+    def _launch(self, node: int) -> None:
+        self.processes[node] = subprocess.Popen(
+            [NATS_SERVER, "-c", str(self._config(node))],
+            stdout=subprocess.DEVNULL,
+            stderr=(self.workdir / f"n{node}.log").open("ab"),
+        )
+
     def start(self) -> None:
         for node in range(len(self.ports)):
-            self.processes[node] = subprocess.Popen(
-                [NATS_SERVER, "-c", str(self._config(node))],
-                stdout=subprocess.DEVNULL,
-                stderr=(self.workdir / f"n{node}.log").open("ab"),
-            )
+            self._launch(node)
         for port in self.ports:
             # The meta leader is elected and the MQTT streams made once all three talk.
             wait_for(partial(mqtt_answers, port), 60, f"NATS MQTT on port {port}")
+
+    def restart(self, node: int) -> None:
+        """Start a killed node again, with what its store kept."""
+        self._launch(node)
+        wait_for(partial(mqtt_answers, self.ports[node]), 60, f"NATS node {node} back")
 
     def kill(self, node: int) -> None:
         process = self.processes[node]
@@ -209,6 +217,21 @@ class RabbitCluster:
                 "loopback_users = none\n"
             )
 
+    def _launch(self, node: int) -> None:
+        self.processes[node] = subprocess.Popen(
+            [str(RABBITMQ_BIN / "rabbitmq-server")],
+            env=self._env(node),
+            cwd=self.workdir,
+            stdout=(self.workdir / f"r{node}.out").open("ab"),
+            stderr=subprocess.STDOUT,
+        )
+
+    def restart(self, node: int) -> None:
+        """Start a killed node again: it rejoins its cluster with what its disk kept."""
+        self._launch(node)
+        port = self.ports[node]
+        wait_for(partial(mqtt_answers, port), 120, f"RabbitMQ node {self.nodes[node]} back")
+
     def ctl(self, node: int, *args: str) -> str:
         done = subprocess.run(
             [str(RABBITMQ_BIN / "rabbitmqctl"), "-q", "-n", self.nodes[node], *args],
@@ -230,13 +253,7 @@ class RabbitCluster:
         )
         wait_for(lambda: listening(self.epmd_port), 10, f"epmd on port {self.epmd_port}")
         for node in range(len(self.nodes)):
-            self.processes[node] = subprocess.Popen(
-                [str(RABBITMQ_BIN / "rabbitmq-server")],
-                env=self._env(node),
-                cwd=self.workdir,
-                stdout=(self.workdir / f"r{node}.out").open("ab"),
-                stderr=subprocess.STDOUT,
-            )
+            self._launch(node)
         for node, port in enumerate(self.ports):
             # The MQTT listener opens last, once the node has booted.
             wait_for(partial(listening, port), 90, f"RabbitMQ node {self.nodes[node]} booted")

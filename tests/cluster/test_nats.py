@@ -41,5 +41,8 @@ def test_a_node_lost_mid_game_loses_no_result(nats: NatsCluster, tmp_path: Path)
         # Retained messages live in a replicated stream: every surviving node has them.
         for port in outcome.survivors:
             assert_retained_right(port)
+        # The killed node, back, catches up from the others.
+        nats.restart(0)
+        assert_retained_right(nats.ports[0])
     finally:
         table.close()

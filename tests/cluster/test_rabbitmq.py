@@ -10,9 +10,11 @@ import pytest
 
 from tests.cluster.brokers import RABBITMQ_BIN, RabbitCluster, require
 from tests.cluster.table import (
+    BASE,
     ClusterTable,
     assert_every_result_once_in_order,
     assert_retained_right,
+    expected_results,
     read_retained,
 )
 
@@ -48,5 +50,11 @@ def test_a_node_lost_mid_game_loses_no_result(rabbitmq: RabbitCluster, tmp_path:
         for port in outcome.survivors:
             if port not in outcome.connections:
                 assert read_retained(port) == {}, f"retained on port {port}"
+        # The killed node, back, holds what its disk had kept: an old state, until
+        # wheeld publishes there again (it stays where it is while that holds).
+        rabbitmq.restart(0)
+        stale = read_retained(rabbitmq.ports[0]).get(f"{BASE}/result") or {}
+        assert stale.get("game_id") != expected_results()[-1][0], stale
+        assert table.connections() == outcome.connections
     finally:
         table.close()
