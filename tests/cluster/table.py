@@ -103,8 +103,8 @@ def read_retained(port: int, topics: tuple[str, ...] = RETAINED) -> dict[str, An
     client.connect("127.0.0.1", port, keepalive=5)
     client.loop_start()
     try:
-        # QoS 0: on NATS a QoS 1 subscription is a JetStream consumer, which cannot be
-        # placed on three nodes while one is down; retained messages come either way.
+        # QoS 0: on NATS a QoS 1 subscription is a JetStream consumer, which with a
+        # node down may never be made (docs/brokers.md); retained messages come either way.
         client.subscribe([(topic, 0) for topic in topics])
         wait_for(lambda: acked, 15, f"SUBACK from port {port}")
         # Retained messages follow the SUBACK at once; a topic still missing once the
