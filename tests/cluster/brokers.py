@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -226,11 +227,23 @@ class RabbitCluster:
             stderr=subprocess.STDOUT,
         )
 
+    def _wait_booted(self, node: int, condition: Callable[[], bool], timeout: float) -> None:
+        """Wait for ``condition``; a node that died or never came says why, from its output."""
+
+        def up_or_dead() -> bool:
+            process = self.processes[node]
+            return condition() or (process is not None and process.poll() is not None)
+
+        wait_for(up_or_dead, timeout, f"RabbitMQ node {self.nodes[node]} to boot")
+        if not condition():
+            output = (self.workdir / f"r{node}.out").read_text(errors="replace")
+            last = [line for line in output.splitlines() if line.strip()][-3:]
+            raise AssertionError(f"RabbitMQ node {self.nodes[node]} stopped: {' | '.join(last)}")
+
     def restart(self, node: int) -> None:
         """Start a killed node again: it rejoins its cluster with what its disk kept."""
         self._launch(node)
-        port = self.ports[node]
-        wait_for(partial(mqtt_answers, port), 120, f"RabbitMQ node {self.nodes[node]} back")
+        self._wait_booted(node, partial(mqtt_answers, self.ports[node]), 120)
 
     def ctl(self, node: int, *args: str) -> str:
         done = subprocess.run(
@@ -241,7 +254,8 @@ class RabbitCluster:
             timeout=60,
             check=False,
         )
-        assert done.returncode == 0, f"rabbitmqctl {' '.join(args)}: {done.stderr.strip()}"
+        said = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[0]
+        assert done.returncode == 0, f"rabbitmqctl -n {self.nodes[node]} {' '.join(args)}: {said}"
         return done.stdout
 
     def start(self) -> None:
@@ -256,7 +270,7 @@ class RabbitCluster:
             self._launch(node)
         for node, port in enumerate(self.ports):
             # The MQTT listener opens last, once the node has booted.
-            wait_for(partial(listening, port), 90, f"RabbitMQ node {self.nodes[node]} booted")
+            self._wait_booted(node, partial(mqtt_answers, port), 90)
         for node in range(1, len(self.nodes)):
             self.ctl(node, "stop_app")
             self.ctl(node, "join_cluster", self.nodes[0])
