@@ -17,6 +17,8 @@ from typing import Any
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.rig import Broker, wait_for
 from tests.test_publisher import Log, running, until
@@ -171,4 +173,48 @@ async def test_the_shipped_acl_lets_the_daemon_publish_its_table_and_nowhere_els
     assert [t for t, _ in watcher.seen if t != marker] == [
         f"{BASE}/alarm",
         "wheeld-replies/pitboss/1",
+    ]
+
+
+async def test_on_mqtt_5_the_response_topic_wins_and_the_correlation_id_is_a_property_too(
+    tmp_path: Path, broker: ShippedAclBroker
+) -> None:
+    async def on_command(command: OperatorCommand) -> dict[str, Any]:
+        return {"ok": True}
+
+    answers: list[tuple[str, Any, bytes | None]] = []
+    pitboss = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    pitboss.username_pw_set("pitboss", USERS["pitboss"])
+    pitboss.on_message = lambda c, u, m: answers.append(
+        (m.topic, json.loads(m.payload), getattr(m.properties, "CorrelationData", None))
+    )
+    pitboss.connect("127.0.0.1", broker.port)
+    pitboss.loop_start()
+    pitboss.subscribe("wheeld-replies/pitboss/#", qos=1)
+    settings = config(broker.port).model_dump()
+    settings["mqtt"]["protocol"] = "5"
+    journal = Journal(tmp_path / "journal.sqlite")
+    publisher = Publisher(
+        Config.model_validate(settings), journal, on_command=on_command, log=Log()
+    )
+    try:
+        async with running(publisher):
+            await until(lambda: publisher.connected, "the publisher connected")
+            await asyncio.sleep(0.2)  # let it subscribe (no event to wait on from here)
+            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            properties.ResponseTopic = "wheeld-replies/pitboss/5"
+            body = {"reply_to": "wheeld-replies/pitboss/9", "correlation_id": "k-1"}
+            pitboss.publish(
+                f"{BASE}/command/open", json.dumps(body), qos=1, properties=properties
+            ).wait_for_publish(5)
+            await until(lambda: answers, "the reply")
+    finally:
+        pitboss.loop_stop()
+        journal.close()
+    assert answers == [
+        (
+            "wheeld-replies/pitboss/5",
+            {"ok": True, "correlation_id": "k-1", "schema_version": 1},
+            b"k-1",
+        )
     ]

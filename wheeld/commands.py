@@ -192,11 +192,8 @@ def _operator(value: object) -> str | None:
 def _reply_to(value: object) -> str | None:
     if value is None:
         return None
-    if (
-        type(value) is not str
-        or not value
-        or len(value.encode("utf-8", "surrogatepass")) > (MAX_REPLY_TO_BYTES)
-    ):
+    size = len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+    if not isinstance(value, str) or not 0 < size <= MAX_REPLY_TO_BYTES:
         raise CommandError(
             f"reply_to must be a topic (a string of 1 to {MAX_REPLY_TO_BYTES} bytes)"
         )

@@ -281,7 +281,7 @@ class MqttConfig(_Section):
     #: Brokers tried in order ("host:port", "[::1]:1883"), instead of host and port.
     servers: list[str] | None = None
     base_topic: str | None = Field(default=None, max_length=MAX_TOPIC_CHARS)
-    #: Where MQTT 5 replies to operator commands may go (checked against the base).
+    #: Where replies to operator commands may go (checked against the base).
     reply_prefix: str = Field(default="wheeld-replies/", max_length=MAX_TOPIC_CHARS)
     #: Stable client id, so the broker keeps the session; default "wheeld-<table.id>".
     client_id: str | None = Field(default=None, min_length=1, max_length=128)

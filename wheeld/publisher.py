@@ -635,8 +635,10 @@ class Publisher:
         body["schema_version"] = SCHEMA_VERSION
         answer = self._json_properties()
         correlation = getattr(request, "CorrelationData", None)
+        if not correlation and address.correlation_id:
+            correlation = address.correlation_id.encode()
         if answer is not None and correlation:
-            answer.CorrelationData = correlation
+            answer.CorrelationData = correlation  # MQTT 5: echoed as the property too
         code = await client.publish_acknowledged(
             response_topic, json.dumps(body), properties=answer
         )
