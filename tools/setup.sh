@@ -14,6 +14,11 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # the unit tes
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)         # the marquee's browser tests
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)       # the chaos suite's clock steps
+# The cluster tests (tests/cluster/): three nats-server nodes, three RabbitMQ nodes (Erlang
+# comes with the package; the MQTT plugin is part of it, enabled in each test's own
+# nodes through their RABBITMQ_ENABLED_PLUGINS_FILE, never in the machine's RabbitMQ).
+command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || missing+=(nats-server)
+[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || missing+=(rabbitmq-server)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]} from Debian" >&2
     sudo_if_needed apt-get update -qq
