@@ -73,7 +73,9 @@ def test_board_units_read_the_table_config_and_no_signing_key(unit: str) -> None
     text = (UNITS / unit).read_text()
     assert "--config /etc/wheeld/%i.toml" in text
     credentials = [line for line in _lines(unit) if line.startswith("LoadCredential=")]
-    assert credentials == ["LoadCredential=mqtt-password:/etc/wheeld/credentials/%i-mqtt-password"]
+    # A password only by drop-in: a LoadCredential= whose file is missing fails the unit.
+    assert credentials == []
+    assert "Environment=\"WHEELD_TABLE__ID='%i'\"" in text  # the instance is the table
     assert "StateDirectory" not in text  # neither keeps anything
 
 
