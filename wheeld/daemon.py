@@ -56,6 +56,8 @@ FRAME_BUFFER_MAX = 10_000
 RETENTION_EVERY_S = 3600.0
 #: How often the health's condition is looked at: a change is published within this.
 HEALTH_CHECK_S = 1.0
+#: On a failed start, how long the start-up check may still take to end cleanly.
+PREFLIGHT_PATIENCE_S = 7.0
 
 
 def load_signer(config: Config) -> Signer | None:
@@ -224,11 +226,6 @@ class Daemon:
             except OSError:
                 self.journal.close()
                 raise
-        # Asked of the broker while the wheel is opened, not before: READY must not
-        # wait on a broker; the publisher connects only once the answer is in.
-        preflight = asyncio.create_task(
-            find_rival(config, self.publisher.instance, self.log), name="preflight"
-        )
         now = time.time()
         started = self.pipeline.start(now)
         for warning in self.journal.warnings:
@@ -245,13 +242,22 @@ class Daemon:
             )
         self._apply(started)
         self._retain()
+        # Asked of the broker while the wheel is opened, not before: READY must not
+        # wait on a broker; the publisher connects only once the answer is in.
+        preflight = asyncio.create_task(
+            find_rival(config, self.publisher.instance, self.log), name="preflight"
+        )
         try:
             await self.link.open()
         except LinkOpenError as exc:
             if not config.wheel.wait_for_device:
+                await _cancelled(preflight)
                 raise
             self.log.warning("wheel port unavailable, waiting for it", error=str(exc))
             self._apply(Effects(messages=[self.pipeline.wheel_message(time.time())]))
+        except BaseException:
+            await _cancelled(preflight)
+            raise
 
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -295,6 +301,7 @@ class Daemon:
         publisher_task.cancel()
         # Bounded: a task that swallowed its cancellation must not keep the daemon up.
         await asyncio.wait([publisher_task], timeout=5)
+        await _cancelled(preflight)
         if self.capture is not None:
             self.capture.close()
             if self.capture.cut_lines or self.capture.dropped_bytes:
@@ -315,7 +322,8 @@ class Daemon:
         """Connect with our own client id only once no other wheeld is online for the table
         (connecting would take its session over); else stop, and exit 78."""
         try:
-            other = await preflight
+            # Shielded: stopping cancels this task, not the check, which run() lets end.
+            other = await asyncio.shield(preflight)
         except Exception as exc:  # no evidence either way: start, and watch at run time
             self.log.warning("start-up check failed", error=repr(exc))
             other = None
@@ -661,3 +669,16 @@ class Daemon:
         topic = f"{self.config.base_topic}/health"
         self.publisher.publish_unjournaled(Outgoing(topic, payload.to_json(), retain=True))
         self._heartbeat.said(readings.condition, now)
+
+
+async def _cancelled(task: asyncio.Task[Any]) -> None:
+    """Let ``task`` end before the loop does, cancelling it only if it takes long.
+
+    The start-up check's MQTT client, cancelled while connecting, would be
+    collected after the loop closed and print paho's traceback on the way out;
+    left to finish (seconds at most), it closes cleanly.
+    """
+    await asyncio.wait([task], timeout=PREFLIGHT_PATIENCE_S)
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
