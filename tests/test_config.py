@@ -167,6 +167,19 @@ def test_an_implausible_broker_host_is_refused(tmp_path: Path, host: str) -> Non
     assert "mqtt.host: must be a host name or an IP address" in line
 
 
+@pytest.mark.parametrize("listen", ["nohost!!:8080", "8080", ":8080", "host:0", "host:x", "[::1]"])
+def test_a_marquee_address_that_cannot_be_served_is_refused(tmp_path: Path, listen: str) -> None:
+    (line,) = _problems(tmp_path, f'[marquee]\nlisten = "{listen}"\n')
+    assert line.startswith("marquee.listen:") or "marquee.listen" in line, line
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:8080", "[::1]:8080", "board.lan:80", "0.0.0.0:8080"])
+def test_a_marquee_address_of_any_kind_is_accepted(tmp_path: Path, listen: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[marquee]\nlisten = "{listen}"\n')
+    assert load(path, {}).marquee.listen == listen
+
+
 @pytest.mark.parametrize("host", ["broker.casino.lan", "mqtt_1", "10.0.0.5", "::1", "localhost."])
 def test_host_names_and_addresses_are_accepted(tmp_path: Path, host: str) -> None:
     path = tmp_path / "c.toml"

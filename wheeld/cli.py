@@ -623,14 +623,19 @@ def _marquee(args: argparse.Namespace) -> int:
 
     config = _load_config(args.config, signing_key=False)
     logs.configure(config.log.level, config.log.format)
+    from wheeld.config import split_listen
+
     listen = args.listen or config.marquee.listen
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise CommandError(f"--listen: {listen!r} is not HOST:PORT", EXIT_USAGE)
+    # Whose value it is, in every message: the flag's or the configuration's.
+    source = "--listen" if args.listen else "marquee.listen"
     try:
-        return asyncio.run(run(config, host, int(port), logs.get("wheeld.marquee")))
+        host, port = split_listen(listen)
+    except ValueError as exc:
+        raise CommandError(f"{source}: {listen!r}: {exc}", EXIT_USAGE) from None
+    try:
+        return asyncio.run(run(config, host, port, logs.get("wheeld.marquee")))
     except OSError as exc:
-        raise CommandError(f"marquee.listen: {listen}: {exc.strerror or exc}") from None
+        raise CommandError(f"{source}: {listen}: {exc.strerror or exc}") from None
 
 
 def _display(args: argparse.Namespace) -> int:

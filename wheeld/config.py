@@ -420,9 +420,7 @@ class MarqueeConfig(_Section):
     @field_validator("listen")
     @classmethod
     def _listen(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be HOST:PORT")
+        split_listen(value)  # HOST:PORT or [v6]:PORT, the host checked as mqtt.host is
         return value
 
 

@@ -67,7 +67,8 @@ class Marquee:
 
 async def run(config: Config, host: str, port: int, log: Any) -> int:
     marquee = Marquee(config, host, port, log)
-    url = f"http://{host}:{marquee.server.port}/"
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+    url = f"http://{shown}:{marquee.server.port}/"
     log.info("marquee serving", url=url)
     print(f"marquee on {url}", flush=True)
     stop = asyncio.Event()

@@ -140,6 +140,8 @@ class _HttpServer(ThreadingHTTPServer):
         self.deadlines = RequestDeadlines(request_timeout_s)
         self.event_slots = threading.BoundedSemaphore(max_event_clients)
         self.files = _static_files()
+        if ":" in address[0]:  # an IPv6 address ([::1]:8080 in marquee.listen)
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
