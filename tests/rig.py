@@ -173,6 +173,10 @@ class PtyWheel:
             return b""
 
     def close(self) -> None:
+        # The link goes first: the pty's number is soon another test's, and a
+        # daemon reopening the link must not find that one (open() makes a new link).
+        with contextlib.suppress(FileNotFoundError):
+            self.link.unlink()
         if self.master >= 0:
             os.close(self.master)
             self.master = -1

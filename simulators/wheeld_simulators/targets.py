@@ -73,17 +73,21 @@ class PtySink:
                 os.read(self.master, 4096)  # what the host sent: drained, unanswered
 
     async def disconnect(self, seconds: float) -> None:
+        # The link goes first: the pty's number is soon another's (a test running
+        # beside, a demo), and a daemon reopening the link must not find that one.
+        with contextlib.suppress(FileNotFoundError):
+            self.link.unlink()
         os.close(self.master)
         await asyncio.sleep(seconds)
         self._open()
         await self.wait_for_reader()
 
     def close(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.link.unlink()  # first, as in disconnect
         if self.master >= 0:
             os.close(self.master)
             self.master = -1
-        with contextlib.suppress(FileNotFoundError):
-            self.link.unlink()
 
 
 class TcpSink:
