@@ -128,9 +128,9 @@ MALFORMED: list[tuple[str, bytes, str]] = [
     ("result", b"", "empty"),  # a retained clear
     ("game", b"not json", "not JSON"),
     ("game", b"\xff\xfe{}", "not UTF-8"),
-    ("game", b"[1, 2]", "list"),
-    ("game", b'"result"', "str"),
-    ("game", b"null", "NoneType"),
+    ("game", b"[1, 2]", "JSON array"),
+    ("game", b'"result"', "JSON string"),
+    ("game", b"null", "JSON null"),
     ("game", b"{", "not JSON"),
     ("game", b"[" * 50_000, "nested"),
     ("game", b'{"event": "result", "game_id": 1, "number": NaN}', "NaN"),

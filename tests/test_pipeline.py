@@ -300,6 +300,35 @@ def test_a_broker_that_saw_higher_game_ids_moves_ours_past_them() -> None:
     assert table.pipeline.on_broker_result(b'{"game_id": 5}', 2.0).messages == []  # ours, older
 
 
+def test_a_table_taken_over_with_another_journal_goes_on_past_the_broker_sequence() -> None:
+    """A game only launched (or voided: no result retained) is in <base>/sequence: a
+    daemon with a lost or another journal never reuses its id nor its seq."""
+    from wheeld.signing import Signer
+
+    signer = Signer.generate()
+    first = Table()
+    first.pipeline.signer = signer
+    launched = first.launch()  # the first daemon dies here: only `spinning` went out
+    said = [m for m in first.effects.messages if m.topic == f"{BASE}/sequence"]
+    assert all(m.retain for m in said)
+    last = json.loads(said[-1].payload)
+    games = [json.loads(m.payload) for m in first.effects.messages if m.topic == f"{BASE}/game"]
+    assert (last["game_id"], last["event"], last["seq"]) == (launched, "spinning", len(games))
+    assert last["digest"] == first.pipeline.chain.prev
+
+    standby = Table()  # a fresh journal: ids and seqs would start at 1
+    standby.pipeline.signer = signer
+    effects = standby.pipeline.on_broker_sequence(said[-1].payload.encode(), 1.0)
+    assert {a["alarm"] for a in _alarms(effects)} == {"game_ids_behind_broker", "seq_behind_broker"}
+    assert standby.launch() == launched + 1
+    spinning = [
+        json.loads(m.payload) for m in standby.effects.messages if m.topic == f"{BASE}/game"
+    ][-1]
+    assert (spinning["seq"], spinning["prev"]) == (last["seq"] + 1, last["digest"])
+    for junk in (b"", b"[]", b'{"game_id": "7", "seq": true}', b"{" * 5000):
+        assert standby.pipeline.on_broker_sequence(junk, 2.0).messages == []
+
+
 def test_each_outcome_refreshes_the_retained_stats() -> None:
     from wheeld.stats import Statistics
 

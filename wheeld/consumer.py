@@ -170,9 +170,15 @@ def parse(
     except ValueError as exc:
         raise Dropped(f"payload is not JSON: {str(exc)[:80]}") from None
     if not isinstance(body, dict):
-        kinds = {type(None): "null", bool: "boolean", int: "number", float: "number"}
-        kind = kinds.get(type(body)) or {str: "string", list: "array"}.get(type(body), "value")
-        raise Dropped(f"payload is a JSON {kind}, not an object")
+        kinds: dict[type, str] = {
+            type(None): "null",
+            bool: "boolean",
+            int: "number",
+            float: "number",
+            str: "string",
+            list: "array",
+        }
+        raise Dropped(f"payload is a JSON {kinds.get(type(body), 'value')}, not an object")
     try:
         message: Message = schema.validate_python(body)
     except ValidationError as exc:

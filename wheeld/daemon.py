@@ -32,7 +32,7 @@ from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.messages import SCHEMA_VERSION
 from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
-from wheeld.publisher import Publisher, RivalDaemon, find_rival
+from wheeld.publisher import BrokerMemory, Publisher, RivalDaemon, read_broker_memory
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 from wheeld.stats import Statistics
@@ -203,6 +203,8 @@ class Daemon:
         self._stop = asyncio.Event()
         #: Another wheeld found online for the table at start: why this one stops.
         self._rival: RivalDaemon | None = None
+        #: What the wheel said before the broker's memory was read: decided after it.
+        self._held: list[Callable[[], None]] | None = []
         self._timer: asyncio.TimerHandle | None = None
         self._journal_retry: asyncio.TimerHandle | None = None
         self._repeating: list[asyncio.TimerHandle] = []
@@ -226,26 +228,12 @@ class Daemon:
             except OSError:
                 self.journal.close()
                 raise
-        now = time.time()
-        started = self.pipeline.start(now)
-        for warning in self.journal.warnings:
-            started.extend(self.pipeline.alarm(now, "journal_lost", problem=warning))
-        if self.journal.chain_problem is not None:
-            # Never repaired: the journal goes on in a new, anchored segment.
-            started.extend(
-                self.pipeline.alarm(
-                    now,
-                    "journal_chain_broken",
-                    severity="critical",
-                    problem=self.journal.chain_problem,
-                )
-            )
-        self._apply(started)
-        self._retain()
         # Asked of the broker while the wheel is opened, not before: READY must not
-        # wait on a broker; the publisher connects only once the answer is in.
+        # wait on a broker. Until the answer is in, nothing is decided (what the
+        # wheel says is held, in order): the broker's memory of the table's game
+        # ids and seqs, and whether another wheeld runs it, come first.
         preflight = asyncio.create_task(
-            find_rival(config, self.publisher.instance, self.log), name="preflight"
+            read_broker_memory(config, self.publisher.instance, self.log), name="preflight"
         )
         try:
             await self.link.open()
@@ -264,7 +252,7 @@ class Daemon:
             loop.add_signal_handler(signum, self._stop.set)
         tasks = [
             asyncio.create_task(self._supervise("link", self.link.run), name="link"),
-            asyncio.create_task(self._publish_unless_rival(preflight), name="publisher"),
+            asyncio.create_task(self._start_after(preflight), name="publisher"),
         ]
         self._publisher_task = tasks[1]
         self._every(WHEEL_STATE_EVERY_S, self._refresh_wheel_state)
@@ -318,19 +306,45 @@ class Daemon:
             raise self._rival
         return 0
 
-    async def _publish_unless_rival(self, preflight: asyncio.Task[str | None]) -> None:
-        """Connect with our own client id only once no other wheeld is online for the table
-        (connecting would take its session over); else stop, and exit 78."""
+    async def _start_after(self, preflight: asyncio.Task[BrokerMemory]) -> None:
+        """Once the broker has said what it remembers: stop if another wheeld runs the
+        table (connecting with our client id would take its session over: exit 78);
+        else go on past its game ids and seqs, start deciding (what the wheel said
+        meanwhile first), and publish."""
         try:
             # Shielded: stopping cancels this task, not the check, which run() lets end.
-            other = await asyncio.shield(preflight)
+            memory = await asyncio.shield(preflight)
         except Exception as exc:  # no evidence either way: start, and watch at run time
             self.log.warning("start-up check failed", error=repr(exc))
-            other = None
-        if other is not None:
-            self._rival = self._rival_error(other)
+            memory = BrokerMemory()
+        if memory.rival is not None:
+            self._rival = self._rival_error(memory.rival)
             self._stop.set()
             return
+        now = time.time()
+        started = Effects()
+        if memory.sequence is not None:
+            started.extend(self.pipeline.on_broker_sequence(memory.sequence, now))
+        if memory.result is not None:
+            started.extend(self.pipeline.on_broker_result(memory.result, now))
+        started.extend(self.pipeline.start(now))
+        for warning in self.journal.warnings:
+            started.extend(self.pipeline.alarm(now, "journal_lost", problem=warning))
+        if self.journal.chain_problem is not None:
+            # Never repaired: the journal goes on in a new, anchored segment.
+            started.extend(
+                self.pipeline.alarm(
+                    now,
+                    "journal_chain_broken",
+                    severity="critical",
+                    problem=self.journal.chain_problem,
+                )
+            )
+        self._apply(started)
+        self._retain()
+        held, self._held = self._held or [], None
+        for heard in held:
+            heard()
         await self._supervise("publisher", self.publisher.run)
 
     def _rival_error(self, other: str) -> RivalDaemon:
@@ -423,14 +437,27 @@ class Daemon:
 
     def _on_data(self, data: bytes, now: float) -> None:
         self._heard_at = self.link.last_data
+        if self._held is not None:  # before the broker's answer: kept, in order, with its time
+            self._held.append(lambda: self._apply(self.pipeline.on_bytes(data, now)))
+            return
         self._apply(self.pipeline.on_bytes(data, now))
 
     def _on_link_up(self) -> None:
-        self._apply(self.pipeline.on_link_up(self._now()))
-        self.notifier.status(self.status_line())
+        now = self._now()
+        if self._held is not None:
+            self._held.append(lambda: self._link_changed(self.pipeline.on_link_up(now)))
+            return
+        self._link_changed(self.pipeline.on_link_up(now))
 
     def _on_link_down(self, why: str) -> None:
-        self._apply(self.pipeline.on_link_down(why, self._now()))
+        now = self._now()
+        if self._held is not None:
+            self._held.append(lambda: self._link_changed(self.pipeline.on_link_down(why, now)))
+            return
+        self._link_changed(self.pipeline.on_link_down(why, now))
+
+    def _link_changed(self, effects: Effects) -> None:
+        self._apply(effects)
         self.notifier.status(self.status_line())
 
     def _timer_fired(self) -> None:

@@ -53,6 +53,13 @@ DIRECTION_ALERT = "direction_unchanged"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
 _EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
+#: The ``event`` each game decision is published as.
+_PUBLISHED_AS: dict[type, str] = {
+    Spinning: "spinning",
+    NoMoreBets: "no_more_bets",
+    Result: "result",
+    NoSpin: "no_spin",
+}
 #: A table's chain before its first message ever: seq 1, prev null.
 FIRST_MESSAGE = ChainState()
 
@@ -321,6 +328,52 @@ class TablePipeline:
         out.messages.append(self.wheel_message(now))
         return out
 
+    def _sequence_message(self, decision: GameEvent) -> Outgoing:
+        """``<base>/sequence``, retained: the last game id (and seq) this table published.
+
+        What a daemon that lost its state directory, or a standby that takes the
+        table over with a journal of its own, reads before deciding anything: it
+        goes on past this game id and this seq, never reusing one a consumer saw.
+        """
+        said: dict[str, Any] = {"game_id": decision.game_id, "event": _PUBLISHED_AS[type(decision)]}
+        if self.signer is not None:
+            said["seq"] = self.chain.seq - 1
+            said["digest"] = self.chain.prev  # the next message's prev
+        said.update(table=self.settings.table, schema_version=SCHEMA_VERSION)
+        return Outgoing(f"{self._base}/sequence", json.dumps(said), retain=True)
+
+    def on_broker_sequence(self, payload: bytes, now: float) -> Effects:
+        """The broker's retained ``<base>/sequence``: game ids and seqs go on past it.
+
+        Read at start, before the first decision: a state directory lost whole,
+        or another journal (a standby machine's), would otherwise start ids or
+        seqs where a consumer has already seen them.
+        """
+        out = Effects()
+        try:
+            body = json.loads(payload)
+        except (ValueError, RecursionError):
+            return out
+        if not isinstance(body, dict):
+            return out
+        seq, digest = body.get("seq"), body.get("digest")
+        if (
+            self.signer is not None
+            and type(seq) is int
+            and self.chain.seq <= seq < 2**53
+            and (digest is None or (type(digest) is str and len(digest) == 43))
+        ):
+            self.chain = ChainState(seq + 1, digest)
+            self._raise(
+                Alarm(
+                    now,
+                    "seq_behind_broker",
+                    {"severity": "critical", "broker_seq": seq, "next_seq": seq + 1},
+                ),
+                out,
+            )
+        return self._floor_game_id(body.get("game_id"), now, out)
+
     def on_broker_result(self, payload: bytes, now: float) -> Effects:
         """The broker's retained result: a game id at or past ours means ids would repeat.
 
@@ -332,9 +385,14 @@ class TablePipeline:
         out = Effects()
         try:
             body = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):
             return out
-        seen = body.get("game_id") if isinstance(body, dict) else None
+        return self._floor_game_id(
+            body.get("game_id") if isinstance(body, dict) else None, now, out
+        )
+
+    def _floor_game_id(self, seen: object, now: float, out: Effects) -> Effects:
+        """Move the next game id past ``seen`` (a game id the broker holds), saying so."""
         state = self.engine.state
         if type(seen) is not int or not 0 < seen < 2**53 or seen < state.next_game_id:
             return out
@@ -558,6 +616,7 @@ class TablePipeline:
             number = decision.number if isinstance(decision, Result) else None
             out.games.append(GameRecord(decision.game_id, type(decision).__name__, body, number))
             out.messages.append(Outgoing(f"{self._base}/game", body))
+            out.messages.append(self._sequence_message(decision))
             self._last_game = decision.game_id
             self._log_decision(decision, out)
             if number is not None:

@@ -142,19 +142,30 @@ class RivalDaemon(Exception):
     """Another wheeld is online for this table: this one must not start (exit EX_CONFIG)."""
 
 
-async def find_rival(config: Config, instance: str, log: Any) -> str | None:
-    """The other wheeld a broker's retained ``<base>/status`` says is running, else None.
+@dataclass(frozen=True, slots=True)
+class BrokerMemory:
+    """What a broker retains for the table, read at start before anything is decided."""
+
+    #: Another wheeld its status says is online for the table, else None.
+    rival: str | None = None
+    #: The retained ``<base>/sequence`` and ``<base>/result`` payloads, if any.
+    sequence: bytes | None = None
+    result: bytes | None = None
+
+
+async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerMemory:
+    """The table's retained status, sequence and result, from the first broker that answers.
 
     Read with a throwaway clean-session client id before the daemon connects
-    with its own (which would take the running daemon's session over), on the
-    first broker that answers; none answering is no evidence: the daemon
-    starts, and still notices a rival at run time.
+    with its own (which would take a running daemon's session over). None
+    answering is no evidence: the daemon starts, notices a rival at run time,
+    and checks the retained result again at every connect.
     """
     import aiomqtt
 
     from wheeld.mqtt_client import make_client
 
-    topic = f"{config.base_topic}/status"
+    base = config.base_topic
     for server in config.mqtt.brokers:
         client = make_client(
             config,
@@ -164,38 +175,52 @@ async def find_rival(config: Config, instance: str, log: Any) -> str | None:
         )
         try:
             async with asyncio.timeout(PREFLIGHT_CONNECT_S + PREFLIGHT_WAIT_S), client:
-                body = await _retained_status(client, topic)
+                held = await _retained(client, base, ("status", "sequence", "result"))
         except (aiomqtt.MqttError, TimeoutError, OSError) as exc:
             log.debug("start-up check: broker unavailable", server=server, error=str(exc))
             continue
-        other = body.get("instance") if body is not None else None
-        if body is None or body.get("state") == "offline" or not isinstance(other, str):
-            return None
-        return None if other == instance else other[:200]
-    return None
+        rival = None
+        try:
+            status = json.loads(held["status"]) if "status" in held else None
+        except ValueError:
+            status = None
+        if isinstance(status, dict) and status.get("state") != "offline":
+            other = status.get("instance")
+            if isinstance(other, str) and other != instance:
+                rival = other[:200]
+        return BrokerMemory(rival, held.get("sequence"), held.get("result"))
+    return BrokerMemory()
 
 
-async def _retained_status(client: Client, topic: str) -> dict[str, Any] | None:
-    """The retained status the broker holds on ``topic`` (a JSON object), else None."""
-    await client.subscribe(topic, qos=1)
+async def find_rival(config: Config, instance: str, log: Any) -> str | None:
+    """The other wheeld a broker's retained ``<base>/status`` says is running, else None."""
+    return (await read_broker_memory(config, instance, log)).rival
+
+
+async def _retained(client: Client, base: str, names: tuple[str, ...]) -> dict[str, bytes]:
+    """The retained payloads the broker holds on ``<base>/<name>``, by name (non-empty ones)."""
+    topics = {f"{base}/{name}": name for name in names}
+    for topic in topics:
+        await client.subscribe(topic, qos=1)
     waited = time.monotonic()
     # A barrier: a broker answers a subscription, then sends what it retains,
-    # then reads the next packet; so after this SUBACK the status is here.
-    await client.subscribe(f"{topic}/preflight", qos=0)
+    # then reads the next packet; so after this SUBACK the retained ones are here.
+    await client.subscribe(f"{base}/status/preflight", qos=0)
     left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
+    held: dict[str, bytes] = {}
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(max(0.0, min(left, PREFLIGHT_GRACE_S))):
             async for message in client.messages:
-                if message.topic.value != topic or not message.retain:
+                name = topics.get(message.topic.value)
+                if name is None or not message.retain:
                     continue
-                if not isinstance(message.payload, bytes) or not message.payload:
-                    return None  # cleared
-                try:
-                    body = json.loads(message.payload)
-                except ValueError:
-                    return None
-                return body if isinstance(body, dict) else None
-    return None
+                if isinstance(message.payload, bytes) and message.payload:
+                    held[name] = message.payload
+                else:
+                    held.pop(name, None)  # cleared
+                if len(held) == len(topics):
+                    break
+    return held
 
 
 def _sender(properties: Properties | None) -> str | None:

@@ -45,6 +45,12 @@ PUBLISHED: dict[str, tuple[bool, str]] = {
     ),
     "result": (True, "The latest result: the very payload <base>/game carried."),
     "history": (True, "The last mqtt.history_length winning numbers, newest first."),
+    "sequence": (
+        True,
+        "The last game event published (game_id, event; seq and digest when signed), after "
+        "each: a daemon starting with a lost state directory or another journal goes on "
+        "past it, never reusing a game id or seq a consumer saw.",
+    ),
     "wheel": (
         True,
         "The wheel link, the wheel's identity and the decoder's counters: on link changes, on "

@@ -152,6 +152,24 @@ class Status(Published):
     schema_version: SchemaVersion
 
 
+class Sequence(Published):
+    """``<base>/sequence`` (retained): the last game event the table published, by id and seq.
+
+    A daemon reads it at start, before deciding anything: game ids and seqs go on
+    past it, so a lost state directory or a standby's journal never reuses one."""
+
+    game_id: Annotated[int, Field(ge=1)]
+    event: Literal["spinning", "no_more_bets", "result", "no_spin"]
+    seq: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
+        default=None, description="the seq of that message, when the daemon signs"
+    )
+    digest: Base64Url | SkipJsonSchema[None] = Field(
+        default=None, description="SHA-256 of that message's RFC 8785 form: the next one's prev"
+    )
+    table: str
+    schema_version: SchemaVersion
+
+
 class History(Published):
     """``<base>/history`` (retained): the last mqtt.history_length winning numbers, newest first."""
 
@@ -399,6 +417,7 @@ TOPICS: dict[str, type[BaseModel]] = {
     "game": GameEvent,
     "result": LatestResult,
     "history": History,
+    "sequence": Sequence,
     "wheel": Wheel,
     "alarm": Alarm,
     "info": Info,
