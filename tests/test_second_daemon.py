@@ -4,6 +4,7 @@ wheeld is refused at start (exit 78), and one that appears later is noticed."""
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -182,3 +183,67 @@ async def test_a_rival_that_appears_later_is_noticed_from_the_payload_on_311(
         journal.close()
     (error,) = log.at("error", "another wheeld publishes for this table")
     assert (error["other_instance"], error["this_instance"]) == ("there:/b", "here:/a")
+
+
+def test_a_lost_state_directory_never_reuses_a_launched_game_id(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """Game 2 is only launched when the state directory is lost whole: the broker's
+    retained <base>/sequence keeps the next daemon from announcing another game 2."""
+    config = write_config(
+        tmp_path / "wheeld.toml",
+        port=tmp_path / "wheel0",
+        broker=broker.port,
+        state=tmp_path / "st",
+    )
+    pty = PtyWheel(tmp_path / "wheel0")
+    watcher = Subscriber(broker.port, f"{BASE}/game")
+    wheel = ScriptedWheel(start=time.time())
+    sent = 0
+
+    def play() -> None:
+        nonlocal sent
+        for _, frame in wheel.lines[sent:]:
+            pty.write(frame + b"\r\n")
+        sent = len(wheel.lines)
+
+    try:
+        first = DaemonProcess(config, tmp_path)
+        with running(first):
+            _wait_online(broker)
+            wheel.hello()
+            wheel.advance(3000)
+            wheel.game("17")
+            wheel.reverse_rotor()
+            wheel.pocket(None)
+            wheel.advance(700)
+            wheel.launch()  # game 2: spinning, then the machine's disk is lost
+            play()
+            watcher.wait(
+                f"{BASE}/game", lambda p: (p["game_id"], p["event"]) == (2, "spinning"), 30
+            )
+            assert first.terminate() == 0
+        shutil.rmtree(tmp_path / "st")
+        with running(DaemonProcess(config, tmp_path)):
+            _wait_online(broker)  # after the offline the first left behind
+            wheel.advance(20_000)  # the old game is long gone; the wheel plays on
+            wheel.reverse_rotor()
+            wheel.game("5")
+            play()
+            watcher.wait(f"{BASE}/game", lambda p: p.get("number") == "5", 30)
+    finally:
+        watcher.close()
+        pty.close()
+    ids = [(p["game_id"], p["event"]) for p in watcher.on(f"{BASE}/game")]
+    launched = [game_id for game_id, event in ids if event == "spinning"]
+    assert len(launched) == len(set(launched)), ids  # no game id announced twice
+    assert launched[0:2] == [1, 2] and all(game_id > 2 for game_id in launched[2:]), ids
+
+
+def _wait_online(broker: Broker) -> None:
+    """Until <base>/status says online (a new subscriber: the retained one comes first)."""
+    status = Subscriber(broker.port, STATUS)
+    try:
+        status.wait(STATUS, lambda p: isinstance(p, dict) and p.get("state") == "online", 30)
+    finally:
+        status.close()
