@@ -89,3 +89,21 @@ def test_the_reply_address_is_read_even_from_a_refused_command(
     payload: bytes, address: ReplyAddress
 ) -> None:
     assert reply_address(payload) == address
+
+
+@pytest.mark.parametrize(
+    ("name", "field"),
+    [
+        ("no_spin", "game_id"),  # would void whatever game is open
+        ("no_spin", "note"),
+        ("no_spin", "operator"),
+        ("recall", "last"),
+        ("ack", "operator"),
+        ("open", "correlation_id"),
+        ("close", "reply_to"),
+    ],
+)
+def test_a_null_member_is_refused_not_taken_as_absent(name: str, field: str) -> None:
+    payload = json.dumps({**VALID[name], field: None}).encode()
+    with pytest.raises(CommandError, match=f"{field} must not be null"):
+        parse(OperatorCommand(name, payload, sender="pit"))

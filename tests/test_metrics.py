@@ -420,9 +420,13 @@ def test_the_daemon_reads_the_link_the_broker_and_the_journal(tmp_path: Path) ->
         assert readings.outbox == 0 and readings.journal_bytes > 0
         assert readings.last_frame_age_s is None
         link = table.link
-        link.connected, link.last_data = True, time.monotonic()
+        link.connected = True
+        table._heard_at = time.monotonic()  # the wheel said something just now
         assert table.readings().condition.link == "up"
-        link.last_data -= 2.5  # longer than rules.link_timeout_ms (2 s) without a byte
+        table._heard_at -= 2.5  # longer than rules.link_timeout_ms (2 s) without a byte
+        assert table.readings().condition.link == "silent"
+        # A port reopened because the wheel went quiet is no sign of the wheel.
+        link.last_data = time.monotonic()
         assert table.readings().condition.link == "silent"
         assert table.metrics is not None
         samples = _samples(table.metrics.exposition("")[0].decode())

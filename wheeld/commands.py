@@ -138,6 +138,10 @@ def parse(command: OperatorCommand) -> Command:
         raise CommandError("payload is not JSON") from None
     if not isinstance(body, dict):
         raise CommandError("payload must be a JSON object")
+    for name, value in body.items():
+        # null is no value: {"game_id": null} would void whatever game is open.
+        if value is None:
+            raise CommandError(f"{name} must not be null (leave it out instead)")
     operator = _operator(body.pop("operator", None)) or command.sender
     _reply_to(body.pop("reply_to", None))
     _correlation_id(body.pop("correlation_id", None))

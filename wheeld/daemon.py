@@ -200,6 +200,8 @@ class Daemon:
         self._heartbeat = Heartbeat(config.metrics.health_interval_s)
         #: When the wheel last sent anything (monotonic), None before it ever has.
         self._heard_at: float | None = None
+        #: When the daemon started (monotonic): the wheel's silence counts from here at first.
+        self._started_at = time.monotonic()
         self._stop = asyncio.Event()
         #: Another wheeld found online for the table at start: why this one stops.
         self._rival: RivalDaemon | None = None
@@ -228,6 +230,9 @@ class Daemon:
             except OSError:
                 self.journal.close()
                 raise
+        # One line, never a traceback, for what a callback of the loop's raises (paho's
+        # socket callbacks after a connection died under a paused VM, say).
+        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         # Asked of the broker while the wheel is opened, not before: READY must not
         # wait on a broker. Until the answer is in, nothing is decided (what the
         # wheel says is held, in order): the broker's memory of the table's game
@@ -305,6 +310,14 @@ class Daemon:
         if self._rival is not None:
             raise self._rival
         return 0
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        self.log.warning(
+            "event loop callback failed",
+            message=str(context.get("message", "")),
+            error=f"{type(error).__name__}: {error}" if error is not None else None,
+        )
 
     async def _start_after(self, preflight: asyncio.Task[BrokerMemory]) -> None:
         """Once the broker has said what it remembers: stop if another wheeld runs the
@@ -656,8 +669,11 @@ class Daemon:
         link = self.link
         if not link.connected:
             return "down"
-        # Silent for longer than the rule that voids a game for it.
-        if now - link.last_data > self.config.rules.link_timeout_ms / 1000:
+        # Silent for longer than the rule that voids a game for it. Counted from the
+        # wheel's last word, not from the port's last (re)opening: a port reopened
+        # because the wheel went quiet is no sign of the wheel.
+        heard = self._heard_at if self._heard_at is not None else self._started_at
+        if now - heard > self.config.rules.link_timeout_ms / 1000:
             return "silent"
         return "up"
 
