@@ -80,6 +80,8 @@ def test_without_servers_host_and_port_are_the_one_broker(tmp_path: Path) -> Non
         ('servers = "a:1883"', "mqtt.servers: Input should be a valid list"),
         ('servers = ["a:1883"]\nhost = "b"', "give mqtt.servers or mqtt.host/mqtt.port, not both"),
         ('servers = ["a:1883"]\nport = 1884', "(mqtt.port is set too)"),
+        ('servers = ["a:1883", "b:1883", "A:1883"]', "entry 3: 'A:1883' is entry 1 again"),
+        ('servers = ["[::1]:1883", "[::1]:1883"]', "entry 2: '[::1]:1883' is entry 1 again"),
     ],
 )
 def test_a_wrong_servers_list_is_one_line_naming_the_key(

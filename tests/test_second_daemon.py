@@ -113,7 +113,10 @@ def test_a_second_daemon_for_the_table_exits_78_and_the_first_plays_on(
     assert all(record.startswith("{") for record in logged), second.stderr
     assert "Traceback" not in second.stderr
     assert f"another wheeld ({first_instance}) is online for table T9" in line
-    assert "give this one its own table.id" in line and "last will clears this within 7.5 s" in line
+    assert (
+        "give this one its own table.id" in line
+        and "last will clears this within about 10 s" in line
+    )
     assert took_s < 15
     # The first was never disturbed: its session not taken, never a reconnect.
     said = [record.get("event") for record in first.log_lines()]

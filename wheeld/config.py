@@ -313,11 +313,16 @@ class MqttConfig(_Section):
             return None
         if not value:
             raise ValueError('must name at least one broker ("host:port"), or be left out')
+        seen: dict[tuple[str, int], int] = {}
         for number, server in enumerate(value, 1):
             try:
-                split_server(server)
+                host, port = split_server(server)
             except ValueError as exc:
                 raise ValueError(f"entry {number}: {exc}") from None
+            # A broker twice is a typo for another one: the failover would have one less.
+            first = seen.setdefault((host.lower().rstrip("."), port), number)
+            if first != number:
+                raise ValueError(f"entry {number}: {server!r} is entry {first} again")
         return value
 
     @property

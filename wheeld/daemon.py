@@ -367,7 +367,8 @@ class Daemon:
             f"another wheeld ({other}) is online for table {config.table.id} "
             f"(retained {config.base_topic}/status): only one may run per table id; "
             "stop that one, or give this one its own table.id. If it is gone, its last will "
-            f"clears this within {1.5 * config.mqtt.keepalive_s:g} s (1.5 x mqtt.keepalive_s): "
+            f"clears this within about {2 * config.mqtt.keepalive_s:g} s (1.5 x mqtt.keepalive_s "
+            "and the broker's own check): "
             "start again then"
         )
 
