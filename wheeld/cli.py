@@ -365,21 +365,36 @@ def _export(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     import json
 
+    from wheeld.messages import SCHEMA_VERSION
     from wheeld.stats import DEFAULT_WINDOWS, Statistics, describe
 
     config = _load_config(args.config)
-    pockets: int | None = args.pockets or config.wheel.pockets
+    asked: int | None = args.pockets or config.wheel.pockets
     if args.state_dir is not None:
-        events = _journal_events(args.state_dir)
+        events, shown = _journal_events(args.state_dir)
+        source = "the journal"
     else:
         events, wheel_pockets = _capture_events(args, config)
-        pockets = pockets or wheel_pockets
+        shown = 38 if _has_double_zero(events) else None
+        source = "the capture"
+        asked = asked or wheel_pockets
+    pockets = asked
+    if shown is not None:
+        if asked is not None and asked != shown:
+            # The series is of the wheel that played it: figures against another are wrong.
+            named = "--pockets" if args.pockets else "wheel.pockets"
+            print(
+                f"wheeld stats: {named} = {asked} but {source} shows a {shown}-pocket wheel:"
+                f" using {shown}",
+                file=sys.stderr,
+            )
+        pockets = shown
     arcs = args.arc or config.alerts.sector_arcs
     if any(k > 36 for k in arcs):
         raise CommandError(f"--arc: an arc is 1 to 36 pockets, not {max(arcs)}", EXIT_USAGE)
     statistics = Statistics.from_events(events, pockets, args.window or DEFAULT_WINDOWS, arcs)
     if args.json:
-        print(json.dumps(statistics.to_json()))
+        print(json.dumps({**statistics.to_json(), "schema_version": SCHEMA_VERSION}))
     else:
         print("\n".join(describe(statistics)))
     if not statistics.results:
@@ -387,9 +402,10 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _journal_events(state_dir: Path) -> list[dict[str, Any]]:
-    """The journal's ``<base>/game`` payloads in the order decided; one that does not read
-    as an object is skipped (recall shows it)."""
+def _journal_events(state_dir: Path) -> tuple[list[dict[str, Any]], int | None]:
+    """The journal's ``<base>/game`` payloads in the order decided (one that does not read
+    as an object is skipped: recall shows it), and the pockets of the wheel that played
+    them: 38 when a 00 was drawn, else what its retained ``<base>/wheel`` says, else None."""
     import json
 
     from wheeld.journal import JournalError
@@ -397,6 +413,7 @@ def _journal_events(state_dir: Path) -> list[dict[str, Any]]:
     view = _journal_view(state_dir)
     try:
         rows = view.decisions()
+        retained = view.wheel_pockets()
     except JournalError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     finally:
@@ -409,7 +426,11 @@ def _journal_events(state_dir: Path) -> list[dict[str, Any]]:
             continue
         if isinstance(event, dict):
             events.append(event)
-    return events
+    return events, 38 if _has_double_zero(events) else retained
+
+
+def _has_double_zero(events: list[dict[str, Any]]) -> bool:
+    return any(event.get("number") == "00" for event in events)
 
 
 def _capture_events(args: argparse.Namespace, config: Config) -> tuple[list[dict[str, Any]], int]:
