@@ -374,9 +374,12 @@ def _stats(args: argparse.Namespace) -> int:
         events, shown = _journal_events(args.state_dir)
         source = "the journal"
     else:
-        events, wheel_pockets = _capture_events(args, config)
-        shown = 38 if _has_double_zero(events) else None
+        events, wheel_pockets, shown = _capture_events(args, config)
         source = "the capture"
+        if shown is not None and shown != wheel_pockets:
+            # Replayed again as the wheel it is: the other wheel voided or refused pockets.
+            again = argparse.Namespace(**{**vars(args), "pockets": shown})
+            events, _, _ = _capture_events(again, config)
         asked = asked or wheel_pockets
     pockets = asked
     if shown is not None:
@@ -433,20 +436,37 @@ def _has_double_zero(events: list[dict[str, Any]]) -> bool:
     return any(event.get("number") == "00" for event in events)
 
 
-def _capture_events(args: argparse.Namespace, config: Config) -> tuple[list[dict[str, Any]], int]:
-    """The ``<base>/game`` payloads a replay of the capture publishes, and the wheel's pockets."""
+def _capture_events(
+    args: argparse.Namespace, config: Config
+) -> tuple[list[dict[str, Any]], int, int | None]:
+    """The ``<base>/game`` payloads a replay of the capture publishes, the pockets it
+    replayed with, and those the capture itself shows (its hello, else 38 for a 00 the
+    wheel sent, else None)."""
     import json
 
+    from wheeld.drivers import driver_named
     from wheeld.replay import replay
 
-    capture, _, pipeline = _capture_pipeline(args, config)
+    capture, name, pipeline = _capture_pipeline(args, config)
     game_topic = f"{config.base_topic}/game"
     events = [
         json.loads(message.payload)
         for message in replay(capture, pipeline)
         if message.topic == game_topic
     ]
-    return events, pipeline.engine.layout.pockets
+    shown = pipeline.wheel_info.get("wheel_pockets")
+    if shown not in (37, 38):
+        shown = None
+        # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.
+        decoder = driver_named(name).decoder()
+        for line in capture.lines:
+            if line.direction == "<" and any(
+                getattr(event, "number", None) == "00"
+                for event in decoder.feed(line.data + b"\r\n", line.at)
+            ):
+                shown = 38
+                break
+    return events, pipeline.engine.layout.pockets, shown
 
 
 def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
