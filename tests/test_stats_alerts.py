@@ -546,3 +546,47 @@ def test_stats_json_has_a_schema_version_and_the_text_rounds_hours(
     assert status == 0 and json.loads(out)["schema_version"] == 1
     status, text, _ = stats(capsys, "--state-dir", tmp_path)
     assert "(101 games in 1.7 h)" in text
+
+
+def test_the_daemon_journals_alarms_and_keeps_a_set_alert_over_a_sigterm(tmp_path: Path) -> None:
+    from tests.rig import Broker, running
+    from tests.test_daemon import BASE as TABLE_BASE
+    from tests.test_daemon import Table as DaemonTable
+    from wheeld.journal import JournalView
+
+    def repeated(state: str) -> Any:
+        return lambda p: p["alarm"] == "repeated_no_spins" and p["state"] == state
+
+    broker = Broker(tmp_path, persistent=True)
+    broker.start()
+    table = DaemonTable(tmp_path, broker)
+    try:
+        with running(table.daemon):
+            table.ready()
+            table.wheel.hello()
+            table.wheel.advance(3000)
+            table.wheel.game("17")
+            for _ in range(3):  # the rotor never reverses: three no-spins of one cause
+                table.wheel.pocket(None)
+                table.wheel.advance(table.wheel.rotor_period_ms * 3 + 100)
+                table.wheel.game("5")
+            table.flush()
+            alert = table.sub.wait(f"{TABLE_BASE}/alarm", repeated("set"), 20)
+            assert table.daemon.terminate() == 0
+        table.notify.received.clear()
+        with running(table.daemon):
+            table.ready()
+            table.wheel.reverse_rotor()
+            table.wheel.advance(10_000)
+            table.wheel.game("8")
+            table.flush()
+            clear = table.sub.wait(f"{TABLE_BASE}/alarm", repeated("clear"), 20)
+            assert clear["since"] == alert["since"]
+        raised = [p for p in table.sub.on(f"{TABLE_BASE}/alarm") if repeated("set")(p)]
+        assert len(raised) == 1  # the restart raised it no second time
+        with JournalView(tmp_path / "state" / JOURNAL_FILE) as view:
+            kept = [row[3] for row in view.alarms() if row[2] == "repeated_no_spins"]
+        assert kept == ["set", "clear"]
+    finally:
+        table.close()
+        broker.stop()
