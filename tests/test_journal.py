@@ -662,3 +662,14 @@ def test_a_malformed_set_alerts_row_is_forgotten(journal: Journal) -> None:
         db.execute("UPDATE state SET value = '[oops' WHERE key = 'set_alerts'")
     db.close()
     assert reopen_set_alerts(journal) == {}
+
+
+def test_a_journal_from_before_the_alarms_table_reads_without_alarms(journal: Journal) -> None:
+    play(journal, 1)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DROP TABLE alarms")
+    db.close()
+    with JournalView(journal.path) as view:
+        assert view.alarms() == [] and "alarms" not in view.walks()
+        assert [game_id for _, game_id, _ in view.decisions()] == [1]

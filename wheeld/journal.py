@@ -915,6 +915,10 @@ class JournalView:
         expected = _expected_tables()
         if not found.keys() & expected.keys():
             raise JournalError(f"{path}: not a wheeld journal")
+        #: A journal from before the alarms table reads as one without alarms.
+        self._has_alarms = "alarms" in found
+        if not self._has_alarms:
+            del expected["alarms"]
         if any(found.get(name) != columns for name, columns in expected.items()):
             raise JournalError(
                 f"{path}: written by an older wheeld: let the daemon open it once to upgrade it"
@@ -938,7 +942,11 @@ class JournalView:
     def walks(self) -> dict[str, ChainWalk]:
         """Every hash chain walked, by table."""
         try:
-            return {table: _walk(self._db, table) for table in CHAINED}
+            return {
+                table: _walk(self._db, table)
+                for table in CHAINED
+                if table != "alarms" or self._has_alarms
+            }
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
 
@@ -1004,6 +1012,8 @@ class JournalView:
 
     def alarms(self) -> list[tuple[int, float, str, str, str]]:
         """Every alarm kept: (row id, at, code, state, payload), oldest first."""
+        if not self._has_alarms:
+            return []
         return [
             tuple(row)
             for row in self._read("SELECT id, at, code, state, payload FROM alarms ORDER BY id")
