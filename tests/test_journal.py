@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from wheeld.effects import CommandRecord, FrameRecord, GameRecord, Outgoing
+from wheeld.effects import AlarmRecord, CommandRecord, FrameRecord, GameRecord, Outgoing
 from wheeld.engine import EngineState
-from wheeld.journal import GAME_IDS_FILE, Journal, JournalError, JournalWriteError
+from wheeld.journal import GAME_IDS_FILE, Journal, JournalError, JournalView, JournalWriteError
 from wheeld.signing import ChainState
 
 JOURNAL = "journal.sqlite3"
@@ -312,7 +312,7 @@ _FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
 from wheeld.engine import EngineState
-from wheeld.effects import CommandRecord, FrameRecord, GameRecord, Outgoing
+from wheeld.effects import AlarmRecord, CommandRecord, FrameRecord, GameRecord, Outgoing
 from wheeld.journal import Journal, JournalWriteError
 
 journal = Journal(Path(sys.argv[1]))
@@ -588,3 +588,88 @@ def test_opening_does_not_walk_the_frames(journal: Journal) -> None:
     journal = Journal(journal.path)
     assert journal.chain_problem is None
     journal.close()
+
+
+# -- alarms ------------------------------------------------------------------------------
+
+
+def _alarm(at: float, state: str) -> AlarmRecord:
+    payload = json.dumps({"alarm": "deviation", "state": state})
+    return AlarmRecord(at, "deviation", state, payload)
+
+
+def test_alarms_and_the_set_alerts_survive_a_reopen(journal: Journal) -> None:
+    set_alerts = {"deviation": {"since": 1.0, "detail": {"p_value": 0.0001}}}
+    journal.record_alarms([_alarm(1.0, "set"), _alarm(2.0, "acknowledged")], set_alerts)
+    journal = reopen(journal)
+    assert [(at, state) for at, _, state, _ in journal.alarms()] == [
+        (1.0, "set"),
+        (2.0, "acknowledged"),
+    ]
+    assert journal.set_alerts() == set_alerts
+    journal.record_alarms([_alarm(3.0, "clear")], {})
+    assert reopen_set_alerts(journal) == {}
+
+
+def reopen_set_alerts(journal: Journal) -> dict[str, object]:
+    journal = reopen(journal)
+    try:
+        return dict(journal.set_alerts())
+    finally:
+        journal.close()
+
+
+def test_an_edited_alarm_breaks_the_chain(journal: Journal) -> None:
+    journal.record_alarms([_alarm(1.0, "set"), _alarm(2.0, "clear")], {})
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("UPDATE alarms SET state = 'acknowledged' WHERE id = 2")
+    db.close()
+    with JournalView(journal.path) as view:
+        (brk,) = view.walks()["alarms"].breaks
+    assert brk.describe() == (
+        "alarms row 2: hash does not match: the row was edited, moved, or one before it changed"
+    )
+    reopened = Journal(journal.path)
+    try:
+        assert reopened.chain_problem is not None and "alarms row 2" in reopened.chain_problem
+    finally:
+        reopened.close()
+
+
+def test_a_journal_from_before_the_alarms_table_is_upgraded(journal: Journal) -> None:
+    play(journal, 1)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DROP TABLE alarms")
+    db.close()
+    journal = Journal(journal.path)
+    try:
+        assert journal.alarms() == [] and journal.set_alerts() == {}
+        journal.record_alarms([_alarm(1.0, "set")], None)
+        assert [game_id for game_id, _, _ in journal.decisions()] == [1]
+    finally:
+        journal.close()
+    with JournalView(journal.path) as view:
+        assert not any(walk.breaks for walk in view.walks().values())
+        assert [row[2:4] for row in view.alarms()] == [("deviation", "set")]
+
+
+def test_a_malformed_set_alerts_row_is_forgotten(journal: Journal) -> None:
+    journal.record_alarms([], {"deviation": {"since": 1.0}})
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("UPDATE state SET value = '[oops' WHERE key = 'set_alerts'")
+    db.close()
+    assert reopen_set_alerts(journal) == {}
+
+
+def test_a_journal_from_before_the_alarms_table_reads_without_alarms(journal: Journal) -> None:
+    play(journal, 1)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DROP TABLE alarms")
+    db.close()
+    with JournalView(journal.path) as view:
+        assert view.alarms() == [] and "alarms" not in view.walks()
+        assert [game_id for _, game_id, _ in view.decisions()] == [1]

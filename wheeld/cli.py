@@ -365,21 +365,39 @@ def _export(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     import json
 
+    from wheeld.messages import SCHEMA_VERSION
     from wheeld.stats import DEFAULT_WINDOWS, Statistics, describe
 
     config = _load_config(args.config)
-    pockets: int | None = args.pockets or config.wheel.pockets
+    asked: int | None = args.pockets or config.wheel.pockets
     if args.state_dir is not None:
-        events = _journal_events(args.state_dir)
+        events, shown = _journal_events(args.state_dir)
+        source = "the journal"
     else:
-        events, wheel_pockets = _capture_events(args, config)
-        pockets = pockets or wheel_pockets
+        events, wheel_pockets, shown = _capture_events(args, config)
+        source = "the capture"
+        if shown is not None and shown != wheel_pockets:
+            # Replayed again as the wheel it is: the other wheel voided or refused pockets.
+            again = argparse.Namespace(**{**vars(args), "pockets": shown})
+            events, _, _ = _capture_events(again, config)
+        asked = asked or wheel_pockets
+    pockets = asked
+    if shown is not None:
+        if asked is not None and asked != shown:
+            # The series is of the wheel that played it: figures against another are wrong.
+            named = "--pockets" if args.pockets else "wheel.pockets"
+            print(
+                f"wheeld stats: {named} = {asked} but {source} shows a {shown}-pocket wheel:"
+                f" using {shown}",
+                file=sys.stderr,
+            )
+        pockets = shown
     arcs = args.arc or config.alerts.sector_arcs
     if any(k > 36 for k in arcs):
         raise CommandError(f"--arc: an arc is 1 to 36 pockets, not {max(arcs)}", EXIT_USAGE)
     statistics = Statistics.from_events(events, pockets, args.window or DEFAULT_WINDOWS, arcs)
     if args.json:
-        print(json.dumps(statistics.to_json()))
+        print(json.dumps({**statistics.to_json(), "schema_version": SCHEMA_VERSION}))
     else:
         print("\n".join(describe(statistics)))
     if not statistics.results:
@@ -387,9 +405,10 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _journal_events(state_dir: Path) -> list[dict[str, Any]]:
-    """The journal's ``<base>/game`` payloads in the order decided; one that does not read
-    as an object is skipped (recall shows it)."""
+def _journal_events(state_dir: Path) -> tuple[list[dict[str, Any]], int | None]:
+    """The journal's ``<base>/game`` payloads in the order decided (one that does not read
+    as an object is skipped: recall shows it), and the pockets of the wheel that played
+    them: 38 when a 00 was drawn, else what its retained ``<base>/wheel`` says, else None."""
     import json
 
     from wheeld.journal import JournalError
@@ -397,6 +416,7 @@ def _journal_events(state_dir: Path) -> list[dict[str, Any]]:
     view = _journal_view(state_dir)
     try:
         rows = view.decisions()
+        retained = view.wheel_pockets()
     except JournalError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     finally:
@@ -409,23 +429,44 @@ def _journal_events(state_dir: Path) -> list[dict[str, Any]]:
             continue
         if isinstance(event, dict):
             events.append(event)
-    return events
+    return events, 38 if _has_double_zero(events) else retained
 
 
-def _capture_events(args: argparse.Namespace, config: Config) -> tuple[list[dict[str, Any]], int]:
-    """The ``<base>/game`` payloads a replay of the capture publishes, and the wheel's pockets."""
+def _has_double_zero(events: list[dict[str, Any]]) -> bool:
+    return any(event.get("number") == "00" for event in events)
+
+
+def _capture_events(
+    args: argparse.Namespace, config: Config
+) -> tuple[list[dict[str, Any]], int, int | None]:
+    """The ``<base>/game`` payloads a replay of the capture publishes, the pockets it
+    replayed with, and those the capture itself shows (its hello, else 38 for a 00 the
+    wheel sent, else None)."""
     import json
 
+    from wheeld.drivers import driver_named
     from wheeld.replay import replay
 
-    capture, _, pipeline = _capture_pipeline(args, config)
+    capture, name, pipeline = _capture_pipeline(args, config)
     game_topic = f"{config.base_topic}/game"
     events = [
         json.loads(message.payload)
         for message in replay(capture, pipeline)
         if message.topic == game_topic
     ]
-    return events, pipeline.engine.layout.pockets
+    shown = pipeline.wheel_info.get("wheel_pockets")
+    if shown not in (37, 38):
+        shown = None
+        # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.
+        decoder = driver_named(name).decoder()
+        for line in capture.lines:
+            if line.direction == "<" and any(
+                getattr(event, "number", None) == "00"
+                for event in decoder.feed(line.data + b"\r\n", line.at)
+            ):
+                shown = 38
+                break
+    return events, pipeline.engine.layout.pockets, shown
 
 
 def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

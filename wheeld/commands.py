@@ -142,7 +142,7 @@ def parse(command: OperatorCommand) -> Command:
         # null is no value: {"game_id": null} would void whatever game is open.
         if value is None:
             raise CommandError(f"{name} must not be null (leave it out instead)")
-    operator = _operator(body.pop("operator", None)) or command.sender
+    operator = _operator(body.pop("operator", None)) or _sender(command.sender)
     _reply_to(body.pop("reply_to", None))
     _correlation_id(body.pop("correlation_id", None))
     if command.name == "no_spin":
@@ -189,7 +189,17 @@ def _operator(value: object) -> str | None:
         return None
     if type(value) is not str or not 0 < len(value) <= MAX_OPERATOR:
         raise CommandError(f"operator must be a string of 1 to {MAX_OPERATOR} characters")
+    if not value.strip():
+        # Blanks name nobody: an acknowledgement must say who.
+        raise CommandError("operator must not be blank")
     _unicode("operator", value)
+    return value
+
+
+def _sender(value: str | None) -> str | None:
+    """The MQTT user property naming the operator: blanks name nobody either."""
+    if value is not None and not value.strip():
+        raise CommandError("the operator user property must not be blank")
     return value
 
 

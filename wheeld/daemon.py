@@ -121,6 +121,7 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
             pockets=config.wheel.pockets,
             arcs=config.alerts.sector_arcs,
         ),
+        set_alerts=journal.set_alerts(),
     )
 
 
@@ -549,6 +550,9 @@ class Daemon:
                 journal.record_commands(effects.commands)
             if effects.table_state is not None:
                 journal.save_table_state(effects.table_state)
+            if effects.alarms or effects.set_alerts is not None:
+                # Before the decisions: their durable commit makes these durable too.
+                journal.record_alarms(effects.alarms, effects.set_alerts)
             if effects.durable:
                 state = effects.state or self.pipeline.engine.state
                 # The chain as it stands after this batch, kept in the same commit.

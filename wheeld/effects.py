@@ -69,6 +69,18 @@ class CommandRecord:
     outcome: str
 
 
+@dataclass(frozen=True, slots=True)
+class AlarmRecord:
+    """An alarm raised, cleared or acknowledged, as the journal keeps it (hash-chained)."""
+
+    at: float
+    code: str
+    #: ``set``, ``clear`` or ``acknowledged``; ``raised`` for a one-off alarm.
+    state: str
+    #: The ``<base>/alarm`` payload as published.
+    payload: str
+
+
 @dataclass(slots=True)
 class Effects:
     """What the shell must do, in this order: journal, write to the wheel, publish, log."""
@@ -86,6 +98,10 @@ class Effects:
     frames: list[FrameRecord] = field(default_factory=list)
     writes: list[bytes] = field(default_factory=list)
     logs: list[LogRecord] = field(default_factory=list)
+    #: Alarms raised, cleared or acknowledged: journaled (chained) without an fsync of their own.
+    alarms: list[AlarmRecord] = field(default_factory=list)
+    #: The alerts and faults now set, when that changed: stored, so a restart keeps them.
+    set_alerts: dict[str, dict[str, Any]] | None = None
 
     #: An alarm is among the messages: it must survive a power cut too.
     alarmed: bool = False
@@ -108,6 +124,9 @@ class Effects:
         self.frames += other.frames
         self.writes += other.writes
         self.logs += other.logs
+        self.alarms += other.alarms
+        if other.set_alerts is not None:
+            self.set_alerts = other.set_alerts
 
     def log(self, level: LogLevel, event: str, **fields: Any) -> None:
         """Add a log record."""

@@ -46,7 +46,7 @@ from wheeld.engine import EngineState
 from wheeld.signing import ChainState, digest
 
 if TYPE_CHECKING:
-    from wheeld.effects import CommandRecord, FrameRecord, TableState
+    from wheeld.effects import AlarmRecord, CommandRecord, FrameRecord, TableState
 
 #: Files the journal keeps beside its database, in the state directory.
 JOURNAL_FILE = "journal.sqlite3"
@@ -124,18 +124,29 @@ CREATE TABLE anchors (
     problem TEXT
 )
 """,
+    "alarms": """
+CREATE TABLE alarms (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    code TEXT NOT NULL,
+    state TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    hash TEXT
+)
+""",
 }
 #: Tables added after the first journals were written: created when missing.
-_ADDED_TABLES = ("commands", "frames", "anchors")
+_ADDED_TABLES = ("commands", "frames", "anchors", "alarms")
 #: The hash-chained tables, each with the columns a row's hash covers, in order.
 CHAINED: dict[str, tuple[str, ...]] = {
     "decisions": ("id", "game_id", "event", "payload"),
     "commands": ("id", "at", "name", "sender", "payload", "accepted", "outcome"),
     "frames": ("id", "t", "dir", "line", "game_id"),
+    "alarms": ("id", "at", "code", "state", "payload"),
 }
 #: The chains walked at every open. Not ``frames``: hundreds of thousands of rows
 #: would make every start slow; ``wheeld verify --state-dir`` walks that chain.
-WALKED_AT_OPEN = ("decisions", "commands")
+WALKED_AT_OPEN = ("decisions", "commands", "alarms")
 #: Anchor reasons: rows deleted by retention, or a segment begun after a break found at open.
 RETENTION = "retention"
 BROKEN = "broken"
@@ -533,6 +544,49 @@ class Journal:
         )
         return [(r[0], r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows]
 
+    def record_alarms(
+        self, alarms: Sequence[AlarmRecord], set_alerts: dict[str, dict[str, Any]] | None
+    ) -> None:
+        """Keep alarms raised, cleared and acknowledged (chained), and the alerts now set.
+
+        No fsync of their own, like frames: alarms are no game decisions, and
+        the next durable commit makes them durable with it.
+        """
+        heads = dict(self._heads)
+        with self._writing(durable=False):
+            for a in alarms:
+                self._insert_chained(heads, "alarms", (a.at, a.code, a.state, a.payload))
+            if alarms:
+                _put_heads(self._db, heads)
+            if set_alerts is not None:
+                self._db.execute(
+                    "INSERT INTO state (key, value) VALUES ('set_alerts', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (json.dumps(set_alerts, sort_keys=True),),
+                )
+        self._heads = heads
+
+    def set_alerts(self) -> dict[str, dict[str, Any]]:
+        """The alerts and faults the last run left set (code -> since, detail, ack); {} if none.
+
+        Unreadable, it is forgotten rather than refused: the alerts are judged afresh.
+        """
+        rows = self._read("SELECT value FROM state WHERE key = 'set_alerts'")
+        if not rows:
+            return {}
+        try:
+            stored = json.loads(rows[0][0])
+        except ValueError:
+            return {}
+        if not isinstance(stored, dict):
+            return {}
+        return {code: value for code, value in stored.items() if isinstance(value, dict)}
+
+    def alarms(self) -> list[tuple[float, str, str, str]]:
+        """Every journalled alarm: (at, code, state, payload), oldest first."""
+        rows = self._read("SELECT at, code, state, payload FROM alarms ORDER BY id")
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
     def writable(self) -> bool:
         """Whether durable writes work again: tries one tiny write of each kind.
 
@@ -861,6 +915,10 @@ class JournalView:
         expected = _expected_tables()
         if not found.keys() & expected.keys():
             raise JournalError(f"{path}: not a wheeld journal")
+        #: A journal from before the alarms table reads as one without alarms.
+        self._has_alarms = "alarms" in found
+        if not self._has_alarms:
+            del expected["alarms"]
         if any(found.get(name) != columns for name, columns in expected.items()):
             raise JournalError(
                 f"{path}: written by an older wheeld: let the daemon open it once to upgrade it"
@@ -884,7 +942,11 @@ class JournalView:
     def walks(self) -> dict[str, ChainWalk]:
         """Every hash chain walked, by table."""
         try:
-            return {table: _walk(self._db, table) for table in CHAINED}
+            return {
+                table: _walk(self._db, table)
+                for table in CHAINED
+                if table != "alarms" or self._has_alarms
+            }
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
 
@@ -935,6 +997,27 @@ class JournalView:
         ):
             found[game_id].append(payload)
         return found
+
+    def wheel_pockets(self) -> int | None:
+        """The pockets the retained ``<base>/wheel`` message says (37 or 38), or None."""
+        for (payload,) in self._read("SELECT payload FROM retained WHERE topic LIKE '%/wheel'"):
+            try:
+                value = json.loads(payload)
+            except ValueError:
+                continue
+            pockets = value.get("pockets") if isinstance(value, dict) else None
+            if pockets in (37, 38) and type(pockets) is int:
+                return int(pockets)
+        return None
+
+    def alarms(self) -> list[tuple[int, float, str, str, str]]:
+        """Every alarm kept: (row id, at, code, state, payload), oldest first."""
+        if not self._has_alarms:
+            return []
+        return [
+            tuple(row)
+            for row in self._read("SELECT id, at, code, state, payload FROM alarms ORDER BY id")
+        ]
 
     def frames(self, game_ids: Sequence[int]) -> dict[int, list[JournalFrame]]:
         """The lines that crossed the link during each game, in order."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,7 +28,15 @@ from wheeld.commands import (
     parse,
 )
 from wheeld.drivers import DriverSession, WheelDecoder
-from wheeld.effects import CommandRecord, Effects, FrameRecord, GameRecord, Outgoing, TableState
+from wheeld.effects import (
+    AlarmRecord,
+    CommandRecord,
+    Effects,
+    FrameRecord,
+    GameRecord,
+    Outgoing,
+    TableState,
+)
 from wheeld.engine import EngineState, GameEngine
 from wheeld.events import DisplayMismatch, ResultContradicted, WheelHello
 from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
@@ -157,6 +165,7 @@ class TablePipeline:
         signer: Signer | None = None,
         chain: ChainState = FIRST_MESSAGE,
         statistics: Statistics | None = None,
+        set_alerts: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.settings = settings
         #: The table's statistics, fed each outcome; published on <base>/stats.
@@ -172,6 +181,10 @@ class TablePipeline:
         self.unrecorded: list[int] = []
         #: Faults now set: code -> host time they began.
         self.faults: dict[str, float] = {}
+        #: What each set fault was raised with (its detail), for a restart to keep.
+        self._fault_detail: dict[str, dict[str, Any]] = {}
+        #: Set faults an operator acknowledged: code -> (operator, host time).
+        self.acknowledged: dict[str, tuple[str, float]] = {}
         #: The no-spin cause repeating now, and how many times in a row.
         self._no_spin_run: tuple[str | None, int] = (None, 0)
         #: The last result's rotor direction, and launches in a row turning the same way.
@@ -187,6 +200,37 @@ class TablePipeline:
         #: Where the chain of <base>/game messages stands: what the next one carries.
         self.chain = chain
         self._from_wheel = LineSplitter()
+        self._restore_alerts(set_alerts or {})
+
+    def _restore_alerts(self, stored: Mapping[str, Mapping[str, Any]]) -> None:
+        """The alerts the last run left set (the journal's ``set_alerts``): same since, same ack."""
+        for code, alert in stored.items():
+            since = alert.get("since")
+            if isinstance(since, bool) or not isinstance(since, int | float):
+                continue  # unreadable: judged afresh
+            self.faults[code] = float(since)
+            detail = alert.get("detail")
+            self._fault_detail[code] = dict(detail) if isinstance(detail, Mapping) else {}
+            by, at = alert.get("acknowledged_by"), alert.get("acknowledged_at")
+            if isinstance(by, str) and isinstance(at, int | float):
+                self.acknowledged[code] = (by, float(at))
+        repeated = self._fault_detail.get(REPEATED_NO_SPIN_ALERT, {})
+        if isinstance(repeated.get("reason"), str) and type(repeated.get("count")) is int:
+            # The run goes on from where it stood: one more no-spin of that cause is no new one.
+            self._no_spin_run = (repeated["reason"], repeated["count"])
+
+    def set_alerts(self) -> dict[str, dict[str, Any]]:
+        """The faults and alerts now set, as the journal keeps them for a restart."""
+        kept: dict[str, dict[str, Any]] = {}
+        for code, since in sorted(self.faults.items()):
+            by, at = self.acknowledged.get(code, (None, None))
+            kept[code] = {
+                "since": since,
+                "detail": self._fault_detail.get(code, {}),
+                "acknowledged_by": by,
+                "acknowledged_at": at,
+            }
+        return kept
 
     # -- inputs ---------------------------------------------------------------
 
@@ -194,7 +238,33 @@ class TablePipeline:
         """The daemon starts: a game left open by the previous run is void."""
         out = Effects()
         self._decide(self.engine.resume(now), out)
+        self._clear_gone(now, out)
         return out
+
+    def _clear_gone(self, now: float, out: Effects) -> None:
+        """Alerts the last run left set whose condition is gone now: each cleared, once."""
+        settings = self.settings.alerts
+        gone = {JOURNAL_FAULT}  # the journal opened: it is writable
+        if settings.games_per_hour_min is None and settings.games_per_hour_max is None:
+            gone.add(GAMES_PER_HOUR_ALERT)
+        if settings.rotor_rpm_min is None and settings.rotor_rpm_max is None:
+            gone.add(ROTOR_SPEED_ALERT)
+        if settings.direction_unchanged is None:
+            gone.add(DIRECTION_ALERT)
+        if self._no_spin_run[1] < settings.repeated_no_spins:
+            gone.add(REPEATED_NO_SPIN_ALERT)
+        if self.statistics is not None:
+            p_value = self.statistics.chi_squared.p_value
+            if p_value is None or p_value >= settings.deviation_p_value:
+                gone.add(DEVIATION_ALERT)
+        if settings.sector_p_value is None:
+            gone.add(SECTOR_ALERT)
+        elif self.statistics is not None:
+            found = self.statistics.sector_concentration(settings.sector_min_games)
+            if found is None or found.p_value >= settings.sector_p_value:
+                gone.add(SECTOR_ALERT)
+        for code in sorted(gone & self.faults.keys()):
+            self._fault(code, now, out, active=False)
 
     def on_bytes(self, data: bytes, now: float) -> Effects:
         """Bytes from the wheel, heard at host time ``now``; every line goes to the journal."""
@@ -643,9 +713,12 @@ class TablePipeline:
         since = self.faults.get(code)
         if active and since is None:
             self.faults[code] = now
+            self._fault_detail[code] = detail
             alarm = Alarm(now, code, {"state": "set", "since": iso_utc(now), **detail})
         elif not active and since is not None:
             del self.faults[code]
+            self._fault_detail.pop(code, None)
+            self.acknowledged.pop(code, None)
             alarm = Alarm(
                 now,
                 code,
@@ -660,6 +733,7 @@ class TablePipeline:
         else:
             return
         self._raise(alarm, out)
+        out.set_alerts = self.set_alerts()
 
     def _judge_alerts(self, outcome: Result | NoSpin, out: Effects) -> None:
         """Alerts the figures call for: set, cleared when they no longer hold, acknowledged."""
@@ -759,14 +833,23 @@ class TablePipeline:
         if code not in self.faults:
             known = ", ".join(sorted(self.faults)) or "none"
             raise CommandError(f"no alert {code!r} is set (set: {known})")
+        if code in self.acknowledged:
+            by, at = self.acknowledged[code]
+            raise CommandError(f"{code} already acknowledged by {by} at {iso_utc(at)}")
+        self.acknowledged[code] = (operator, now)
         since = iso_utc(self.faults[code])
         detail = {"state": "acknowledged", "since": since, "operator": operator}
         self._raise(Alarm(now, code, detail), out)
+        out.set_alerts = self.set_alerts()
         return out
 
     def _raise(self, alarm: Alarm, out: Effects) -> None:
         """Journal (durably) and publish an alarm, and log it."""
-        out.messages.append(self._alarm_message(alarm))
+        message = self._alarm_message(alarm)
+        state = alarm.detail.get("state")
+        kind = state if isinstance(state, str) else "raised"
+        out.alarms.append(AlarmRecord(alarm.at, alarm.code, kind, message.payload))
+        out.messages.append(message)
         out.alarmed = True
         out.log("warning", "alarm", alarm=alarm.code, **alarm.detail)
 

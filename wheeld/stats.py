@@ -884,7 +884,8 @@ def describe(statistics: Statistics) -> list[str]:
     ]
     rate = data["games_per_hour"]
     if rate["rate"] is not None:
-        lines.append(f"games per hour: {rate['rate']} ({rate['games']} games in {rate['hours']} h)")
+        hours = f"{rate['hours']:.1f}"
+        lines.append(f"games per hour: {rate['rate']} ({rate['games']} games in {hours} h)")
     recent = rate["recent"]
     if recent["rate"] is not None:
         lines.append(

@@ -8,7 +8,7 @@ failure and says where (the message's ``seq``, else its ``game_id``, else its
 line) and why, in one line: what ``wheeld verify`` prints before exiting 1.
 
 ``verify_journal`` adds the journal's own hash chains over its rows
-(``wheeld.journal``): decisions, operator commands and the serial frames. An
+(``wheeld.journal``): decisions, operator commands, alarms and the serial frames. An
 edited, deleted or reordered row is found there even when what it held was
 never signed; the frames chain is walked only here, never at a start-up.
 """
