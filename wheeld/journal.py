@@ -495,9 +495,10 @@ class Journal:
     def _stored_mark(self) -> int | None:
         """The game-id mark this journal last wrote into ``game-ids``, or None if never."""
         rows = self._read("SELECT value FROM state WHERE key = 'game_ids'")
-        if not rows or not str(rows[0][0]).isdigit():
+        value = str(rows[0][0]) if rows else ""
+        if not (value.isascii() and value.isdigit()):
             return None  # an unreadable mark is no mark: the journal is taken as older
-        return int(rows[0][0])
+        return int(value)
 
     def _stored_run(self) -> tuple[str | None, bool] | None:
         """How the last run ended: (its boot id, closed cleanly), or None if never written."""
@@ -1205,8 +1206,10 @@ def _walk(db: sqlite3.Connection, table: str) -> ChainWalk:
 
 
 def _read_boot_id() -> str | None:
-    """This boot's id from the kernel, or None where there is none (then every unclean
-    close is taken as one a power cut may have followed)."""
+    """This boot's id from the kernel, or None where there is none.
+
+    Without one, every unclean close is taken as one a power cut may have followed.
+    """
     try:
         return BOOT_ID_FILE.read_text(encoding="ascii").strip() or None
     except (OSError, UnicodeDecodeError):
