@@ -856,3 +856,33 @@ def test_a_lost_journal_closed_before_any_game_is_still_lost_at_the_next_start(
     journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
     assert not journal.lost and journal.load_state() == EngineState(next_game_id=102, open_game=101)
     journal.close()
+
+
+def test_a_power_cut_restarts_the_chain_past_every_reserved_seq(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    _signed_games(journal, 3)
+    crash(journal)
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)
+    assert journal.lost and journal.load_chain() == ChainState(1002, None)
+    journal.close()
+
+
+def test_a_journal_from_an_older_wheeld_behind_the_mark_is_older(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    play(journal, 1)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:  # as an older wheeld left it
+        db.execute("DELETE FROM state WHERE key IN ('game_ids', 'run')")
+    db.close()
+    (state_dir / GAME_IDS_FILE).write_text("7 0\n")  # its per-game mark, ahead
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    assert journal.lost and journal.load_state() == EngineState(next_game_id=8)
+    journal.close()
+    (state_dir / GAME_IDS_FILE).write_text("8 0\n")
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DELETE FROM state WHERE key IN ('game_ids', 'run')")
+        db.execute("""UPDATE state SET value = '{"next_game_id": 9}' WHERE key = 'engine'""")
+    db.close()
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)  # level with it: complete
+    assert not journal.lost and journal.load_state() == EngineState(next_game_id=9)
+    journal.close()
