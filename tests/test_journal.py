@@ -886,3 +886,14 @@ def test_a_journal_from_an_older_wheeld_behind_the_mark_is_older(state_dir: Path
     journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)  # level with it: complete
     assert not journal.lost and journal.load_state() == EngineState(next_game_id=9)
     journal.close()
+
+
+def test_both_blocks_due_at_once_are_one_write(journal: Journal, fsyncs: list[int]) -> None:
+    journal.record(
+        [GameRecord(1, "Spinning", "{}")],
+        [Outgoing("t/game", "{}")],
+        EngineState(next_game_id=2, open_game=1),
+        ChainState(2, "A" * 43),
+    )
+    assert game_ids(journal.path.parent) == "100 1002\n"
+    assert len(fsyncs) == 2  # the file and its directory, once

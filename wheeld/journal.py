@@ -562,12 +562,23 @@ class Journal:
         self._high_water = used
         self._seq_reserved = reserved
 
-    def _note_game_ids(self, games: list[GameRecord], state: EngineState) -> None:
+    def _note_game_ids(
+        self, games: list[GameRecord], state: EngineState, chain: ChainState | None = None
+    ) -> None:
+        """Reserve the next blocks of game ids and seqs, when these reach past the marks.
+
+        Written before the decision is committed: a crash between the two
+        skips ids, never reuses one. Only a game or a seq past its block pays
+        for it, and both blocks are reserved in one write when both are due.
+        """
         used = max([state.next_game_id - 1, *(game.game_id for game in games)])
-        # Written before the decision is committed: a crash between the two
-        # skips ids, never reuses one. Only a game past the block pays for it.
+        marks = self._high_water, self._seq_reserved
         if used > self._high_water:
-            self._write_game_ids(used + GAME_ID_RESERVE - 1)
+            marks = used + GAME_ID_RESERVE - 1, marks[1]
+        if chain is not None and chain.seq >= self._seq_reserved:
+            marks = marks[0], chain.seq + SEQ_RESERVE
+        if marks != (self._high_water, self._seq_reserved):
+            self._write_game_ids(*marks)
         self._given = max(self._given, used)
 
     # -- state -------------------------------------------------------------
@@ -697,10 +708,7 @@ class Journal:
         """
         if durable is None:
             durable = not games or any(g.event not in UNHURRIED_EVENTS for g in games)
-        self._note_game_ids(games, state)
-        if chain is not None and chain.seq >= self._seq_reserved:
-            # Written before the commit, as game ids are: a crash skips seqs, never reuses.
-            self._write_game_ids(self._high_water, chain.seq + SEQ_RESERVE)
+        self._note_game_ids(games, state, chain)
         heads = dict(self._heads)
         marking = not self._run_marked
         with self._writing(durable=durable or marking):
