@@ -183,8 +183,10 @@ def test_engine_state_round_trips() -> None:
 def test_game_ids_continue_after_the_journal_is_deleted(journal: Journal) -> None:
     for game_id in (1, 2, 3):
         play(journal, game_id)
-    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3 0\n"
+    # A block of ids reserved while running; brought down to the last used at a clean close.
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "100 0\n"
     journal.close()
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3 0\n"
     for stale in journal.path.parent.glob(JOURNAL + "*"):
         stale.unlink()
     journal = Journal(journal.path)
@@ -546,8 +548,8 @@ def test_a_lost_or_older_journal_restarts_the_chain_past_every_reserved_seq(
     journal: Journal,
 ) -> None:
     _signed_games(journal, 3)
-    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3 1002\n"
     journal.close()
+    assert (journal.path.parent / GAME_IDS_FILE).read_text() == "3 1002\n"
     for stale in journal.path.parent.glob(JOURNAL + "*"):
         stale.unlink()
     journal = Journal(journal.path)  # lost: a new journal, game ids and seqs go on
@@ -673,3 +675,310 @@ def test_a_journal_from_before_the_alarms_table_reads_without_alarms(journal: Jo
     with JournalView(journal.path) as view:
         assert view.alarms() == [] and "alarms" not in view.walks()
         assert [game_id for _, game_id, _ in view.decisions()] == [1]
+
+
+# -- game ids reserved in blocks; a game's start without an fsync -----------------------
+
+BOOT = "3f0c7a9e-boot-a"
+REBOOTED = "8d41b2c6-boot-b"
+
+
+def spin(journal: Journal, game_id: int) -> list[int]:
+    """Journal a game's start as the daemon does: ``spinning``, the game open."""
+    return journal.record(
+        [GameRecord(game_id, "Spinning", "{}")],
+        [Outgoing("t/game", "{}")],
+        EngineState(next_game_id=game_id + 1, open_game=game_id),
+    )
+
+
+def synchronous(journal: Journal) -> str:
+    """The mode the journal's last commit was made in (it is set before each one)."""
+    mode = journal._db.execute("PRAGMA synchronous").fetchone()[0]
+    return {1: "NORMAL", 2: "FULL"}[mode]
+
+
+def crash(journal: Journal) -> None:
+    """Let go of the journal as a killed process would: no clean close written."""
+    journal._db.close()
+    del journal._db
+    assert journal._lock_fd is not None
+    os.close(journal._lock_fd)
+    journal._lock_fd = None
+
+
+def game_ids(state_dir: Path) -> str:
+    return (state_dir / GAME_IDS_FILE).read_text()
+
+
+@pytest.fixture
+def fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every os.fsync the journal makes itself (those of game-ids)."""
+    made: list[int] = []
+    real = os.fsync
+
+    def counted(fd: int) -> None:
+        made.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
+    return made
+
+
+def test_a_games_start_within_the_block_pays_no_fsync(state_dir: Path, fsyncs: list[int]) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    spin(journal, 1)  # reserves the block, and marks the run open: fsync'd
+    assert game_ids(state_dir) == "100 0\n" and synchronous(journal) == "FULL"
+    play(journal, 1)
+    assert synchronous(journal) == "FULL"  # a result is durable before it is published
+    fsyncs.clear()
+    for game_id in range(2, 101):
+        spin(journal, game_id)
+        assert synchronous(journal) == "NORMAL"
+        journal.record(
+            [GameRecord(game_id, "NoMoreBets", "{}")],
+            [Outgoing("t/game", "{}")],
+            EngineState(next_game_id=game_id + 1, open_game=game_id),
+        )
+        assert synchronous(journal) == "NORMAL"
+        play(journal, game_id)
+        assert synchronous(journal) == "FULL"
+    assert fsyncs == [] and game_ids(state_dir) == "100 0\n"
+    spin(journal, 101)  # the next block: game-ids is written (file and directory)
+    assert len(fsyncs) == 2 and game_ids(state_dir) == "200 0\n"
+    assert synchronous(journal) == "NORMAL"
+    journal.close()
+    assert game_ids(state_dir) == "101 0\n"  # a clean close: down to the last id used
+
+
+def test_an_alarm_with_a_games_start_is_fsynced(journal: Journal) -> None:
+    spin(journal, 1)
+    journal.record(
+        [GameRecord(2, "Spinning", "{}")],
+        [Outgoing("t/game", "{}"), Outgoing("t/alarm", "{}")],
+        EngineState(next_game_id=3, open_game=2),
+        durable=True,
+    )
+    assert synchronous(journal) == "FULL"
+    journal.record([], [Outgoing("t/alarm", "{}")], EngineState(next_game_id=3, open_game=2))
+    assert synchronous(journal) == "FULL"
+
+
+def test_a_clean_restart_goes_on_by_one(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    play(journal, 1)
+    spin(journal, 2)
+    journal.close()
+    for boot in (BOOT, REBOOTED):  # closed cleanly: nothing was lost, whatever the boot
+        journal = Journal(state_dir / JOURNAL, boot_id=boot)
+        assert journal.warnings == [] and not journal.lost
+        assert journal.load_state() == EngineState(next_game_id=3, open_game=2)
+        journal.close()
+
+
+_KILLED_MID_GAME = """
+import os, signal, sys
+from pathlib import Path
+from wheeld.effects import GameRecord, Outgoing
+from wheeld.engine import EngineState
+from wheeld.journal import Journal
+
+journal = Journal(Path(sys.argv[1]), boot_id=sys.argv[2])
+for game_id in range(1, 6):
+    journal.record([GameRecord(game_id, "Spinning", "{}")], [Outgoing("t/game", "{}")],
+                   EngineState(next_game_id=game_id + 1, open_game=game_id))
+    if game_id < 5:
+        journal.record([GameRecord(game_id, "Result", "{}", "7")], [Outgoing("t/game", "{}")],
+                       EngineState(next_game_id=game_id + 1))
+os.kill(os.getpid(), signal.SIGKILL)  # mid-game 5, its spinning committed without an fsync
+"""
+
+
+def test_a_process_killed_mid_game_goes_on_by_one(state_dir: Path) -> None:
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_MID_GAME, str(state_dir / JOURNAL), BOOT],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert killed.returncode == -9, killed.stderr
+    assert game_ids(state_dir) == "100 0\n"
+    # The same boot: the kernel kept every commit, the journal is complete.
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    assert journal.warnings == [] and not journal.lost
+    assert journal.load_state() == EngineState(next_game_id=6, open_game=5)
+    assert journal.decisions()[-1][:2] == (5, "Spinning")
+    journal.close()
+
+
+def test_a_power_cut_that_took_a_games_start_skips_the_reserved_block(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    for game_id in (1, 2, 3):
+        play(journal, game_id)
+    # What is on the disk after game 3's fsync'd result ...
+    saved = {
+        name: (state_dir / name).read_bytes()
+        for name in (JOURNAL, JOURNAL + "-wal")
+        if (state_dir / name).exists()
+    }
+    spin(journal, 4)  # ... published, but not fsync'd: a power cut takes it
+    crash(journal)
+    for name in (JOURNAL, JOURNAL + "-wal", JOURNAL + "-shm"):
+        (state_dir / name).unlink(missing_ok=True)
+    for name, data in saved.items():
+        (state_dir / name).write_bytes(data)
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)
+    assert [game_id for game_id, _, _ in journal.decisions()] == [1, 2, 3]
+    assert journal.lost
+    assert journal.warnings == [
+        f"{journal.path}: the last run did not close cleanly and the machine restarted since:"
+        " its last commits, made without an fsync, may be lost; game ids continue from 101"
+        f" ({state_dir / GAME_IDS_FILE})"
+    ]
+    assert journal.load_state() == EngineState(next_game_id=101)
+    # Killed again before a game: still told, still past the block.
+    crash(journal)
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)
+    assert journal.lost and journal.load_state() == EngineState(next_game_id=101)
+    spin(journal, 101)
+    assert game_ids(state_dir) == "200 0\n"
+    crash(journal)
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)  # the same boot: complete again
+    assert journal.warnings == []
+    assert journal.load_state() == EngineState(next_game_id=102, open_game=101)
+    journal.close()
+
+
+def test_an_unknown_boot_takes_an_unclean_close_as_a_power_cut(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wheeld.journal
+
+    monkeypatch.setattr(wheeld.journal, "BOOT_ID_FILE", state_dir / "no-such-boot-id")
+    journal = Journal(state_dir / JOURNAL)
+    spin(journal, 1)
+    crash(journal)
+    journal = Journal(state_dir / JOURNAL)
+    # Game 1 stays open, for the engine to void; the next game is past the block.
+    assert journal.lost and journal.load_state() == EngineState(next_game_id=101, open_game=1)
+    journal.close()
+
+
+def test_the_boot_id_is_the_kernels(journal: Journal) -> None:
+    from wheeld.journal import BOOT_ID_FILE
+
+    if not BOOT_ID_FILE.exists():
+        pytest.skip("no boot id from this kernel")
+    assert journal._boot_id == BOOT_ID_FILE.read_text().strip()
+
+
+def test_an_older_journal_is_found_behind_a_clean_close(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    play(journal, 1)
+    play(journal, 2)
+    journal.close()
+    copy = {name: (state_dir / name).read_bytes() for name in (JOURNAL,)}
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    for game_id in (3, 4, 5):
+        play(journal, game_id)
+    journal.close()
+    assert game_ids(state_dir) == "5 0\n"
+    for name, data in copy.items():
+        (state_dir / name).write_bytes(data)
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    assert journal.lost
+    assert "the journal ends at game 2" in journal.warnings[0]
+    assert journal.warnings[0].endswith("game ids continue from 6")
+    assert journal.load_state() == EngineState(next_game_id=6)
+    journal.close()
+
+
+def test_an_older_journal_from_an_earlier_block_is_found(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    play(journal, 1)
+    journal.close()
+    copy = (state_dir / JOURNAL).read_bytes()
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    for game_id in range(2, 151):
+        spin(journal, game_id)
+    crash(journal)  # not closed cleanly: game-ids still reserves the second block
+    assert game_ids(state_dir) == "201 0\n"  # blocks from 2 (after the close), then 102
+    for name in (JOURNAL + "-wal", JOURNAL + "-shm"):
+        (state_dir / name).unlink(missing_ok=True)
+    (state_dir / JOURNAL).write_bytes(copy)
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    assert journal.lost and journal.load_state() == EngineState(next_game_id=202)
+    journal.close()
+
+
+def test_a_journal_without_a_game_never_brings_the_mark_down(state_dir: Path) -> None:
+    state_dir.mkdir()
+    Journal(state_dir / JOURNAL).close()  # a journal, no game in it
+    (state_dir / GAME_IDS_FILE).write_text("999\n")
+    journal = Journal(state_dir / JOURNAL)
+    journal.save_table_state("closed")
+    journal.close()
+    assert game_ids(state_dir) == "999\n"  # untouched
+    journal = Journal(state_dir / JOURNAL)
+    assert journal.load_state() == EngineState(next_game_id=1000)
+    journal.close()
+
+
+def test_a_lost_journal_closed_before_any_game_is_still_lost_at_the_next_start(
+    state_dir: Path,
+) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    spin(journal, 1)
+    crash(journal)
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)
+    assert journal.lost
+    journal.close()  # a clean close, but nothing past the block was recorded
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)
+    assert journal.lost and journal.load_state() == EngineState(next_game_id=101, open_game=1)
+    spin(journal, 101)
+    journal.close()
+    assert game_ids(state_dir) == "101 0\n"
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    assert not journal.lost and journal.load_state() == EngineState(next_game_id=102, open_game=101)
+    journal.close()
+
+
+def test_a_power_cut_restarts_the_chain_past_every_reserved_seq(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    _signed_games(journal, 3)
+    crash(journal)
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)
+    assert journal.lost and journal.load_chain() == ChainState(1002, None)
+    journal.close()
+
+
+def test_a_journal_from_an_older_wheeld_behind_the_mark_is_older(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    play(journal, 1)
+    journal.close()
+    with sqlite3.connect(journal.path) as db:  # as an older wheeld left it
+        db.execute("DELETE FROM state WHERE key IN ('game_ids', 'run')")
+    db.close()
+    (state_dir / GAME_IDS_FILE).write_text("7 0\n")  # its per-game mark, ahead
+    journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
+    assert journal.lost and journal.load_state() == EngineState(next_game_id=8)
+    journal.close()
+    (state_dir / GAME_IDS_FILE).write_text("8 0\n")
+    with sqlite3.connect(journal.path) as db:
+        db.execute("DELETE FROM state WHERE key IN ('game_ids', 'run')")
+        db.execute("""UPDATE state SET value = '{"next_game_id": 9}' WHERE key = 'engine'""")
+    db.close()
+    journal = Journal(state_dir / JOURNAL, boot_id=REBOOTED)  # level with it: complete
+    assert not journal.lost and journal.load_state() == EngineState(next_game_id=9)
+    journal.close()
+
+
+def test_both_blocks_due_at_once_are_one_write(journal: Journal, fsyncs: list[int]) -> None:
+    journal.record(
+        [GameRecord(1, "Spinning", "{}")],
+        [Outgoing("t/game", "{}")],
+        EngineState(next_game_id=2, open_game=1),
+        ChainState(2, "A" * 43),
+    )
+    assert game_ids(journal.path.parent) == "100 1002\n"
+    assert len(fsyncs) == 2  # the file and its directory, once

@@ -558,7 +558,11 @@ class Daemon:
                 # The chain as it stands after this batch, kept in the same commit.
                 pipeline = self.pipeline
                 chain = pipeline.chain if pipeline.signer is not None else None
-                ids = journal.record(effects.games, effects.messages, state, chain=chain)
+                # An alarm is fsync'd with what it came with; a game's start alone is not.
+                durable = True if effects.alarmed else None
+                ids = journal.record(
+                    effects.games, effects.messages, state, chain=chain, durable=durable
+                )
                 if self.metrics is not None:
                     self.metrics.decided(effects.games, effects.messages, ids)
             else:

@@ -108,7 +108,10 @@ class Effects:
 
     @property
     def durable(self) -> bool:
-        """True when a decision or an alarm is in it: the journal commit must be fsync'd."""
+        """True when a decision or an alarm is in it: for ``Journal.record``.
+
+        That commit is fsync'd unless only a game's start (no alarm) is in it.
+        """
         return bool(self.games) or self.alarmed
 
     def extend(self, other: Effects) -> None:

@@ -1,20 +1,34 @@
 """The journal: every decision and the engine's state, durable before publication.
 
-SQLite in WAL mode. Decisions are committed with ``synchronous=FULL``: on
-disk (fsync'd) when ``record`` returns; what needs no durability of its own
-(wheel state, acknowledgements, frames) is committed with NORMAL and made
-durable by the next FULL commit. The ``outbox`` table is the publisher's queue: an
-entry leaves it only once the broker has acknowledged it, so nothing decided
-is lost to a broker outage, a crash or a power cut.
+SQLite in WAL mode. A game's end (a result, a no-spin), operator commands,
+alarms and the table's state are committed with ``synchronous=FULL``: on disk
+(fsync'd) when the call returns. What needs no fsync of its own is committed
+with NORMAL and made durable by the next FULL commit: a game's start
+(``spinning``, ``no_more_bets``), wheel state, acknowledgements, frames. A
+NORMAL commit survives the daemon's crash (it is in the write-ahead log) but
+not a power cut; what a power cut may take is found at the next open (below).
+The ``outbox`` table is the publisher's queue: an entry leaves it only once the
+broker has acknowledged it, so nothing decided is lost to a broker outage or a
+crash, and no result to a power cut.
 
 Beside the database, in the same state directory:
 
 - ``lock``: held with ``flock`` while a journal is open, so two daemons never
   share one state directory; it holds the owner's pid for the error message.
-- ``game-ids``: the highest game id ever used and the message seq reserved,
-  one line, replaced atomically whenever either grows. Game ids and seqs are
-  never reused: a journal that is deleted, emptied or moved aside does not
-  restart them.
+- ``game-ids``: the highest game id reserved and the message seq reserved,
+  one line, replaced atomically (fsync'd) whenever either grows: game ids
+  ``GAME_ID_RESERVE`` at a time, seqs ``SEQ_RESERVE`` at a time, before any of
+  them is journalled. A clean close brings the game-id mark back down to the
+  last id used. Game ids and seqs are never reused: a journal that is deleted,
+  emptied or older than ``game-ids`` does not restart them; they continue past
+  the reserved block.
+
+The journal's ``state`` table also keeps the mark it last wrote into
+``game-ids`` (``game_ids``) and how the last run ended (``run``: the kernel's
+boot id and whether it closed cleanly). A journal whose last run did not close
+cleanly, opened after the machine restarted, may have lost its last NORMAL
+commits (a game announced but forgotten): game ids and seqs then continue past
+the reserved blocks too, with a warning.
 
 A journal that is not an SQLite database, fails ``PRAGMA quick_check`` or does
 not hold wheeld's tables is refused at open with one line saying so: a daemon
@@ -160,6 +174,14 @@ _GAME_IDS_LINE = re.compile(r"\s*([0-9]{1,16})(?:[ \t]+([0-9]{1,16}))?\s*", re.A
 #: or older journal restarts the chain past every seq ever reserved, never at
 #: one already published, at the cost of one more small fsync per block.
 SEQ_RESERVE = 1000
+#: ``game-ids`` reserves game ids this many at a time: one fsync'd write of the
+#: file per block of games, none for the games within it.
+GAME_ID_RESERVE = 100
+#: Decisions that start a game: committed without an fsync of their own.
+#: Should a power cut take them, the next open skips past the reserved ids.
+UNHURRIED_EVENTS = frozenset({"Spinning", "NoMoreBets"})
+#: Where the kernel says which boot this is: a new id after every restart.
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 
 _Columns = list[tuple[str, str, int, int]]
 
@@ -188,23 +210,37 @@ class Journal:
     """The daemon's durable memory: decisions, engine state and the outbox.
 
     ``warnings`` lists, one line each, what the operator should hear about
-    from opening (a journal found missing or behind the game-id mark); the
-    daemon raises them as alarms.
+    from opening (a journal found missing, older than the game-id mark, or
+    possibly missing its last commits after a power cut); the daemon raises
+    them as alarms.
+
+    ``boot_id`` names this boot of the machine (tests give their own);
+    by default it is read from the kernel, None when it cannot be.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, boot_id: str | None = None) -> None:
         self.path = path
         self.warnings: list[str] = []
+        self._boot_id = boot_id if boot_id is not None else _read_boot_id()
+        #: The highest game id handed to the journal, from the journal's own at open.
+        self._given = 0
+        #: Below this the game-id mark is never brought down (the mark found when
+        #: the journal was lost: ids up to it may have been announced).
+        self._floor = 0
+        #: This run is recorded in the journal as open (not closed cleanly).
+        self._run_marked = False
         state_dir = path.parent
         self._game_ids_path = state_dir / GAME_IDS_FILE
         try:
             state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise JournalError(f"{state_dir}: cannot create the state directory: {exc}") from None
+        self._opened = False
         self._lock_fd: int | None = _lock_state_dir(state_dir)
         try:
             self._high_water, self._seq_reserved = self._read_high_water()
-            #: The journal was missing, emptied or older than ``game-ids``.
+            #: The journal was missing, emptied or older than ``game-ids``, or its last
+            #: commits may have been lost to a power cut: ids continue past the blocks.
             self.lost = False
             self._db = self._connect()
             self._durable = True
@@ -216,11 +252,23 @@ class Journal:
         except BaseException:
             self.close()
             raise
+        self._opened = True
 
     def close(self) -> None:
-        """Close the database and release the state directory; safe to call twice."""
+        """Close the database and release the state directory; safe to call twice.
+
+        A clean close is written down (with an fsync, which makes every earlier
+        commit durable too) and brings ``game-ids`` back to the last game id
+        handed out: the next start continues from it, and an older journal
+        swapped in meanwhile is found behind it.
+        """
         db = getattr(self, "_db", None)
         if db is not None:
+            # A journal found lost keeps saying so until a decision past the
+            # reserved block is recorded: a clean close must not hide the loss.
+            if self._opened and (self._run_marked or not self.lost):
+                with contextlib.suppress(JournalError):
+                    self._close_run()
             db.close()
             del self._db
         if self._lock_fd is not None:
@@ -257,6 +305,7 @@ class Journal:
             raise
         if fresh and (self._high_water > 0 or self._seq_reserved > 0):
             self.lost = True
+            self._floor = self._high_water
             self.warnings.append(
                 f"{path}: journal was missing or empty, a new one was started;"
                 f" game ids continue from {self._high_water + 1} ({self._game_ids_path})"
@@ -416,23 +465,88 @@ class Journal:
         return int(match[1]), int(match[2] or 0)
 
     def _check_game_ids(self) -> None:
-        """Reconcile the journal's next game id with ``game-ids``, warning when behind."""
+        """Reconcile the journal with ``game-ids``: warn, and skip ids, when it may miss games.
+
+        Within the block it reserved, a journal behind the mark is normal. It
+        is not complete when ``game-ids`` holds a mark it never wrote (an older
+        journal, or one from before the mark was kept in it), nor when its last
+        run did not close cleanly and the machine has restarted since (its
+        last commits had no fsync). Ids then continue past the reserved block.
+        """
         stored = self._stored_state()
         if stored is None:
+            self._floor = self._high_water  # no game in it: ids continue past the mark
             return
         used = stored.next_game_id - 1
+        self._given = used
         if used > self._high_water:
             # A journal from before game-ids existed, or game-ids was deleted.
-            self._raise_high_water(used)
-        elif used < self._high_water:
-            self.lost = True
-            self.warnings.append(
+            self._write_game_ids(used)
+        elif used < self._high_water and self._stored_mark() != self._high_water:
+            self._lose(
                 f"{self.path}: the journal ends at game {used} but {self._game_ids_path}"
-                f" says game {self._high_water} was used (an older journal?);"
+                f" reserves up to game {self._high_water} (an older journal?);"
                 f" game ids continue from {self._high_water + 1}"
             )
+            return
+        run = self._stored_run()
+        if run is not None and not run[1] and (run[0] is None or run[0] != self._boot_id):
+            self._lose(
+                f"{self.path}: the last run did not close cleanly and the machine restarted"
+                f" since: its last commits, made without an fsync, may be lost;"
+                f" game ids continue from {self._high_water + 1} ({self._game_ids_path})"
+            )
 
-    def _raise_high_water(self, used: int, seq_reserved: int | None = None) -> None:
+    def _lose(self, warning: str) -> None:
+        """The journal may miss games: ids (and seqs) continue past every reserved one."""
+        self.lost = True
+        self._floor = self._high_water
+        self.warnings.append(warning)
+
+    def _stored_mark(self) -> int | None:
+        """The game-id mark this journal last wrote into ``game-ids``, or None if never."""
+        rows = self._read("SELECT value FROM state WHERE key = 'game_ids'")
+        value = str(rows[0][0]) if rows else ""
+        if not (value.isascii() and value.isdigit()):
+            return None  # an unreadable mark is no mark: the journal is taken as older
+        return int(value)
+
+    def _stored_run(self) -> tuple[str | None, bool] | None:
+        """How the last run ended: (its boot id, closed cleanly), or None if never written."""
+        rows = self._read("SELECT value FROM state WHERE key = 'run'")
+        if not rows:
+            return None
+        try:
+            run = json.loads(rows[0][0])
+            boot, closed = run["boot_id"], run["closed"]
+        except (ValueError, TypeError, KeyError):
+            return None, False  # unreadable: taken as a run that did not close cleanly
+        return (boot if isinstance(boot, str) else None), closed is True
+
+    def _put_run(self, *, closed: bool) -> None:
+        self._db.execute(
+            "INSERT INTO state (key, value) VALUES ('run', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (json.dumps({"boot_id": self._boot_id, "closed": closed}, sort_keys=True),),
+        )
+
+    def _put_mark(self) -> None:
+        self._db.execute(
+            "INSERT INTO state (key, value) VALUES ('game_ids', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(self._high_water),),
+        )
+
+    def _close_run(self) -> None:
+        """Write down a clean close (fsync'd), then bring the mark down to the last id given."""
+        with self._writing():
+            self._put_run(closed=True)
+        last = max(self._given, self._floor)
+        if last < self._high_water:
+            # Safe only now: the commit above made every game up to ``last`` durable.
+            self._write_game_ids(last)
+
+    def _write_game_ids(self, used: int, seq_reserved: int | None = None) -> None:
         """Atomically replace ``game-ids``: the old or the new mark survives a crash."""
         reserved = self._seq_reserved if seq_reserved is None else seq_reserved
         target = self._game_ids_path
@@ -459,12 +573,24 @@ class Journal:
         self._high_water = used
         self._seq_reserved = reserved
 
-    def _note_game_ids(self, games: list[GameRecord], state: EngineState) -> None:
+    def _note_game_ids(
+        self, games: list[GameRecord], state: EngineState, chain: ChainState | None = None
+    ) -> None:
+        """Reserve the next blocks of game ids and seqs, when these reach past the marks.
+
+        Written before the decision is committed: a crash between the two
+        skips ids, never reuses one. Only a game or a seq past its block pays
+        for it, and both blocks are reserved in one write when both are due.
+        """
         used = max([state.next_game_id - 1, *(game.game_id for game in games)])
-        # Written before the decision is committed: a crash between the two
-        # skips an id, never reuses one. Only a new game pays for it.
+        marks = self._high_water, self._seq_reserved
         if used > self._high_water:
-            self._raise_high_water(used)
+            marks = used + GAME_ID_RESERVE - 1, marks[1]
+        if chain is not None and chain.seq >= self._seq_reserved:
+            marks = marks[0], chain.seq + SEQ_RESERVE
+        if marks != (self._high_water, self._seq_reserved):
+            self._write_game_ids(*marks)
+        self._given = max(self._given, used)
 
     # -- state -------------------------------------------------------------
 
@@ -474,12 +600,17 @@ class Journal:
         None on a first start (no journal state and no game id ever used).
         """
         state = self._stored_state()
+        lost = self.lost or state is None
         if state is None:
             if self._high_water == 0:
                 return None
             state = EngineState()
-        if state.next_game_id <= self._high_water:
-            state = replace(state, next_game_id=self._high_water + 1)
+        # A lost journal continues past the reserved block; a complete one from
+        # the next id it has not handed out (a decision that failed to be written
+        # included: it was never published, but it is not handed out twice).
+        after = self._high_water if lost else self._given
+        if state.next_game_id <= after:
+            state = replace(state, next_game_id=after + 1)
         return state
 
     def _stored_state(self) -> EngineState | None:
@@ -496,6 +627,7 @@ class Journal:
         self._note_game_ids([], state)
         with self._writing():
             self._put_state(state)
+            self._put_mark()
 
     def _put_state(self, state: EngineState) -> None:
         self._db.execute(
@@ -600,7 +732,7 @@ class Journal:
                     "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                     (repr(time.time()),),
                 )
-            self._raise_high_water(self._high_water)
+            self._write_game_ids(self._high_water)
         except JournalWriteError:
             return False
         return True
@@ -613,20 +745,30 @@ class Journal:
         messages: list[Outgoing],
         state: EngineState,
         chain: ChainState | None = None,
+        *,
+        durable: bool | None = None,
     ) -> list[int]:
-        """Write decisions, their messages, the new state and chain in one durable commit.
+        """Write decisions, their messages, the new state and chain in one commit.
 
         ``chain`` is where the signed message chain stands after these
         messages: stored with them, so a restart never reuses a ``seq`` nor
         skips one. Returns the outbox ids of the messages, in order. Raises
         JournalWriteError, with nothing recorded, when the disk refuses.
+
+        The commit is fsync'd when ``durable``; by default (None) unless every
+        game in it is one of ``UNHURRIED_EVENTS`` (the daemon says True for an
+        alarm). The first commit of a run is fsync'd whatever it holds: it
+        marks the run open, which a power cut's losses are told by.
         """
-        self._note_game_ids(games, state)
-        if chain is not None and chain.seq >= self._seq_reserved:
-            # Written before the commit, as game ids are: a crash skips seqs, never reuses.
-            self._raise_high_water(self._high_water, chain.seq + SEQ_RESERVE)
+        if durable is None:
+            durable = not games or any(g.event not in UNHURRIED_EVENTS for g in games)
+        self._note_game_ids(games, state, chain)
         heads = dict(self._heads)
-        with self._writing():
+        marking = not self._run_marked
+        with self._writing(durable=durable or marking):
+            if marking:
+                self._put_run(closed=False)
+            self._put_mark()
             for game in games:
                 self._insert_chained(heads, "decisions", (game.game_id, game.event, game.payload))
                 if game.number is not None:
@@ -646,6 +788,7 @@ class Journal:
                 _put_heads(self._db, heads)
         # Only once committed: a failed write leaves the chain where it was.
         self._heads = heads
+        self._run_marked = True
         return ids
 
     def _insert_chained(
@@ -1151,6 +1294,17 @@ def _walk(db: sqlite3.Connection, table: str) -> ChainWalk:
             why = f"the journal's head (row {head[0]}) does not match its last row"
         breaks.append(ChainBreak(table, last_id + 1 if head[0] > last_id else last_id, None, why))
     return ChainWalk(breaks, (last_id, previous))
+
+
+def _read_boot_id() -> str | None:
+    """This boot's id from the kernel, or None where there is none.
+
+    Without one, every unclean close is taken as one a power cut may have followed.
+    """
+    try:
+        return BOOT_ID_FILE.read_text(encoding="ascii").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _lock_state_dir(state_dir: Path) -> int:
