@@ -113,6 +113,9 @@ def main(games: int = 150) -> None:
         latencies.append((arrived - sent) * 1000)
         for _, frame in wheel.lines[before + 1 :]:
             pty.write(frame + b"\r\n")
+        # The game ends (its no_spin, fsync'd) before the next launch: as at a real
+        # table, where games are half a minute apart, a launch never queues behind it.
+        _arrival(sub, "wheeld/T9/game", b'"event":"no_spin","game_id":%d,' % (game + 1))
     rss = _rss_mib(daemon.pid)
     daemon.terminate()
     daemon.wait(10)

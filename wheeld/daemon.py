@@ -27,7 +27,14 @@ from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
 from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
 from wheeld.health import Condition, Heartbeat, LinkState, Readings, health_payload
-from wheeld.journal import JOURNAL_FILE, Journal, JournalError, JournalView, JournalWriteError
+from wheeld.journal import (
+    JOURNAL_FILE,
+    UNHURRIED_EVENTS,
+    Journal,
+    JournalError,
+    JournalView,
+    JournalWriteError,
+)
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.messages import SCHEMA_VERSION
 from wheeld.notify import Notifier
@@ -539,9 +546,11 @@ class Daemon:
             # did not reach the journal are the ones the pipeline will void. The
             # frames first, without an fsync: the decisions' commit makes them durable.
             self._frames += effects.frames
-            if self._frames and (
-                effects.durable or effects.commands or len(self._frames) >= FRAME_BATCH
-            ):
+            # With a commit that is fsync'd (a game's end, an alarm, a command): the lines
+            # that led to it become durable with it. A game's start is not fsync'd, and
+            # its lines wait for the timer: hashing them is not on the launch's path.
+            fsynced = effects.alarmed or any(g.event not in UNHURRIED_EVENTS for g in effects.games)
+            if self._frames and (fsynced or effects.commands or len(self._frames) >= FRAME_BATCH):
                 self._flush_frames()
             elif self._frames and self._frames_timer is None:
                 loop = asyncio.get_running_loop()
