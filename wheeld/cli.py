@@ -670,7 +670,8 @@ def _marquee(args: argparse.Namespace) -> int:
     # Whose value it is, in every message: the flag's or the configuration's.
     source = "--listen" if args.listen else "marquee.listen"
     try:
-        host, port = split_listen(listen)
+        # The flag may ask for any free port (0), as the demo does; the file may not.
+        host, port = split_listen(listen, any_port=bool(args.listen))
     except ValueError as exc:
         raise CommandError(f"{source}: {listen!r}: {exc}", EXIT_USAGE) from None
     try:

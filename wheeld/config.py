@@ -429,12 +429,16 @@ class MarqueeConfig(_Section):
         return value
 
 
-def split_listen(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as host and port; ValueError if not."""
+def split_listen(value: str, *, any_port: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for an IPv6 address) as host and port; ValueError if not.
+
+    ``any_port``: port 0 (any free one) is allowed, as a command-line flag may ask.
+    """
     host, sep, port = value.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    lowest = 0 if any_port else 1
+    if not sep or not port.isdigit() or not lowest <= int(port) < 65536:
         raise ValueError("must be HOST:PORT, the port 1-65535 (e.g. 127.0.0.1:9105)")
     try:
         check_host(host)
