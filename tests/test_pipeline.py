@@ -296,7 +296,9 @@ def test_a_broker_that_saw_higher_game_ids_moves_ours_past_them() -> None:
     assert (alarm["alarm"], alarm["next_game_id"]) == ("game_ids_behind_broker", 108)
     assert effects.state is not None and effects.state.next_game_id == 108
     assert table.launch() == 108
-    assert table.pipeline.on_broker_result(b'{"game_id": 200}', 2.0).messages == []  # mid-game
+    # Mid-game: the open game keeps its id, the next one goes past the broker's.
+    (alarm,) = _alarms(table.pipeline.on_broker_result(b'{"game_id": 200}', 2.0))
+    assert alarm["next_game_id"] == 201 and table.pipeline.engine.game_in_progress == 108
     assert table.pipeline.on_broker_result(b'{"game_id": 5}', 2.0).messages == []  # ours, older
 
 
@@ -320,13 +322,31 @@ def test_a_table_taken_over_with_another_journal_goes_on_past_the_broker_sequenc
     standby.pipeline.signer = signer
     effects = standby.pipeline.on_broker_sequence(said[-1].payload.encode(), 1.0)
     assert {a["alarm"] for a in _alarms(effects)} == {"game_ids_behind_broker", "seq_behind_broker"}
+    # The game the first daemon left open is void, in the chain after the broker's.
+    voided = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/game"]
+    assert [(v["game_id"], v["event"], v["reason"]) for v in voided] == [
+        (launched, "no_spin", "controller_restart")
+    ]
+    assert (voided[0]["seq"], voided[0]["prev"]) == (last["seq"] + 1, last["digest"])
     assert standby.launch() == launched + 1
     spinning = [
         json.loads(m.payload) for m in standby.effects.messages if m.topic == f"{BASE}/game"
     ][-1]
-    assert (spinning["seq"], spinning["prev"]) == (last["seq"] + 1, last["digest"])
-    for junk in (b"", b"[]", b'{"game_id": "7", "seq": true}', b"{" * 5000):
-        assert standby.pipeline.on_broker_sequence(junk, 2.0).messages == []
+    assert spinning["seq"] == last["seq"] + 2
+    for junk in (
+        b"",
+        b"[]",
+        b'{"game_id": "7", "seq": true}',
+        b"{" * 5000,
+        b'{"game_id": 9007199254740991, "seq": 9007199254740991, "digest": "' + b"A" * 43 + b'"}',
+        b'{"game_id": 9999, "seq": 9999, "digest": null}',  # a seq with no digest: only the id
+        b'{"game_id": 99999, "table": "OTHER"}',  # another table's
+    ):
+        moved = standby.pipeline.on_broker_sequence(junk, 2.0)
+        assert {a["alarm"] for a in _alarms(moved)} <= {"game_ids_behind_broker"}, junk
+        assert standby.pipeline.chain.seq < 9999
+        assert standby.pipeline.engine.state.next_game_id < 2**53
+    assert standby.pipeline.engine.state.next_game_id == 10000  # only from the one with an id
 
 
 def test_each_outcome_refreshes_the_retained_stats() -> None:
@@ -380,3 +400,25 @@ def test_a_deviation_over_the_whole_series_is_an_alert() -> None:
     table.wheel.game("17")
     (alert,) = [a for a in _alarms(table.feed()) if a["alarm"] == "deviation"]
     assert alert["state"] == "set" and alert["p_value"] < 0.001 and alert["games"] == 201
+
+
+def test_a_signed_retained_result_moves_the_chain_past_its_seq_when_no_sequence_is_kept() -> None:
+    """A broker from before <base>/sequence, or one whose sequence was cleared: the
+    signed result still says the seq consumers saw, and the chain goes on after it."""
+    from wheeld.signing import Signer, digest
+
+    signer = Signer.generate()
+    first = Table()
+    first.pipeline.signer = signer
+    first.wheel.game("17")
+    first.feed()
+    (result,) = [m for m in first.effects.messages if m.topic == f"{BASE}/result"]
+    body = json.loads(result.payload)
+    standby = Table()
+    standby.pipeline.signer = signer
+    effects = standby.pipeline.on_broker_result(result.payload.encode(), 1.0)
+    assert {a["alarm"] for a in _alarms(effects)} == {"game_ids_behind_broker", "seq_behind_broker"}
+    assert standby.pipeline.chain.seq == body["seq"] + 1
+    assert standby.pipeline.chain.prev == digest(body)
+    other = json.dumps({**body, "table": "T8"}).encode()  # another table's: no evidence
+    assert Table().pipeline.on_broker_result(other, 1.0).messages == []

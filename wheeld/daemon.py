@@ -283,8 +283,10 @@ class Daemon:
         )
         stopper = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        failed = False
         for task in done:
             if task is not stopper and task.exception() is not None:
+                failed = True
                 self.log.error("task failed", task=task.get_name(), error=repr(task.exception()))
         self.notifier.stopping()
         self.log.info("wheeld stopping")
@@ -317,7 +319,8 @@ class Daemon:
         self.notifier.close()
         if self._rival is not None:
             raise self._rival
-        return 0
+        # A task that failed stopped the daemon: not a clean stop, so systemd restarts it.
+        return 1 if failed else 0
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         error = context.get("exception")
@@ -515,8 +518,12 @@ class Daemon:
         self._apply(effects)
         return {**reply, "schema_version": SCHEMA_VERSION}
 
-    def _on_retained_result(self, payload: bytes) -> None:
-        self._apply(self.pipeline.on_broker_result(payload, time.time()))
+    def _on_retained_result(self, name: str, payload: bytes) -> None:
+        """The broker's retained ``result`` or ``sequence``, at a (re)connect."""
+        if name == "sequence":
+            self._apply(self.pipeline.on_broker_sequence(payload, time.time()))
+        else:
+            self._apply(self.pipeline.on_broker_result(payload, time.time()))
 
     def _recall(self, command: OperatorCommand) -> dict[str, Any]:
         """``recall``: the last games with their events and frames, read from the journal."""

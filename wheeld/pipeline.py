@@ -38,11 +38,11 @@ from wheeld.effects import (
     TableState,
 )
 from wheeld.engine import EngineState, GameEngine
-from wheeld.events import DisplayMismatch, ResultContradicted, WheelHello
+from wheeld.events import DisplayMismatch, ReasonCode, ResultContradicted, WheelHello
 from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
 from wheeld.messages import SCHEMA_VERSION, game_payload, iso_utc
 from wheeld.rules import RulesConfig
-from wheeld.signing import ChainState, Signer
+from wheeld.signing import ChainState, Signer, digest
 from wheeld.signing import chain as sign_into_chain
 from wheeld.stats import Statistics
 
@@ -68,6 +68,9 @@ _PUBLISHED_AS: dict[type, str] = {
     Result: "result",
     NoSpin: "no_spin",
 }
+#: The highest game id or seq a table can go on from: the next must stay an exact
+#: integer in every JSON reader (2**53 - 1 at most).
+LAST_CONTINUABLE = 2**53 - 2
 #: A table's chain before its first message ever: seq 1, prev null.
 FIRST_MESSAGE = ChainState()
 
@@ -417,57 +420,83 @@ class TablePipeline:
 
         Read at start, before the first decision: a state directory lost whole,
         or another journal (a standby machine's), would otherwise start ids or
-        seqs where a consumer has already seen them.
+        seqs where a consumer has already seen them. A game the last daemon left
+        open there (launched, never ended) is void: its consumers wait for an end.
+        Another table's, or one that names no digest for its seq, moves nothing.
         """
         out = Effects()
-        try:
-            body = json.loads(payload)
-        except (ValueError, RecursionError):
+        body = self._broker_json(payload)
+        if body is None:
             return out
-        if not isinstance(body, dict):
-            return out
-        seq, digest = body.get("seq"), body.get("digest")
-        if (
-            self.signer is not None
-            and type(seq) is int
-            and self.chain.seq <= seq < 2**53
-            and (digest is None or (type(digest) is str and len(digest) == 43))
-        ):
-            self.chain = ChainState(seq + 1, digest)
-            self._raise(
-                Alarm(
-                    now,
-                    "seq_behind_broker",
-                    {"severity": "critical", "broker_seq": seq, "next_seq": seq + 1},
-                ),
-                out,
-            )
-        return self._floor_game_id(body.get("game_id"), now, out)
+        digest_ = body.get("digest")
+        if type(digest_) is str and len(digest_) == 43:
+            self._floor_seq(body.get("seq"), digest_, now, out)
+        game, event = body.get("game_id"), body.get("event")
+        left_open = (
+            event in ("spinning", "no_more_bets")
+            and type(game) is int
+            and game >= self.engine.state.next_game_id  # not one this journal knows
+        )
+        self._floor_game_id(game, now, out)
+        if left_open and type(game) is int and self.engine.state.next_game_id > game:
+            reasons: tuple[ReasonCode, ...] = ("controller_restart",)
+            self._decide([NoSpin(game, now, "controller_restart", reasons)], out)
+        return out
 
     def on_broker_result(self, payload: bytes, now: float) -> Effects:
-        """The broker's retained result: a game id at or past ours means ids would repeat.
+        """The broker's retained result: a game id (or seq) at or past ours would repeat.
 
         A state directory lost whole (journal and game-ids) restarts ids at 1,
         while the table's consumers have seen higher ones and drop repeats by id.
         The next game then takes the id after the broker's, and a critical
-        alarm says so.
+        alarm says so; a signed result moves the chain past its seq too.
         """
         out = Effects()
+        body = self._broker_json(payload)
+        if body is None:
+            return out
+        if isinstance(body.get("sig"), str):
+            self._floor_seq(body.get("seq"), digest(body), now, out)
+        return self._floor_game_id(body.get("game_id"), now, out)
+
+    def _broker_json(self, payload: bytes) -> dict[str, Any] | None:
+        """A retained payload of this table's, as JSON; None for anything else."""
         try:
             body = json.loads(payload)
         except (ValueError, RecursionError):
-            return out
-        return self._floor_game_id(
-            body.get("game_id") if isinstance(body, dict) else None, now, out
+            return None
+        if not isinstance(body, dict) or body.get("table", self.settings.table) != (
+            self.settings.table
+        ):
+            return None  # garbage, or another table's: no evidence about ours
+        return body
+
+    def _floor_seq(self, seen: object, digest_: str, now: float, out: Effects) -> None:
+        """Move the chain past ``seen`` (a seq the broker holds), from its ``digest_``."""
+        if self.signer is None or type(seen) is not int:
+            return
+        if not self.chain.seq <= seen <= LAST_CONTINUABLE:
+            return
+        self.chain = ChainState(seen + 1, digest_)
+        self._raise(
+            Alarm(
+                now,
+                "seq_behind_broker",
+                {"severity": "critical", "broker_seq": seen, "next_seq": seen + 1},
+            ),
+            out,
         )
 
     def _floor_game_id(self, seen: object, now: float, out: Effects) -> Effects:
-        """Move the next game id past ``seen`` (a game id the broker holds), saying so."""
+        """Move the next game id past ``seen`` (a game id the broker holds), saying so.
+
+        A game in progress keeps its id; the next one takes the id after the broker's.
+        """
         state = self.engine.state
-        if type(seen) is not int or not 0 < seen < 2**53 or seen < state.next_game_id:
+        if type(seen) is not int or not 0 < seen <= LAST_CONTINUABLE:
             return out
-        if self.engine.game_in_progress is not None:
-            return out  # judged again at the next reconnect; the open game keeps its id
+        if seen < state.next_game_id:
+            return out
         state.next_game_id = seen + 1
         self._raise(
             Alarm(

@@ -80,6 +80,9 @@ MAX_SENDER = 64
 #: broker), and to wait for a retained <base>/status.
 PREFLIGHT_CONNECT_S = 2.0
 PREFLIGHT_WAIT_S = 1.0
+#: However many brokers there are, the start-up check (and what the wheel says
+#: meanwhile, held) waits at most about this long.
+PREFLIGHT_TOTAL_S = 5.0
 #: Once the broker has answered a later subscription, a retained status would
 #: have come before it: wait only this much longer for a broker that does not
 #: keep that order.
@@ -166,7 +169,11 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
     from wheeld.mqtt_client import make_client
 
     base = config.base_topic
+    deadline = time.monotonic() + PREFLIGHT_TOTAL_S
     for server in config.mqtt.brokers:
+        if time.monotonic() >= deadline:
+            log.warning("start-up check: no broker answered in time", waited_s=PREFLIGHT_TOTAL_S)
+            break
         client = make_client(
             config,
             client_id=f"wheeld-preflight-{secrets.token_hex(3)}",  # 23 characters: 3.1.1's limit
@@ -271,7 +278,7 @@ class Publisher:
         *,
         on_command: CommandHandler,
         log: Any,
-        on_retained_result: Callable[[bytes], None] | None = None,
+        on_retained_result: Callable[[str, bytes], None] | None = None,
         instance: str = "",
         on_acknowledged: Callable[[OutboxEntry], None] | None = None,
     ) -> None:
@@ -472,6 +479,7 @@ class Publisher:
         await client.subscribe(f"{self._base}/status", qos=1)
         if self._on_retained_result is not None:
             await client.subscribe(f"{self._base}/result", qos=1)
+            await client.subscribe(f"{self._base}/sequence", qos=1)
         status = await client.publish_acknowledged(
             f"{self._base}/status",
             status_json(self.status_payload, self.instance),
@@ -620,9 +628,11 @@ class Publisher:
             if topic == status and isinstance(message.payload, bytes):
                 self._status_heard(message.payload, message.properties)
                 continue
-            if topic == f"{self._base}/result" and isinstance(message.payload, bytes):
+            if topic in (f"{self._base}/result", f"{self._base}/sequence") and isinstance(
+                message.payload, bytes
+            ):
                 if message.retain and self._on_retained_result is not None:
-                    self._on_retained_result(message.payload)
+                    self._on_retained_result(topic.rpartition("/")[2], message.payload)
                 continue
             if not topic.startswith(prefix):
                 continue
