@@ -104,7 +104,11 @@ def check_topic(value: str) -> str:
     if value.startswith("$"):
         raise ValueError("must not start with '$' (topics of the broker itself, like $SYS)")
     for level in value.split("/"):
-        check_topic_segment(level)
+        if not level or any(char in level for char in "+#") or _CONTROL.search(level):
+            raise ValueError(
+                "must be MQTT topic levels joined by '/', none empty, without '+', '#' "
+                "or control characters"
+            )
     return value
 
 

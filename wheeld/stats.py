@@ -854,7 +854,10 @@ def describe(statistics: Statistics) -> list[str]:
     lines += [f"{number:>6}  {count:5}" for number, count in data["counts"].items()]
     lines.append("")
     for name, tally in data["chances"].items():
-        parts = [f"{key} {value['count']} ({value['percent']}%)" for key, value in tally.items()]
+        parts = [
+            f"{key} {value['count']} ({'-' if value['percent'] is None else value['percent']}%)"
+            for key, value in tally.items()
+        ]
         lines.append(f"{name:>8}: " + ", ".join(parts))
     if data["sectors"] is not None:
         lines.append("")
