@@ -14,7 +14,13 @@ import pytest
 
 from wheeld.effects import AlarmRecord, CommandRecord, FrameRecord, GameRecord, Outgoing
 from wheeld.engine import EngineState
-from wheeld.journal import GAME_IDS_FILE, Journal, JournalError, JournalView, JournalWriteError
+from wheeld.journal import (
+    GAME_IDS_FILE,
+    Journal,
+    JournalError,
+    JournalView,
+    JournalWriteError,
+)
 from wheeld.signing import ChainState
 
 JOURNAL = "journal.sqlite3"
@@ -982,3 +988,20 @@ def test_both_blocks_due_at_once_are_one_write(journal: Journal, fsyncs: list[in
     )
     assert game_ids(journal.path.parent) == "100 1002\n"
     assert len(fsyncs) == 2  # the file and its directory, once
+
+
+def test_a_journal_is_its_tables_and_no_other_tables(tmp_path: Path) -> None:
+    """Carried into another table's state directory, a journal would go on with that
+    table's ids and chain (two tables, one chain, forked): it is refused, untouched."""
+    path = tmp_path / JOURNAL
+    journal = Journal(path)
+    journal.claim_table("T1")
+    journal.claim_table("T1")  # its own, again: fine
+    journal.close()
+    journal = Journal(path)
+    with pytest.raises(JournalError, match="this journal is table T1's, not T2's"):
+        journal.claim_table("T2")
+    journal.close()
+    journal = Journal(path)
+    journal.claim_table("T1")  # still T1's
+    journal.close()

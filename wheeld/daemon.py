@@ -160,6 +160,11 @@ class Daemon:
         if signer is None:
             self.log.warning("signing.required = false and no signing.key_file: messages unsigned")
         self.journal = Journal(config.state.dir / JOURNAL_FILE)
+        try:
+            self.journal.claim_table(config.table.id)
+        except JournalError:
+            self.journal.close()
+            raise
         self.pipeline = build_pipeline(config, self.journal, signer)
         self.capture = CaptureWriter(capture, config.wheel.driver) if capture is not None else None
         self._wall, self._mono = time.time(), time.monotonic()

@@ -647,6 +647,26 @@ class Journal:
             raise self._corrupt(f"stored table state {rows[0][0]!r} is neither open nor closed")
         return "open"
 
+    def claim_table(self, table: str) -> None:
+        """Mark the journal as ``table``'s; refuse it when another table's it is.
+
+        A journal carried into another table's state directory would go on with
+        that table's game ids and chain: two tables, one chain, forked.
+        """
+        rows = self._read("SELECT value FROM state WHERE key = 'table_id'")
+        if rows:
+            owner = rows[0][0]
+            if owner != table:
+                # Not ours: closing must leave it as its table's last run left it.
+                self._opened = False
+                raise JournalError(
+                    f"{self.path}: this journal is table {owner}'s, not {table}'s: each table"
+                    f" needs its own state.dir (move this one back, or start {table} afresh)"
+                )
+            return
+        with self._writing(durable=False):
+            self._db.execute("INSERT INTO state (key, value) VALUES ('table_id', ?)", (table,))
+
     def save_table_state(self, state: TableState) -> None:
         """Store the table's open/closed state, durably: a restart must not reopen it."""
         with self._writing():
