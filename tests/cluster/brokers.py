@@ -85,7 +85,30 @@ def _wait_gone(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
         process.wait(10)
 
 
-class NatsCluster:
+class _Nodes:
+    """A cluster's server processes, one a node: killed one at a time, stopped together."""
+
+    processes: list[subprocess.Popen[bytes] | None]
+
+    def kill(self, node: int) -> None:
+        process = self.processes[node]
+        assert process is not None
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        self.processes[node] = None
+
+    def _stop_nodes(self, timeout: float = 20) -> None:
+        """SIGTERM to every node still up (each stops cleanly on it), then wait for them."""
+        for process in self.processes:
+            if process is not None:
+                process.terminate()
+        for node, process in enumerate(self.processes):
+            if process is not None:
+                _wait_gone(process, timeout)
+                self.processes[node] = None
+
+
+class NatsCluster(_Nodes):
     """Three nats-server nodes, JetStream on each (its own store), MQTT on each, every
     MQTT stream and consumer replicated three times so a session outlives one node."""
 
@@ -136,22 +159,11 @@ class NatsCluster:
         self._launch(node)
         wait_for(partial(mqtt_answers, self.ports[node]), 60, f"NATS node {node} back")
 
-    def kill(self, node: int) -> None:
-        process = self.processes[node]
-        assert process is not None
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
-        self.processes[node] = None
-
     def stop(self) -> None:
-        for node, process in enumerate(self.processes):
-            if process is not None:
-                process.terminate()
-                _wait_gone(process)
-                self.processes[node] = None
+        self._stop_nodes()
 
 
-class RabbitCluster:
+class RabbitCluster(_Nodes):
     """Three RabbitMQ nodes with the MQTT plugin (AMQP and management off), an epmd
     and an Erlang cookie of their own, clustered with ``rabbitmqctl join_cluster``.
 
@@ -278,21 +290,8 @@ class RabbitCluster:
         for port in self.ports:
             wait_for(partial(mqtt_answers, port), 60, f"RabbitMQ MQTT on port {port}")
 
-    def kill(self, node: int) -> None:
-        process = self.processes[node]
-        assert process is not None
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
-        self.processes[node] = None
-
     def stop(self) -> None:
-        for process in self.processes:
-            if process is not None:
-                process.terminate()  # the node's own SIGTERM handler stops it cleanly
-        for node, process in enumerate(self.processes):
-            if process is not None:
-                _wait_gone(process, 30)
-                self.processes[node] = None
+        self._stop_nodes(30)
         if self.epmd is not None:
             self.epmd.terminate()
             _wait_gone(self.epmd)
@@ -350,7 +349,7 @@ class Relay:
         self.flowing.set()
 
 
-class BridgedMosquittos:
+class BridgedMosquittos(_Nodes):
     """Two mosquittos joined by a bridge carrying ``wheeld/#`` both ways at QoS 1 with a
     persistent bridge session: not a cluster (nothing is replicated; see docs/brokers.md)."""
 
@@ -403,18 +402,7 @@ class BridgedMosquittos:
             )
         return False
 
-    def kill(self, node: int) -> None:
-        process = self.processes[node]
-        assert process is not None
-        process.send_signal(signal.SIGKILL)
-        process.wait(10)
-        self.processes[node] = None
-
     def stop(self) -> None:
-        for node, process in enumerate(self.processes):
-            if process is not None:
-                process.terminate()
-                _wait_gone(process)
-                self.processes[node] = None
+        self._stop_nodes()
         if self.relay is not None:
             self.relay.cut()
