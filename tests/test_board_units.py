@@ -6,17 +6,18 @@ clean, reading the table's configuration and never a signing key.
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-UNITS = Path(__file__).parent.parent / "systemd"
-ANALYZE = shutil.which("systemd-analyze")
-needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed")
+from tests.test_systemd_units import (
+    UNITS,
+    assert_verifies_clean,
+    exposure,
+    installed_copy,
+    needs_analyze,
+)
+
 BOARD_UNITS = ("wheeld-marquee@.service", "wheeld-display@.service")
 
 #: What every wheeld unit sets, as the daemon's does: no unit may drop one.
@@ -104,28 +105,10 @@ def test_the_display_may_open_serial_ports_only() -> None:
 @needs_analyze
 @pytest.mark.parametrize("unit", BOARD_UNITS)
 def test_board_unit_exposure_is_at_most_1_5(unit: str) -> None:
-    out = subprocess.run(
-        [ANALYZE, "security", "--offline=yes", str(UNITS / unit)],  # type: ignore[list-item]
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out.stdout)
-    assert match, out.stdout + out.stderr
-    assert float(match.group(1)) <= 1.5
+    assert exposure(unit) <= 1.5
 
 
 @needs_analyze
 @pytest.mark.parametrize("unit", BOARD_UNITS)
 def test_board_unit_verifies_clean(unit: str, tmp_path: Path) -> None:
-    # verify checks that ExecStart exists: point it at this checkout's wheeld.
-    wheeld = shutil.which("wheeld") or str(Path(sys.executable).parent / "wheeld")
-    path = tmp_path / unit.replace("@", "@T1")
-    path.write_text((UNITS / unit).read_text().replace("/opt/wheeld/bin/wheeld", wheeld))
-    out = subprocess.run(
-        [ANALYZE, "verify", str(path)],  # type: ignore[list-item]
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    assert_verifies_clean(installed_copy(unit, tmp_path, unit.replace("@", "@T1")))

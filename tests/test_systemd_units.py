@@ -22,7 +22,7 @@ ANALYZE = shutil.which("systemd-analyze")
 needs_analyze = pytest.mark.skipif(ANALYZE is None, reason="systemd-analyze not installed")
 
 
-def _installed_copy(unit: str, tmp_path: Path, name: str | None = None) -> Path:
+def installed_copy(unit: str, tmp_path: Path, name: str | None = None) -> Path:
     # verify checks that ExecStart exists: point it at this checkout's wheeld.
     wheeld = shutil.which("wheeld") or str(Path(sys.executable).parent / "wheeld")
     text = (UNITS / unit).read_text().replace("/opt/wheeld/bin/wheeld", wheeld)
@@ -31,9 +31,8 @@ def _installed_copy(unit: str, tmp_path: Path, name: str | None = None) -> Path:
     return path
 
 
-@needs_analyze
-@pytest.mark.parametrize("unit", ["wheeld.service", "wheeld@.service"])
-def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
+def exposure(unit: str) -> float:
+    """``systemd-analyze security``'s overall exposure level of the shipped ``unit``."""
     out = subprocess.run(
         [ANALYZE, "security", "--offline=yes", str(UNITS / unit)],  # type: ignore[list-item]
         capture_output=True,
@@ -42,7 +41,24 @@ def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
     )
     match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out.stdout)
     assert match, out.stdout + out.stderr
-    assert float(match.group(1)) <= 1.5
+    return float(match.group(1))
+
+
+def assert_verifies_clean(path: Path) -> None:
+    """``systemd-analyze verify`` passes ``path`` with nothing to say."""
+    out = subprocess.run(
+        [ANALYZE, "verify", str(path)],  # type: ignore[list-item]
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+
+
+@needs_analyze
+@pytest.mark.parametrize("unit", ["wheeld.service", "wheeld@.service"])
+def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
+    assert exposure(unit) <= 1.5
 
 
 @needs_analyze
@@ -54,14 +70,8 @@ def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
     ],
 )
 def test_unit_verifies_clean(unit: str, name: str | None, tmp_path: Path) -> None:
-    path = _installed_copy(unit, tmp_path, name)
-    out = subprocess.run(
-        [ANALYZE, "verify", str(path)],  # type: ignore[list-item]
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    path = installed_copy(unit, tmp_path, name)
+    assert_verifies_clean(path)
 
 
 def test_units_use_the_daemon_interfaces() -> None:
@@ -160,19 +170,13 @@ def test_documented_check_config_passes(tmp_path: Path) -> None:
 
 @needs_analyze
 def test_documented_password_drop_in_verifies(tmp_path: Path) -> None:
-    unit = _installed_copy(TEMPLATE, tmp_path, "wheeld@T1.service")
+    unit = installed_copy(TEMPLATE, tmp_path, "wheeld@T1.service")
     drop_ins = tmp_path / "wheeld@T1.service.d"
     drop_ins.mkdir()
     drop_in = _documented("cat > /etc/systemd/system/wheeld@.service.d/mqtt-password.conf <<'END'")
     assert "LoadCredential=mqtt-password:/etc/wheeld/credentials/%i/mqtt-password" in drop_in
     (drop_ins / "mqtt-password.conf").write_text(drop_in)
-    out = subprocess.run(
-        [ANALYZE, "verify", str(unit)],  # type: ignore[list-item]
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0 and not out.stderr.strip(), out.stderr
+    assert_verifies_clean(unit)
 
 
 def test_shipped_units_need_no_password_file() -> None:
