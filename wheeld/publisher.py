@@ -22,7 +22,8 @@ broker takes it.
 ``<base>/status`` names who says it: ``{"state": "online", "instance":
 "<host>:<state dir>", "schema_version": 1}``. Before the daemon connects with
 its own client id (which would take a running daemon's session over),
-``find_rival`` reads that retained status with a throwaway client: another
+``read_broker_memory`` reads that retained status (with the table's retained
+sequence and result) with a throwaway client: another
 instance online there is a second wheeld for the table, and the daemon refuses
 to start (``RivalDaemon``). A second client with our client id that appears
 later (two daemons started at once) takes the session over; both would then
@@ -197,11 +198,6 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
                 rival = other[:200]
         return BrokerMemory(rival, held.get("sequence"), held.get("result"))
     return BrokerMemory()
-
-
-async def find_rival(config: Config, instance: str, log: Any) -> str | None:
-    """The other wheeld a broker's retained ``<base>/status`` says is running, else None."""
-    return (await read_broker_memory(config, instance, log)).rival
 
 
 async def _retained(client: Client, base: str, names: tuple[str, ...]) -> dict[str, bytes]:
