@@ -667,14 +667,14 @@ def _testid(driver: Any, name: str) -> Any:
 
 
 def _history(driver: Any) -> list[str]:
-    from selenium.webdriver.common.by import By
-
-    return [
-        el.text
-        for el in driver.find_elements(
-            By.CSS_SELECTOR, '[data-testid="history"] [data-testid="history-number"]'
-        )
-    ]
+    # Read in one script, not element by element: the board redraws the strip as
+    # messages arrive, and an element found before a redraw is stale after it.
+    texts: list[str] = driver.execute_script(
+        "return Array.from(document.querySelectorAll("
+        '\'[data-testid="history"] [data-testid="history-number"]\''
+        ")).map((el) => el.innerText.trim());"
+    )
+    return texts
 
 
 @pytestmark_browser
