@@ -291,15 +291,18 @@ def test_a_broker_that_saw_higher_game_ids_moves_ours_past_them() -> None:
     table = Table()
     assert table.pipeline.on_broker_result(b"not json", 1.0).messages == []
     assert table.pipeline.on_broker_result(b'{"game_id": true}', 1.0).messages == []
-    effects = table.pipeline.on_broker_result(b'{"event": "result", "game_id": 107}', 1.0)
+    effects = table.pipeline.on_broker_result(
+        b'{"event": "result", "game_id": 107, "table": "T9"}', 1.0
+    )
     (alarm,) = _alarms(effects)
     assert (alarm["alarm"], alarm["next_game_id"]) == ("game_ids_behind_broker", 108)
     assert effects.state is not None and effects.state.next_game_id == 108
     assert table.launch() == 108
     # Mid-game: the open game keeps its id, the next one goes past the broker's.
-    (alarm,) = _alarms(table.pipeline.on_broker_result(b'{"game_id": 200}', 2.0))
+    (alarm,) = _alarms(table.pipeline.on_broker_result(b'{"game_id": 200, "table": "T9"}', 2.0))
     assert alarm["next_game_id"] == 201 and table.pipeline.engine.game_in_progress == 108
-    assert table.pipeline.on_broker_result(b'{"game_id": 5}', 2.0).messages == []  # ours, older
+    older = b'{"game_id": 5, "table": "T9"}'  # ours, older
+    assert table.pipeline.on_broker_result(older, 2.0).messages == []
 
 
 def test_a_table_taken_over_with_another_journal_goes_on_past_the_broker_sequence() -> None:
@@ -339,8 +342,12 @@ def test_a_table_taken_over_with_another_journal_goes_on_past_the_broker_sequenc
         b'{"game_id": "7", "seq": true}',
         b"{" * 5000,
         b'{"game_id": 9007199254740991, "seq": 9007199254740991, "digest": "' + b"A" * 43 + b'"}',
-        b'{"game_id": 9999, "seq": 9999, "digest": null}',  # a seq with no digest: only the id
+        b'{"game_id": 9999, "seq": 9999, "digest": null, "table": "T9"}',  # no digest: id only
         b'{"game_id": 99999, "table": "OTHER"}',  # another table's
+        b'{"game_id": 99999}',  # no table: no evidence about this one
+        b'{"game_id": 4503599627370497, "seq": 4503599627370497, "table": "T9", "digest": "'
+        + b"A" * 43
+        + b'"}',  # past 2**52: too near the end of JSON's integers to go on from
     ):
         moved = standby.pipeline.on_broker_sequence(junk, 2.0)
         assert {a["alarm"] for a in _alarms(moved)} <= {"game_ids_behind_broker"}, junk
@@ -422,3 +429,20 @@ def test_a_signed_retained_result_moves_the_chain_past_its_seq_when_no_sequence_
     assert standby.pipeline.chain.prev == digest(body)
     other = json.dumps({**body, "table": "T8"}).encode()  # another table's: no evidence
     assert Table().pipeline.on_broker_result(other, 1.0).messages == []
+
+
+def test_a_retained_result_that_cannot_be_canonicalised_is_no_evidence() -> None:
+    """A 'signed' result RFC 8785 cannot encode (NaN, an integer past 2**53, a lone
+    surrogate) is dropped with one log line: it crashed the start, then jammed publishing."""
+    from wheeld.signing import Signer
+
+    table = Table()
+    table.pipeline.signer = Signer.generate()
+    for junk in ("NaN", "9007199254740993", '"\\ud800"'):
+        payload = (
+            '{"event": "result", "game_id": 40, "table": "T9", "seq": 100, "sig": "x",'
+            f' "n": {junk}}}'
+        ).encode()
+        effects = table.pipeline.on_broker_result(payload, 1.0)
+        assert effects.messages == [] and table.pipeline.chain.seq == 1
+        assert [record.event for record in effects.logs] == ["broker's retained result ignored"]

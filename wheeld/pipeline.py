@@ -68,9 +68,10 @@ _PUBLISHED_AS: dict[type, str] = {
     Result: "result",
     NoSpin: "no_spin",
 }
-#: The highest game id or seq a table can go on from: the next must stay an exact
-#: integer in every JSON reader (2**53 - 1 at most).
-LAST_CONTINUABLE = 2**53 - 2
+#: The highest game id or seq the broker may move a table on to. Far below JSON's
+#: exact integers (2**53 - 1): a table moved there still has room for every game
+#: it will ever play, and a forged or broken value near the end is no evidence.
+LAST_CONTINUABLE = 2**52
 #: A table's chain before its first message ever: seq 1, prev null.
 FIRST_MESSAGE = ChainState()
 
@@ -425,7 +426,7 @@ class TablePipeline:
         Another table's, or one that names no digest for its seq, moves nothing.
         """
         out = Effects()
-        body = self._broker_json(payload)
+        body = self._broker_json(payload, "sequence", out)
         if body is None:
             return out
         digest_ = body.get("digest")
@@ -452,24 +453,33 @@ class TablePipeline:
         alarm says so; a signed result moves the chain past its seq too.
         """
         out = Effects()
-        body = self._broker_json(payload)
+        body = self._broker_json(payload, "result", out)
         if body is None:
             return out
         if isinstance(body.get("sig"), str):
-            self._floor_seq(body.get("seq"), digest(body), now, out)
+            try:
+                said = digest(body)
+            except (ValueError, TypeError):  # not canonicalisable: signed by nobody
+                out.log("warning", "broker's retained result ignored", why="not canonical JSON")
+                return out
+            self._floor_seq(body.get("seq"), said, now, out)
         return self._floor_game_id(body.get("game_id"), now, out)
 
-    def _broker_json(self, payload: bytes) -> dict[str, Any] | None:
-        """A retained payload of this table's, as JSON; None for anything else."""
+    def _broker_json(self, payload: bytes, name: str, out: Effects) -> dict[str, Any] | None:
+        """A retained payload of this table's, as JSON; None (and a log line) for anything else."""
         try:
             body = json.loads(payload)
         except (ValueError, RecursionError):
-            return None
-        if not isinstance(body, dict) or body.get("table", self.settings.table) != (
-            self.settings.table
-        ):
-            return None  # garbage, or another table's: no evidence about ours
-        return body
+            why = "not JSON"
+        else:
+            if not isinstance(body, dict):
+                why = "not a JSON object"
+            elif body.get("table") != self.settings.table:
+                why = f"not this table's (table {str(body.get('table'))[:64]!r})"
+            else:
+                return body
+        out.log("warning", f"broker's retained {name} ignored", why=why)
+        return None
 
     def _floor_seq(self, seen: object, digest_: str, now: float, out: Effects) -> None:
         """Move the chain past ``seen`` (a seq the broker holds), from its ``digest_``."""
