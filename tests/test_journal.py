@@ -18,6 +18,7 @@ from wheeld.journal import (
     GAME_IDS_FILE,
     Journal,
     JournalError,
+    JournalFrame,
     JournalView,
     JournalWriteError,
 )
@@ -41,7 +42,7 @@ def journal(state_dir: Path) -> Iterator[Journal]:
 def play(journal: Journal, game_id: int, number: str = "17", payload: str = "{}") -> list[int]:
     """Journal one whole game as the daemon does: its result and the next state."""
     return journal.record(
-        [GameRecord(game_id, "Result", payload, number)],
+        [GameRecord(game_id, "result", payload, number)],
         [Outgoing("t/game", payload), Outgoing("t/result", payload, retain=True)],
         EngineState(next_game_id=game_id + 1),
     )
@@ -333,7 +334,7 @@ for game_id in range(1, 100):
     body = "x" * 1500
     try:
         journal.record(
-            [GameRecord(game_id, "Result", body, "7")],
+            [GameRecord(game_id, "result", body, "7")],
             [Outgoing("t/game", body)],
             EngineState(next_game_id=game_id + 1),
         )
@@ -471,7 +472,7 @@ def test_a_malformed_table_state_is_one_clear_line(journal: Journal) -> None:
 def test_the_message_chain_is_stored_with_the_decisions(journal: Journal) -> None:
     assert journal.load_chain() == ChainState()
     journal.record(
-        [GameRecord(1, "Spinning", "{}")],
+        [GameRecord(1, "spinning", "{}")],
         [Outgoing("t/game", "{}")],
         EngineState(next_game_id=2),
         ChainState(2, "A" * 43),
@@ -501,24 +502,98 @@ def test_frames_are_kept_escaped_with_their_game(journal: Journal) -> None:
         ]
     )
     journal.record_frames([])
-    journal = reopen(journal)
+    journal = reopen(journal)  # a block left open by the last run is sealed at the next
+    with JournalView(journal.path) as view:
+        assert view.frames([1]) == {1: [JournalFrame(10.25, "<", "$SPN,1*00", 1)]}
     with sqlite3.connect(journal.path) as db:
-        rows = db.execute("SELECT t, dir, line, game_id FROM frames ORDER BY id").fetchall()
+        blocks = db.execute("SELECT game_id, lines, dropped FROM frame_blocks ORDER BY id")
+        assert blocks.fetchall() == [(1, 1, 0), (None, 1, 0)]
+        assert db.execute("SELECT COUNT(*) FROM frame_tail").fetchone() == (0,)
     db.close()
-    assert rows == [(10.25, "<", "$SPN,1*00", 1), (10.5, ">", "QRY\\x5C\\x00", None)]
     journal.close()
 
 
-def test_a_journal_from_before_the_frames_table_is_upgraded(journal: Journal) -> None:
-    play(journal, 1)
+def test_a_games_lines_and_the_traffic_before_it_are_one_block_sealed_at_its_end(
+    journal: Journal,
+) -> None:
+    idle = [
+        FrameRecord(1.0 + i / 4, "<", f"$WRHBT,{i},{i * 250}*00".encode(), None) for i in range(8)
+    ]
+    game = [FrameRecord(3.0 + i / 4, "<", f"$WRBAL,{i},CW*00".encode(), 7) for i in range(5)]
+    journal.record_frames(idle)
+    journal.record_frames(game[:2])
+    with sqlite3.connect(journal.path) as db:
+        # The game is under way: its lines and the traffic before it wait in the tail.
+        assert db.execute("SELECT COUNT(*) FROM frame_blocks").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM frame_tail").fetchone() == (10,)
+    db.close()
+    journal.record_frames(game[2:])
+    with JournalView(journal.path) as view:  # the open block is recallable too
+        assert [f.line for f in view.frames([7])[7]] == [f.line.decode() for f in game]
+    journal.record_frames([FrameRecord(5.0, "<", b"$WRHBT,9,5000*00", None)])  # the game ended
+    with sqlite3.connect(journal.path) as db:
+        block = db.execute("SELECT game_id, lines, lead FROM frame_blocks").fetchall()
+        assert block == [(7, 13, 8)]
+    db.close()
+    with JournalView(journal.path) as view:
+        assert [f.t for f in view.frames([7])[7]] == [f.at for f in game]
+        assert view.walks()["frame_blocks"].breaks == []
+        games = [game_id for block in view.blocks() for _, game_id in block]
+        assert games == [None] * 8 + [7] * 5
+    journal.close()
+
+
+def test_a_long_idle_stretch_is_a_block_of_its_own(journal: Journal) -> None:
+    from wheeld.journal.frames import MAX_LEAD
+
+    idle = [FrameRecord(1.0 + i / 10, "<", b"$WRHBT,1,1*00", None) for i in range(MAX_LEAD + 1)]
+    journal.record_frames([*idle, FrameRecord(60.0, "<", b"$WRBAL,1,CW*00", 3)])
+    with sqlite3.connect(journal.path) as db:
+        assert db.execute("SELECT game_id, lines, lead FROM frame_blocks").fetchall() == [
+            (None, MAX_LEAD + 1, 0)
+        ]
+    db.close()
+    journal.close()
+
+
+def test_line_noise_is_kept_as_a_sample_and_counted(journal: Journal) -> None:
+    from wheeld.journal.frames import NOISE_SAMPLE
+
+    noise = [
+        FrameRecord(1.0 + i / 100, "<", b"\xff\xfe garbage", None, noise=True) for i in range(500)
+    ]
+    journal.record_frames(noise)
+    journal.record_frames([FrameRecord(9.0, "<", b"$WRBAL,1,CW*00", 1)])
+    journal.record_frames([FrameRecord(9.5, "<", b"$WRHBT,1,1*00", None)])  # game 1 over
+    with sqlite3.connect(journal.path) as db:
+        block = db.execute("SELECT game_id, lines, lead, dropped FROM frame_blocks").fetchone()
+    db.close()
+    assert block == (1, NOISE_SAMPLE + 1, NOISE_SAMPLE, 500 - NOISE_SAMPLE)
+    journal.close()
+
+
+def test_an_older_journals_per_line_frames_stay_readable(journal: Journal) -> None:
     journal.close()
     with sqlite3.connect(journal.path) as db:
-        db.execute("DROP TABLE frames")
+        db.execute(
+            "CREATE TABLE frames (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL,"
+            " dir TEXT NOT NULL, line TEXT NOT NULL, game_id INTEGER)"
+        )
+        db.executemany(
+            "INSERT INTO frames (t, dir, line, game_id) VALUES (?, '<', 'x', ?)",
+            [(1.0, 1), (2.0, None), (3.0, 2)],
+        )
+        db.execute("PRAGMA user_version = 0")
     db.close()
-    journal = Journal(journal.path)
-    journal.record_frames([FrameRecord(1.0, "<", b"x", 1)])
-    assert [game_id for game_id, _, _ in journal.decisions()] == [1]
+    journal = Journal(journal.path)  # upgraded: the old lines chained as found, and indexed
+    assert journal.upgraded
+    journal.record_frames([FrameRecord(4.0, "<", b"y", 2)])
     journal.close()
+    with JournalView(journal.path) as view:
+        walks = view.walks()
+        assert walks["frames"].breaks == [] and walks["frames"].end[0] == 3
+        assert walks["frame_blocks"].breaks == []
+        assert [(f.t, f.line) for f in view.frames([2])[2]] == [(3.0, "x"), (4.0, "y")]
 
 
 def _signed_games(journal: Journal, count: int) -> ChainState:
@@ -530,7 +605,7 @@ def _signed_games(journal: Journal, count: int) -> ChainState:
     for game_id in range(1, count + 1):
         payload, state = chain({"event": "no_spin", "game_id": game_id}, state, signer)
         journal.record(
-            [GameRecord(game_id, "NoSpin", json.dumps(payload))],
+            [GameRecord(game_id, "no_spin", json.dumps(payload))],
             [],
             EngineState(next_game_id=game_id + 1),
             chain=state,
@@ -563,39 +638,19 @@ def test_a_lost_or_older_journal_restarts_the_chain_past_every_reserved_seq(
     journal.close()
 
 
-def test_frames_from_before_their_hash_are_chained_as_found(journal: Journal) -> None:
-    from wheeld.journal import JournalView
-
-    journal.close()
-    with sqlite3.connect(journal.path) as db:
-        db.execute("DROP TABLE frames")
-        db.execute(
-            "CREATE TABLE frames (id INTEGER PRIMARY KEY AUTOINCREMENT, t REAL NOT NULL,"
-            " dir TEXT NOT NULL, line TEXT NOT NULL, game_id INTEGER)"
-        )
-        db.executemany(
-            "INSERT INTO frames (t, dir, line, game_id) VALUES (?, '<', 'x', ?)",
-            [(1.0, 1), (2.0, None), (3.0, 2)],
-        )
-    db.close()
-    journal = Journal(journal.path)
-    journal.record_frames([FrameRecord(4.0, "<", b"y", 2)])
-    journal.close()
-    with JournalView(journal.path) as view:
-        walk = view.walks()["frames"]
-    assert walk.breaks == [] and walk.end[0] == 4
-
-
-def test_opening_does_not_walk_the_frames(journal: Journal) -> None:
+def test_opening_does_not_walk_the_frame_blocks(journal: Journal) -> None:
     """Frames are many: only ``wheeld verify`` walks their chain, never a start-up."""
-    journal.record_frames([FrameRecord(1.0, "<", b"x", 1), FrameRecord(2.0, "<", b"y", 1)])
+    journal.record_frames([FrameRecord(1.0, "<", b"x", 1), FrameRecord(2.0, "<", b"y", None)])
+    journal.record_frames([FrameRecord(3.0, "<", b"z", 2)])
     journal.close()
     with sqlite3.connect(journal.path) as db:
-        db.execute("UPDATE frames SET line = 'z' WHERE id = 1")
+        db.execute("UPDATE frame_blocks SET data = CAST(data || x'00' AS BLOB) WHERE id = 1")
     db.close()
     journal = Journal(journal.path)
     assert journal.chain_problem is None
     journal.close()
+    with JournalView(journal.path) as view:
+        assert "frame_blocks row 1" in view.walks()["frame_blocks"].breaks[0].describe()
 
 
 # -- alarms ------------------------------------------------------------------------------
@@ -638,11 +693,29 @@ def test_an_edited_alarm_breaks_the_chain(journal: Journal) -> None:
     assert brk.describe() == (
         "alarms row 2: hash does not match: the row was edited, moved, or one before it changed"
     )
+    # Written before the last clean close: checked then, walked again only by verify.
     reopened = Journal(journal.path)
+    assert reopened.chain_problem is None
+    reopened.close()
+
+
+def test_a_start_walks_what_was_written_since_the_last_checkpoint(state_dir: Path) -> None:
+    journal = Journal(state_dir / JOURNAL)
+    journal.record_alarms([_alarm(1.0, "set")], {})
+    journal.checkpoint()
+    journal.record_alarms([_alarm(2.0, "clear")], {})
+    crash(journal)  # no clean close: the second alarm is past the checked mark
+    with sqlite3.connect(state_dir / JOURNAL) as db:
+        db.execute("UPDATE alarms SET state = 'acknowledged' WHERE id = 2")
+    db.close()
+    reopened = Journal(state_dir / JOURNAL)
     try:
         assert reopened.chain_problem is not None and "alarms row 2" in reopened.chain_problem
     finally:
         reopened.close()
+    again = Journal(state_dir / JOURNAL)  # found once: a new segment, anchored, begins after it
+    assert again.chain_problem is None
+    again.close()
 
 
 def test_a_journal_from_before_the_alarms_table_is_upgraded(journal: Journal) -> None:
@@ -692,7 +765,7 @@ REBOOTED = "8d41b2c6-boot-b"
 def spin(journal: Journal, game_id: int) -> list[int]:
     """Journal a game's start as the daemon does: ``spinning``, the game open."""
     return journal.record(
-        [GameRecord(game_id, "Spinning", "{}")],
+        [GameRecord(game_id, "spinning", "{}")],
         [Outgoing("t/game", "{}")],
         EngineState(next_game_id=game_id + 1, open_game=game_id),
     )
@@ -708,9 +781,9 @@ def crash(journal: Journal) -> None:
     """Let go of the journal as a killed process would: no clean close written."""
     journal._db.close()
     del journal._db
-    assert journal._lock_fd is not None
-    os.close(journal._lock_fd)
-    journal._lock_fd = None
+    for fd in journal._locks:
+        os.close(fd)
+    journal._locks = ()
 
 
 def game_ids(state_dir: Path) -> str:
@@ -742,7 +815,7 @@ def test_a_games_start_within_the_block_pays_no_fsync(state_dir: Path, fsyncs: l
         spin(journal, game_id)
         assert synchronous(journal) == "NORMAL"
         journal.record(
-            [GameRecord(game_id, "NoMoreBets", "{}")],
+            [GameRecord(game_id, "no_more_bets", "{}")],
             [Outgoing("t/game", "{}")],
             EngineState(next_game_id=game_id + 1, open_game=game_id),
         )
@@ -760,7 +833,7 @@ def test_a_games_start_within_the_block_pays_no_fsync(state_dir: Path, fsyncs: l
 def test_an_alarm_with_a_games_start_is_fsynced(journal: Journal) -> None:
     spin(journal, 1)
     journal.record(
-        [GameRecord(2, "Spinning", "{}")],
+        [GameRecord(2, "spinning", "{}")],
         [Outgoing("t/game", "{}"), Outgoing("t/alarm", "{}")],
         EngineState(next_game_id=3, open_game=2),
         durable=True,
@@ -791,10 +864,10 @@ from wheeld.journal import Journal
 
 journal = Journal(Path(sys.argv[1]), boot_id=sys.argv[2])
 for game_id in range(1, 6):
-    journal.record([GameRecord(game_id, "Spinning", "{}")], [Outgoing("t/game", "{}")],
+    journal.record([GameRecord(game_id, "spinning", "{}")], [Outgoing("t/game", "{}")],
                    EngineState(next_game_id=game_id + 1, open_game=game_id))
     if game_id < 5:
-        journal.record([GameRecord(game_id, "Result", "{}", "7")], [Outgoing("t/game", "{}")],
+        journal.record([GameRecord(game_id, "result", "{}", "7")], [Outgoing("t/game", "{}")],
                        EngineState(next_game_id=game_id + 1))
 os.kill(os.getpid(), signal.SIGKILL)  # mid-game 5, its spinning committed without an fsync
 """
@@ -813,7 +886,7 @@ def test_a_process_killed_mid_game_goes_on_by_one(state_dir: Path) -> None:
     journal = Journal(state_dir / JOURNAL, boot_id=BOOT)
     assert journal.warnings == [] and not journal.lost
     assert journal.load_state() == EngineState(next_game_id=6, open_game=5)
-    assert journal.decisions()[-1][:2] == (5, "Spinning")
+    assert journal.decisions()[-1][:2] == (5, "spinning")
     journal.close()
 
 
@@ -858,9 +931,9 @@ def test_a_power_cut_that_took_a_games_start_skips_the_reserved_block(state_dir:
 def test_an_unknown_boot_takes_an_unclean_close_as_a_power_cut(
     state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import wheeld.journal
+    import wheeld.journal.marks
 
-    monkeypatch.setattr(wheeld.journal, "BOOT_ID_FILE", state_dir / "no-such-boot-id")
+    monkeypatch.setattr(wheeld.journal.marks, "BOOT_ID_FILE", state_dir / "no-such-boot-id")
     journal = Journal(state_dir / JOURNAL)
     spin(journal, 1)
     crash(journal)
@@ -981,7 +1054,7 @@ def test_a_journal_from_an_older_wheeld_behind_the_mark_is_older(state_dir: Path
 
 def test_both_blocks_due_at_once_are_one_write(journal: Journal, fsyncs: list[int]) -> None:
     journal.record(
-        [GameRecord(1, "Spinning", "{}")],
+        [GameRecord(1, "spinning", "{}")],
         [Outgoing("t/game", "{}")],
         EngineState(next_game_id=2, open_game=1),
         ChainState(2, "A" * 43),
@@ -1004,4 +1077,12 @@ def test_a_journal_is_its_tables_and_no_other_tables(tmp_path: Path) -> None:
     journal.close()
     journal = Journal(path)
     journal.claim_table("T1")  # still T1's
+    journal.close()
+
+
+def test_deleting_the_lock_file_lets_no_second_journal_in(journal: Journal) -> None:
+    """The directory itself is locked: an operator removing a 'stale' lock file frees nothing."""
+    (journal.path.parent / "lock").unlink()
+    with pytest.raises(JournalError, match=r"another wheeld.* is using this state directory"):
+        Journal(journal.path)
     journal.close()

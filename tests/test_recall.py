@@ -71,3 +71,35 @@ def test_a_bad_count_is_refused(tmp_path: Path, capsys: Any, last: str) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["recall", "--state-dir", str(tmp_path), "--last", last])
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize("game", [str(2**53), str(10**30)])
+def test_a_game_id_past_every_game_is_no_game_not_a_crash(
+    tmp_path: Path, capsys: Any, game: str
+) -> None:
+    """Past SQLite's integers the lookup itself overflowed (a traceback)."""
+    write_journal(tmp_path, games(2)).close()
+    status, out, err = recall(capsys, "--state-dir", tmp_path, "--game", game)
+    assert (status, out) == (2, "")
+    assert err.strip() == f"wheeld recall: {tmp_path / JOURNAL_FILE}: no game {game} in the journal"
+
+
+def test_a_count_past_every_game_recalls_them_all(tmp_path: Path, capsys: Any) -> None:
+    write_journal(tmp_path, games(2)).close()
+    status, out, _ = recall(capsys, "--state-dir", tmp_path, "--last", str(10**30), "--json")
+    assert status == 0
+    assert [json.loads(line)["game_id"] for line in out.splitlines()] == [1, 2]
+
+
+def test_recall_carries_each_game_s_messages_as_published(tmp_path: Path, capsys: Any) -> None:
+    """A consumer (the archive) keeps what recall gives: the signed payloads themselves."""
+    journal = write_journal(tmp_path, games(3))
+    try:
+        published = [json.loads(payload) for _, _, payload in journal.decisions()]
+        status, out, _ = recall(capsys, "--state-dir", tmp_path, "--json")
+    finally:
+        journal.close()
+    assert status == 0
+    recalled = [json.loads(line) for line in out.splitlines()]
+    assert [m for game in recalled for m in game["messages"]] == published
+    assert all(game["messages"] == game["events"] for game in recalled)

@@ -10,6 +10,8 @@ wall clock (seen by ``run`` against a monotonic clock) is a ``# clock-step:
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -112,6 +114,22 @@ def parse(lines: Iterable[str], name: str) -> Iterator[CaptureLine | tuple[str, 
         item = _parse_line(raw, name, number)
         if item is not None:
             yield item
+
+
+def epoch_of(path: Path) -> str:
+    """The epoch a replay of the capture at ``path`` announces its games in.
+
+    Made from the file's bytes, as a journal's is made at random: the same
+    capture always replays in the same epoch, another capture in another.
+    """
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 16):
+                digest.update(chunk)
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot read capture: {exc.strerror or exc}") from None
+    return base64.urlsafe_b64encode(digest.digest()[:12]).decode("ascii")
 
 
 def read(path: Path) -> Capture:

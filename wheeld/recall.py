@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from wheeld.commands import MAX_GAME_ID
 from wheeld.journal import JournalError
 from wheeld.signing import ChainState, digest
 from wheeld.verify import EXPORT_FORMAT
@@ -32,10 +33,17 @@ class RecalledGame:
     events: list[dict[str, Any]]
     frames: list[JournalFrame]
 
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The game's ``<base>/game`` payloads exactly as published (signed where the table
+        signs), for a consumer to verify and keep: those the journal can read."""
+        return [event for event in self.events if set(event) != {"unreadable"}]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "game_id": self.game_id,
             "events": self.events,
+            "messages": self.messages,
             "frames": [{"t": f.t, "dir": f.dir, "line": f.line} for f in self.frames],
         }
 
@@ -81,7 +89,10 @@ def recall(
     view: JournalView, last: int = DEFAULT_LAST, game_id: int | None = None
 ) -> list[RecalledGame]:
     """The last ``last`` games (ending with ``game_id`` when given), in play order."""
-    ids = view.game_ids(last, game_id)
+    if game_id is not None and not 1 <= game_id <= MAX_GAME_ID:
+        # No game has such an id, and SQLite could not even compare one past 2**63 - 1.
+        raise JournalError(f"{view.path}: no game {game_id} in the journal")
+    ids = view.game_ids(min(last, MAX_GAME_ID), game_id)
     if game_id is not None and game_id not in ids:
         raise JournalError(f"{view.path}: no game {game_id} in the journal")
     events = view.events(ids)
@@ -103,32 +114,21 @@ def export_lines(
     since: datetime | None = None,
     until: datetime | None = None,
     public_key_pem: str | None = None,
-) -> list[str]:
-    """An export: a header with the chain's anchor, then each game's payloads and frames.
+) -> Iterator[str]:
+    """An export: a header with the chain's anchor, then each game's frames and payloads.
 
     The payloads are every decision from the first game's first event to the
     last game's last one, unbroken, so ``wheeld verify --key PUB FILE`` checks
     every link between the anchor's start and end. A game is in a date range
-    when its first event's ``ts`` is.
+    when its first event's ``ts`` is. Two passes over the journal, streamed:
+    the first finds the span (and raises ExportError when nothing is in it),
+    the second yields the lines; memory does not grow with the journal.
     """
-    rows = view.decisions()
-    games: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-    for row_id, gid, payload in rows:
-        games.setdefault(gid, []).append((row_id, _parsed(payload)))
-    chosen = [
-        gid
-        for gid, events in games.items()
-        if (from_game is None or gid >= from_game)
-        and (to_game is None or gid <= to_game)
-        and _in_period(events[0][1].get("ts"), since, until)
-    ]
-    if not chosen:
-        raise ExportError("no game in the journal is in that range")
-    first_row = min(games[gid][0][0] for gid in chosen)
-    last_row = max(games[gid][-1][0] for gid in chosen)
-    # The stored text itself, not a re-serialisation: the file holds what was published.
-    span = [(gid, payload) for row_id, gid, payload in rows if first_row <= row_id <= last_row]
-    first, last = _parsed(span[0][1]), _parsed(span[-1][1])
+    first_row, last_row = _span(view, from_game, to_game, since, until)
+    first, last = _parsed(view.payload(first_row)), _parsed(view.payload(last_row))
+    for row, end_of in ((first_row, first), (last_row, last)):
+        if "unreadable" in end_of:
+            raise ExportError(f"decision row {row} does not read: {end_of['unreadable'][:200]}")
     try:
         start = ChainState(first["seq"], first["prev"])
         end = ChainState(last["seq"] + 1, digest(last))
@@ -136,28 +136,62 @@ def export_lines(
         raise ExportError(
             "the journal's payloads are not signed: nothing verifiable to export"
         ) from None
-    ids = sorted({gid for gid, _ in span}, key=[gid for gid, _ in span].index)
-    frames = view.frames(ids)
     header: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "table": first.get("table"),
         "kid": first.get("kid"),
-        "games": [ids[0], ids[-1]],
+        "games": [first.get("game_id"), last.get("game_id")],
         "anchor": {"start": start.to_dict(), "end": end.to_dict()},
     }
     if public_key_pem is not None:
         header["public_key"] = public_key_pem
-    out = [json.dumps({"export": header})]
+    yield json.dumps({"export": header})
     written: set[int] = set()
-    for gid, payload in span:
+    read = 0
+    # The stored text itself, not a re-serialisation: the file holds what was published.
+    for row_id, gid, payload in view.decisions(first_row, last_row):
+        read = row_id
         if gid not in written:
+            if len(written) > 64:
+                written.clear()  # games run in order: only the last few can come again
             written.add(gid)
-            out += [
-                json.dumps({"frame": {"t": f.t, "dir": f.dir, "line": f.line, "game_id": gid}})
-                for f in frames[gid]
-            ]
-        out.append(payload)
-    return out
+            for f in view.frames([gid])[gid]:
+                yield json.dumps(
+                    {"frame": {"t": f.t, "dir": f.dir, "line": f.line, "game_id": gid}}
+                )
+        yield payload
+    if read != last_row:
+        # A damaged page can end a read early without a word: an export is whole or fails.
+        raise ExportError(f"the journal could not be read past decision row {read}")
+
+
+def _span(
+    view: JournalView,
+    from_game: int | None,
+    to_game: int | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> tuple[int, int]:
+    """The first and last decision rows of the games chosen."""
+    first_row = last_row = None
+    if since is None and until is None:
+        first_row, last_row = view.rows_of_games(from_game, to_game)
+    else:
+        game: int | None = None
+        chosen = False
+        for row_id, gid, payload in view.decisions():
+            if gid != game:
+                game = gid
+                chosen = (from_game is None or gid >= from_game) and (
+                    to_game is None or gid <= to_game
+                )
+                chosen = chosen and _in_period(_parsed(payload).get("ts"), since, until)
+            if chosen:
+                first_row = row_id if first_row is None else first_row
+                last_row = row_id
+    if first_row is None or last_row is None:
+        raise ExportError("no game in the journal is in that range")
+    return first_row, last_row
 
 
 def _in_period(ts: Any, since: datetime | None, until: datetime | None) -> bool:

@@ -74,11 +74,11 @@ def replay(
 
 def _messages(effects: Effects, base: str, summary: ReplaySummary) -> Iterator[Outgoing]:
     for game in effects.games:
-        if game.event == "Spinning":
+        if game.event == "spinning":
             summary.spins += 1
-        elif game.event == "Result":
+        elif game.event == "result":
             summary.results += 1
-        elif game.event == "NoSpin":
+        elif game.event == "no_spin":
             summary.no_spins += 1
     for message in effects.messages:
         if message.topic == f"{base}/alarm":

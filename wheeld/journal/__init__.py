@@ -1,0 +1,36 @@
+"""The journal: a table's durable memory, in its state directory.
+
+``store`` (the ``Journal`` the daemon writes), ``view`` (read-only, for
+recall, verify, export and stats), ``schema`` (tables and upgrades),
+``chain`` (the hash chains), ``frames`` (serial lines in compressed blocks),
+``codec`` (how payloads and blocks are stored), ``outbox``, ``retention``,
+and ``marks`` (``game-ids`` and the lock beside the database).
+"""
+
+from wheeld.journal.chain import CHAINED, ChainBreak, ChainWalk, link_hash
+from wheeld.journal.errors import JournalError, JournalWriteError
+from wheeld.journal.frames import JournalFrame
+from wheeld.journal.marks import BOOT_ID_FILE, GAME_IDS_FILE, LOCK_FILE
+from wheeld.journal.outbox import OutboxEntry
+from wheeld.journal.retention import Retention
+from wheeld.journal.store import JOURNAL_FILE, UNHURRIED_EVENTS, Journal
+from wheeld.journal.view import JournalView
+
+__all__ = [
+    "BOOT_ID_FILE",
+    "CHAINED",
+    "GAME_IDS_FILE",
+    "JOURNAL_FILE",
+    "LOCK_FILE",
+    "UNHURRIED_EVENTS",
+    "ChainBreak",
+    "ChainWalk",
+    "Journal",
+    "JournalError",
+    "JournalFrame",
+    "JournalView",
+    "JournalWriteError",
+    "OutboxEntry",
+    "Retention",
+    "link_hash",
+]

@@ -1,0 +1,163 @@
+"""How the journal stores what it keeps small: game payloads and blocks of serial lines. Pure.
+
+A year of a table is some 550,000 games and, at 4 lines a second, a hundred
+million serial lines; stored as they come (a row and a hash per line) that is
+tens of gigabytes. Two encodings keep it near a kilobyte a game, both lossless,
+so every recall is byte for byte what was published and heard (a payload is
+hashed into its chain as published, a block as stored):
+
+- **Payloads**: raw deflate against a fixed dictionary of the words every game
+  message repeats (member names, events, colours, sectors). A row's payload is
+  a ``bytes`` value starting with ``PAYLOAD_FORMAT``; a ``str`` is a payload
+  stored as it was by an older wheeld, read as it is.
+- **Frame blocks**: the lines of one game (or of the traffic between games) in
+  one compressed value. Each line is written against the last line of the
+  same shape (its text with the numbers taken out, from the same side of the
+  link): numbers as differences, text only where it changed. A wheel's
+  heartbeats — the same sentence with a counter, a timestamp and a checksum
+  moving on — come down to a few bytes each, and runs of identical lines to
+  almost nothing: the folding a heartbeat needs, with no driver's help.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+#: The first byte of a payload stored compressed: raw deflate with ``_PAYLOAD_WORDS``.
+PAYLOAD_FORMAT = b"\x01"
+#: The first byte of a frame block's stored value: the line encoding below, deflated.
+BLOCK_FORMAT = b"\x01"
+
+# What every <base>/game payload says, so a single message compresses like a long text.
+# Changing it would make older rows unreadable: a new dictionary needs a new format byte.
+_PAYLOAD_WORDS = (
+    b'"sectors":["voisins","tiers","orphelins","jeu_zero"],"parity":"even","parity":"odd",'
+    b'"half":"low","half":"high","color":"green","color":"black","color":"red","dozen":null,'
+    b'"column":null,"revolutions":null,"rotor_direction":"ccw","ball_direction":"cw",'
+    b'"rotor_direction":"cw","ball_direction":"ccw","reasons":["controller_restart"],'
+    b'"note":null,"reason":"wheel_link_lost","event":"no_spin","event":"no_more_bets",'
+    b'"event":"spinning","schema_version":1,"seq":1,"prev":null,"kid":"","sig":"",'
+    b'{"event":"result","game_id":1,"table":"T1","epoch":"","ts":"2026-01-01T00:00:00.000Z",'
+    b'"number":"0",'
+)
+
+
+def pack_payload(text: str) -> bytes:
+    """A game payload as the journal stores it."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _PAYLOAD_WORDS)
+    return PAYLOAD_FORMAT + packer.compress(text.encode("utf-8")) + packer.flush()
+
+
+def unpack_payload(stored: str | bytes) -> str:
+    """A stored payload as published; ValueError when it cannot be read."""
+    if isinstance(stored, str):
+        return stored  # an older wheeld's row, kept as it was
+    if stored[:1] != PAYLOAD_FORMAT:
+        raise ValueError("payload stored in an unknown format")
+    try:
+        unpacker = zlib.decompressobj(-15, _PAYLOAD_WORDS)
+        data = unpacker.decompress(stored[1:]) + unpacker.flush()
+        return data.decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"payload does not decompress: {exc}") from None
+
+
+Direction = Literal["<", ">"]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockLine:
+    """A line of a block: host time in milliseconds, direction, the line as capture text."""
+
+    t_ms: int
+    dir: Direction
+    line: str
+
+
+# A number as the line has it: "0", or digits without a leading zero, at most 15
+# (so it is exact as a float too). "007" is three numbers: 0, 0 and 7.
+_NUMBER = re.compile(r"(0|[1-9][0-9]{0,14})")
+_FIELD = "\x1f"  # never in capture text, which is printable ASCII
+_DIRECTIONS: dict[str, Direction] = {"<": "<", ">": ">"}
+_RECORD = re.compile(r"(-?[0-9]+)([<>])([=~])")
+
+
+def encode_block(lines: Iterable[BlockLine]) -> bytes:
+    """Lines as a block's stored value.
+
+    One record a line: the time since the line before (ms), the direction,
+    then ``=`` and the line (a shape not seen before in the block: it takes
+    the next shape number), or ``~``, the shape's number and the changes
+    against the last line of that shape: each number's difference, each text
+    part empty where it is unchanged, else ``|`` and the text.
+    """
+    shapes: dict[tuple[str, str, int], tuple[int, list[str]]] = {}
+    records: list[str] = []
+    before = 0
+    for line in lines:
+        parts = _NUMBER.split(line.line)
+        shape = (line.dir, parts[0], len(parts))
+        known = shapes.get(shape)
+        if known is None:
+            shapes[shape] = (len(shapes), parts)
+            body = "=" + line.line
+        else:
+            number, last = known
+            shapes[shape] = (number, parts)
+            changes = [
+                str(int(part) - int(old)) if index % 2 else ("" if part == old else "|" + part)
+                for index, (part, old) in enumerate(zip(parts, last, strict=True))
+                if index
+            ]
+            body = _FIELD.join([f"~{number}", *changes])
+        records.append(f"{line.t_ms - before}{line.dir}{body}")
+        before = line.t_ms
+    return BLOCK_FORMAT + zlib.compress("\n".join(records).encode("ascii"), 9)
+
+
+def decode_block(stored: bytes) -> list[BlockLine]:
+    """A block's lines; ValueError when the value cannot be read."""
+    if stored[:1] != BLOCK_FORMAT:
+        raise ValueError("frame block stored in an unknown format")
+    try:
+        text = zlib.decompress(stored[1:]).decode("ascii")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"frame block does not decompress: {exc}") from None
+    if not text:
+        return []
+    # Each shape's last line as its parts (text, number, text, ...; numbers as
+    # digits): a change record rewrites only the parts that moved.
+    shapes: list[list[str]] = []
+    lines: list[BlockLine] = []
+    append = lines.append
+    at = 0
+    try:
+        for record in text.split("\n"):
+            match = _RECORD.match(record)
+            if match is None:
+                raise ValueError("a record without its time and direction")
+            at += int(match[1])
+            body = record[match.end() :]
+            if match[3] == "=":
+                shapes.append(_NUMBER.split(body))
+                append(BlockLine(at, _DIRECTIONS[match[2]], body))
+                continue
+            changes = body.split(_FIELD)
+            parts = shapes[int(changes[0])]
+            if len(changes) != len(parts):
+                raise ValueError("a change record that does not fit its shape")
+            for index in range(1, len(parts)):
+                change = changes[index]
+                if index % 2:
+                    if change != "0":
+                        parts[index] = str(int(parts[index]) + int(change))
+                elif change:  # "" unchanged, else "|" and the text
+                    parts[index] = change[1:]
+            append(BlockLine(at, _DIRECTIONS[match[2]], "".join(parts)))
+    except (KeyError, IndexError) as exc:
+        raise ValueError(f"frame block is malformed ({exc!r})") from None
+    return lines

@@ -1,0 +1,15 @@
+"""What the journal raises: one line each, naming the file."""
+
+from __future__ import annotations
+
+
+class JournalError(Exception):
+    """The journal cannot be opened or read; the message is one line naming the file."""
+
+
+class JournalWriteError(JournalError):
+    """A write failed (disk full, I/O error): nothing of it was kept.
+
+    The database is as it was before the write and the journal stays open;
+    ``Journal.writable()`` says when writing works again.
+    """
