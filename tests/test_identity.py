@@ -165,14 +165,20 @@ def test_a_number_json_cannot_hold_still_has_a_fingerprint() -> None:
     assert HEX64.fullmatch(identity.config_fingerprint(config))
 
 
+EPOCH = "AAAAAAAAAAAAAAAA"
+
+
 def test_the_info_payload(tmp_path: Path) -> None:
     signer = Signer.generate()
     pem = signer.public_pem().decode("ascii")
     config = _config(tmp_path, '[table]\nid = "T7"\n[wheel]\ndriver = "cammegh-ss2"\n')
     hello = {"model": "SS2", "firmware": "4.1", "serial": "0042", "pockets": 37, "other": 1}
-    info = identity.info_payload(config, wheel=hello, kid=signer.kid, public_key_pem=pem, now=1.5)
+    info = identity.info_payload(
+        config, wheel=hello, kid=signer.kid, public_key_pem=pem, now=1.5, epoch=EPOCH
+    )
     assert info == {
         "table": "T7",
+        "epoch": EPOCH,
         "software": {
             "name": "wheeld",
             "version": version("wheeld"),
@@ -193,12 +199,16 @@ def test_the_info_payload(tmp_path: Path) -> None:
 
 
 def test_the_info_payload_before_the_wheel_has_spoken_and_unsigned() -> None:
-    info = identity.info_payload(Config(), wheel={}, kid=None, public_key_pem=None, now=0.0)
+    info = identity.info_payload(
+        Config(), wheel={}, kid=None, public_key_pem=None, now=0.0, epoch=EPOCH
+    )
     assert info["wheel"] == dict.fromkeys(identity.WHEEL_KEYS)
     assert info["signing"] is None
     assert info["driver"] == "wrp"
     with pytest.raises(ValueError, match="both or neither"):
-        identity.info_payload(Config(), wheel={}, kid="abc", public_key_pem=None, now=0.0)
+        identity.info_payload(
+            Config(), wheel={}, kid="abc", public_key_pem=None, now=0.0, epoch=EPOCH
+        )
 
 
 def test_wheeld_version() -> None:

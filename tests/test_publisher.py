@@ -27,6 +27,7 @@ from wheeld.commands import OperatorCommand
 from wheeld.config import Config
 from wheeld.effects import Outgoing
 from wheeld.journal import Journal
+from wheeld.mqtt_client import MAX_PACKET_BYTES
 from wheeld.publisher import MAX_SENDER, Publisher, reply_topic_refusal
 
 BASE = "wheeld/T9"
@@ -270,7 +271,7 @@ async def test_the_correlation_data_comes_back_with_the_reply(tmp_path: Path) ->
         try:
             async with running(publisher):
                 await until(lambda: publisher.connected, "the publisher connected")
-                await asyncio.sleep(0.2)  # let it subscribe (no event to wait on from here)
+                await until(lambda: publisher.listening, "the publisher subscribed to commands")
                 send_command(operator, "open", response_topic="wheeld-replies/me")
                 await until(lambda: answers, "the answer")
         finally:
@@ -380,3 +381,113 @@ async def test_a_disconnect_that_says_session_taken_over_is_believed_at_once(
         journal.close()
     assert publisher.session_taken_over
     assert log.at("error", "another client")[0]["evidence"] == "DISCONNECT 0x8E Session taken over"
+
+
+# -- a payload over the size limit is never read ----------------------------------------------
+
+
+#: Past the limit, and past the MQTT 5 Maximum Packet Size: no message of a table is near it.
+BIG = b"{" + b" " * (MAX_PACKET_BYTES * 2) + b"}"
+
+
+def publish_raw(port: int, payload: bytes, *topics: str, retain: bool) -> None:
+    """``payload`` on each of ``topics``, at QoS 1, from a client of its own."""
+    client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    try:
+        for topic in topics:
+            client.publish(topic, payload, qos=1, retain=retain).wait_for_publish(5)
+    finally:
+        client.disconnect()  # first: it wakes the loop, which loop_stop then joins at once
+        client.loop_stop()
+
+
+@pytest.mark.parametrize("protocol", ["5", "3.1.1"])
+async def test_a_payload_over_the_limit_is_never_read(tmp_path: Path, protocol: str) -> None:
+    """MQTT 5: the CONNECT's Maximum Packet Size keeps the broker from sending it at all (not
+    one line in the log). MQTT 3.1.1 has no such property: each arrives, and is dropped
+    before any JSON parsing, with one log line."""
+    with acl_broker(tmp_path, ALLOW_ALL) as broker:
+        # Found: a retained 50 MB on <base>/sequence, read and parsed at every reconnect.
+        publish_raw(broker.port, BIG, f"{BASE}/sequence", f"{BASE}/result", retain=True)
+        log = Log()
+        memory = await publisher_module.read_broker_memory(config(broker.port, protocol), "me", log)
+        assert (memory.sequence, memory.result, memory.rival) == (None, None, None)
+        start_up = [(w["topic"], w["bytes"]) for w in log.at("warning", "too big")]
+
+        retained: list[tuple[str, bytes]] = []
+        received: list[OperatorCommand] = []
+
+        async def on_command(command: OperatorCommand) -> dict[str, Any]:
+            received.append(command)
+            return {"ok": True}
+
+        log = Log()
+        journal = Journal(tmp_path / "journal.sqlite")
+        publisher = Publisher(
+            config(broker.port, protocol),
+            journal,
+            on_command=on_command,
+            log=log,
+            on_retained_result=lambda name, payload: retained.append((name, payload)),
+        )
+        operator = operator_client(broker.port)
+        try:
+            async with running(publisher):
+
+                def heard_live() -> bool:  # said until heard: then the publisher is subscribed
+                    if not received:
+                        send_command(operator, "open")
+                    return bool(received)
+
+                await until(heard_live, "a live command")
+                publish_raw(broker.port, BIG, f"{BASE}/command/close", retain=False)
+                send_command(operator, "no_spin")  # after the big one: handed over after it
+                await until(lambda: received[-1].name == "no_spin", "the command after it")
+        finally:
+            operator.disconnect()
+            operator.loop_stop()
+            journal.close()
+    assert retained == []
+    assert {c.name for c in received} == {"open", "no_spin"}
+    running_ = [(w["topic"], w["bytes"]) for w in log.at("warning", "too big")]
+    if protocol == "5":
+        assert start_up == running_ == []
+    else:
+        size = len(BIG)
+        assert start_up == [(f"{BASE}/sequence", size), (f"{BASE}/result", size)]
+        # Each retained one (at the connect), then the command: one line each.
+        assert sorted(running_) == sorted(
+            [(f"{BASE}/sequence", size), (f"{BASE}/result", size), (f"{BASE}/command/close", size)]
+        )
+
+
+async def test_commands_the_broker_kept_for_our_session_are_carried_out_at_reconnect(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """While reading the broker's memory at a reconnect, a command the broker kept for us
+    is handed on, never dropped (found: a no_spin sent across a broker restart went
+    unanswered)."""
+    seen: list[str] = []
+
+    async def on_command(command: OperatorCommand) -> dict[str, Any]:
+        seen.append(command.name)
+        return {"ok": True}
+
+    journal = Journal(tmp_path / "journal.sqlite")
+    operator = operator_client(broker.port)
+    try:
+        publisher = Publisher(config(broker.port), journal, on_command=on_command, log=Log())
+        async with running(publisher):
+            await until(lambda: publisher.listening, "the publisher subscribed to commands")
+        # Away now; its session keeps the subscription and what comes for it.
+        for name in ("open", "close"):
+            send_command(operator, name)
+        again = Publisher(config(broker.port), journal, on_command=on_command, log=Log())
+        async with running(again):
+            await until(lambda: len(seen) == 2, "the commands kept for the session")
+        assert seen == ["open", "close"]
+    finally:
+        operator.loop_stop()
+        journal.close()

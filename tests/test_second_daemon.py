@@ -27,6 +27,7 @@ from tests.rig import (
 from tests.test_publisher import Log, no_command, until
 from tests.test_publisher import running as publishing
 from wheeld.config import Config
+from wheeld.effects import Outgoing
 from wheeld.journal import Journal
 from wheeld.publisher import EX_CONFIG, Publisher, status_json
 from wheeld_simulators.scripted import ScriptedWheel
@@ -173,7 +174,8 @@ async def test_a_rival_that_appears_later_is_noticed_from_the_payload_on_311(
     rival.loop_start()
     try:
         async with publishing(publisher):
-            await until(lambda: publisher.connected, "the publisher connected")
+            # Online already (a rival found while connecting is stood down for, below).
+            await until(lambda: publisher.listening, "the publisher online")
             body = {"state": "online", "instance": "there:/b", "schema_version": 1}
             rival.publish(STATUS, json.dumps(body), qos=1, retain=True).wait_for_publish(5)
             await until(lambda: publisher.rival == "there:/b", "the rival noticed")
@@ -237,10 +239,18 @@ def test_a_lost_state_directory_never_reuses_a_launched_game_id(
     finally:
         watcher.close()
         pty.close()
-    ids = [(p["game_id"], p["event"]) for p in watcher.on(f"{BASE}/game")]
-    launched = [game_id for game_id, event in ids if event == "spinning"]
-    assert len(launched) == len(set(launched)), ids  # no game id announced twice
+    said = watcher.on(f"{BASE}/game")
+    ids = [(p["game_id"], p["event"]) for p in said]
+    # A message said again word for word is a repeat consumers drop (the next daemon
+    # says again what the marker names): no game id is announced for two launches.
+    launches = {
+        json.dumps(p, sort_keys=True): p["game_id"] for p in said if p["event"] == "spinning"
+    }
+    launched = sorted(launches.values())
+    assert len(launched) == len(set(launched)), list(launches)  # no game id announced twice
     assert launched[0:2] == [1, 2] and all(game_id > 2 for game_id in launched[2:]), ids
+    ended = [p["game_id"] for p in said if p["event"] in ("result", "no_spin")]
+    assert sorted(set(ended)) == sorted(ended), ids  # and none ended twice
 
 
 def _wait_online(broker: Broker) -> None:
@@ -250,3 +260,38 @@ def _wait_online(broker: Broker) -> None:
         status.wait(STATUS, lambda p: isinstance(p, dict) and p.get("state") == "online", 30)
     finally:
         status.close()
+
+
+async def test_a_rival_online_when_reconnecting_is_stood_down_for(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """A daemon that comes back (a network partition, a paused VM) to find another wheeld
+    online for its table says nothing and stops: that one took the table meanwhile."""
+    config = Config.model_validate({"table": {"id": "T9"}, "mqtt": {"port": broker.port}})
+    journal = Journal(tmp_path / "journal.sqlite")
+    journal.enqueue([Outgoing("wheeld/T9/game", json.dumps({"game_id": 3}))])
+    stood_down: list[str] = []
+    rival = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    rival.connect("127.0.0.1", broker.port)
+    rival.loop_start()
+    watcher = Subscriber(broker.port, "wheeld/T9/#")
+    body = {"state": "online", "instance": "there:/b", "schema_version": 1}
+    rival.publish(STATUS, json.dumps(body), qos=1, retain=True).wait_for_publish(5)
+    publisher = Publisher(
+        config,
+        journal,
+        on_command=no_command,
+        log=Log(),
+        instance="here:/a",
+        on_rival=stood_down.append,
+    )
+    try:
+        async with publishing(publisher):
+            await until(lambda: stood_down, "standing down")
+            await until(lambda: not publisher.connected, "the publisher gone")
+    finally:
+        rival.loop_stop()
+        journal.close()
+    assert stood_down == ["there:/b"]
+    assert watcher.on("wheeld/T9/game") == []  # its outbox stayed where it was
+    watcher.close()

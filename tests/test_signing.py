@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import sqlite3
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests import test_daemon
 from tests.captures.regenerate import replay_output
@@ -40,6 +41,7 @@ from wheeld.cli import main as wheeld
 from wheeld.config import load
 from wheeld.drivers.wrp import WrpDecoder
 from wheeld.effects import Effects
+from wheeld.journal import JournalView
 from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld.signing import ChainState, Signer
 
@@ -475,12 +477,45 @@ def test_frames_reach_the_journal_with_their_games(tmp_path: Path, broker: Broke
             table.wait_end(1)
             sent = len(table.wheel.lines)
             assert table.daemon.terminate() == 0
-        with sqlite3.connect(tmp_path / "state" / "journal.sqlite3") as db:
-            rows = db.execute("SELECT t, dir, game_id FROM frames ORDER BY id").fetchall()
+        with JournalView(tmp_path / "state" / "journal.sqlite3") as view:
+            blocks = list(view.blocks())
+        rows = [(line.t_ms / 1000, line.dir, game) for block in blocks for line, game in block]
         received = [game for _, direction, game in rows if direction == "<"]
         assert len(received) == sent
         assert received[0] is None and 1 in received  # the hello came before any game
         assert any(direction == ">" for _, direction, _ in rows)  # the query on connect
-        assert all(started <= t <= time.time() for t, _, _ in rows)  # host time
+        assert all(started - 0.001 <= t <= time.time() for t, _, _ in rows)  # host time, in ms
     finally:
         table.close()
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(_json)
+@settings(max_examples=500)
+def test_the_fast_canonical_form_is_rfc8785s(value: Any) -> None:
+    """The standard library's sorted compact JSON stands in for rfc8785 only where equal."""
+    import rfc8785
+
+    from wheeld.signing import canonical
+
+    try:
+        expected: bytes | type[Exception] = rfc8785.dumps(value)
+    except Exception as exc:  # an integer out of range, a lone surrogate
+        expected = type(exc)
+    try:
+        got: bytes | type[Exception] = canonical(value)
+    except Exception as exc:
+        got = type(exc)
+    assert got == expected

@@ -225,8 +225,9 @@ def info_payload(
     kid: str | None,
     public_key_pem: str | None,
     now: float,
+    epoch: str,
 ) -> dict[str, Any]:
-    """The retained ``<base>/info`` payload.
+    """The retained ``<base>/info`` payload, for the journal's ``epoch``.
 
     ``wheel`` is what the wheel's hello said (``model``, ``firmware``,
     ``serial``, ``pockets``; missing ones are null until it has said).
@@ -244,6 +245,7 @@ def info_payload(
         driver = config.wheel.driver
     return {
         "table": config.table.id,
+        "epoch": epoch,
         "software": software(),
         "drivers": {found.name: found.as_dict() for found in installed_drivers()},
         "driver": driver,

@@ -34,6 +34,8 @@ class _Payload(BaseModel):
     event: str
     game_id: int
     table: str
+    #: The journal's epoch: ``(table, epoch, game_id)`` never repeats.
+    epoch: str
     ts: str
     schema_version: Literal[1] = SCHEMA_VERSION
 
@@ -84,9 +86,14 @@ class NoSpinPayload(_Payload):
 GamePayload = SpinningPayload | NoMoreBetsPayload | ResultPayload | NoSpinPayload
 
 
-def game_payload(event: GameEvent, table: str, layout: WheelLayout) -> GamePayload:
-    """The payload that announces ``event`` for ``table``."""
-    common: dict[str, Any] = {"game_id": event.game_id, "table": table, "ts": iso_utc(event.at)}
+def game_payload(event: GameEvent, table: str, layout: WheelLayout, epoch: str) -> GamePayload:
+    """The payload that announces ``event`` for ``table``, in the journal's ``epoch``."""
+    common: dict[str, Any] = {
+        "game_id": event.game_id,
+        "table": table,
+        "epoch": epoch,
+        "ts": iso_utc(event.at),
+    }
     common.update(event.extra)
     match event:
         case Spinning():

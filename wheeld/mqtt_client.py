@@ -14,6 +14,11 @@
 
 Use it as aiomqtt's client: ``async with make_client(config, client_id="") as client:``.
 
+On MQTT 5 every client asks the broker for packets of at most
+``MAX_PACKET_BYTES`` (CONNECT's Maximum Packet Size): a larger message, a
+retained one included, is never sent to it. On MQTT 3.1.1, which cannot ask,
+whoever reads a payload drops one over ``MAX_PAYLOAD_BYTES`` before parsing it (``too_big``).
+
 ``Failover`` says which of the brokers to try next, and how long to wait first:
 every client that reconnects (the daemon's publisher and the followers) moves
 along ``mqtt.servers`` the same way.
@@ -22,8 +27,9 @@ along ``mqtt.servers`` the same way.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiomqtt
 import paho.mqtt.client as paho
@@ -33,7 +39,15 @@ from paho.mqtt.properties import Properties
 if TYPE_CHECKING:
     from paho.mqtt.reasoncodes import ReasonCode
 
-    from wheeld.config import Config
+    from wheeld.config import Config, MqttConfig
+
+
+class WithMqtt(Protocol):
+    """A configuration with an ``[mqtt]`` section: the daemon's, or the archive's."""
+
+    @property
+    def mqtt(self) -> MqttConfig: ...
+
 
 #: How long connecting, and waiting for any acknowledgement, may take.
 TIMEOUT_S = 10.0
@@ -42,6 +56,28 @@ BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 5.0
 #: A connection that held this long was a good one: its loss is no failure of the broker.
 STABLE_S = 5.0
+#: The largest payload a wheeld client takes from the broker. All it is sent is small:
+#: a command (its note at most 500 characters), the retained status, result and
+#: sequence (under 2 KiB signed), the history (1000 numbers, about 7 KiB). A payload
+#: far past them is no message of ours, and is not read (found: a retained 50 MB on
+#: <base>/sequence, read and parsed at every reconnect).
+MAX_PAYLOAD_BYTES = 64 * 1024
+#: MQTT 5's Maximum Packet Size, asked of the broker at CONNECT so that it never sends
+#: a larger packet: the payload above, with room for the topic and the properties
+#: (a response topic, correlation data, user properties). MQTT 3.1.1 cannot ask: there
+#: a larger payload arrives, and is dropped before it is parsed (``too_big``).
+MAX_PACKET_BYTES = MAX_PAYLOAD_BYTES + 8 * 1024
+
+
+def too_big(topic: str, payload: object, log: Any) -> bool:
+    """Whether ``payload`` is over MAX_PAYLOAD_BYTES: then it is to be dropped unparsed,
+    and one log line says so (on MQTT 5 the broker never sends one)."""
+    if not isinstance(payload, bytes | bytearray) or len(payload) <= MAX_PAYLOAD_BYTES:
+        return False
+    log.warning(
+        "message dropped: too big", topic=topic[:200], bytes=len(payload), limit=MAX_PAYLOAD_BYTES
+    )
+    return True
 
 
 class Failover:
@@ -150,6 +186,12 @@ class Client(aiomqtt.Client):
         finally:
             self._pubacks.pop(info.mid, None)
 
+    def acknowledge(self, message: aiomqtt.Message) -> None:
+        """Send the PUBACK of a QoS 1 ``message`` now (a client made with ``manual_ack``:
+        the broker holds the message, and sends it again after a reconnect, until then)."""
+        if message.qos > 0:
+            self._client.ack(message.mid, message.qos)
+
     def _on_publish(
         self,
         client: paho.Client,
@@ -165,13 +207,16 @@ class Client(aiomqtt.Client):
 
 
 def make_client(
-    config: Config,
+    config: Config | WithMqtt,
     *,
     client_id: str,
     server: str | None = None,
     will: aiomqtt.Will | None = None,
     persistent: bool = False,
     timeout: float = TIMEOUT_S,
+    manual_ack: bool = False,
+    max_packet_bytes: int = MAX_PACKET_BYTES,
+    receive_maximum: int | None = None,
 ) -> Client:
     """A client for a broker of ``config.mqtt``, not yet connected.
 
@@ -181,7 +226,11 @@ def make_client(
     session needs one), or ``""`` for one the broker or paho makes up.
     ``will``: the last will, if any. ``persistent``: keep the session across
     connections (see the module documentation). ``timeout``: seconds for the
-    connection and for each acknowledgement.
+    connection and for each acknowledgement. ``manual_ack``: a QoS 1 message is
+    acknowledged only by ``Client.acknowledge`` (the archive: once it is committed).
+    ``max_packet_bytes``: the largest packet the broker may send (MQTT 5; the archive
+    reads recall replies, far larger than anything else). ``receive_maximum``: how
+    many QoS 1 messages the broker may send before one is acknowledged (MQTT 5).
     """
     from wheeld.config import split_server
 
@@ -204,12 +253,15 @@ def make_client(
     if v5:
         # paho refuses clean_session on MQTT 5, where clean_start says it.
         session = {"clean_start": not persistent}
+        properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        properties.MaximumPacketSize = max_packet_bytes
+        if receive_maximum is not None:
+            properties.ReceiveMaximum = receive_maximum
         if persistent:
-            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
             properties.SessionExpiryInterval = mqtt.session_expiry_s
     else:
         session = {"clean_session": not persistent}
-    return Client(
+    client = Client(
         host,
         port,
         username=mqtt.username,
@@ -223,5 +275,12 @@ def make_client(
         # Hostname checking off: the certificate is still checked against the CA.
         tls_insecure=tls.insecure if tls_params else None,
         timeout=timeout,
+        # A game message is small and goes at once: Nagle would hold it behind the
+        # unacknowledged tail of a large one (a recall reply) for the broker's
+        # delayed ACK, 40 ms.
+        socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         **session,
     )
+    if manual_ack:
+        client._client.manual_ack_set(True)
+    return client

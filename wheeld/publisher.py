@@ -38,7 +38,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +49,7 @@ from wheeld.journal import Journal, JournalWriteError, OutboxEntry
 from wheeld.messages import SCHEMA_VERSION, iso_utc
 
 if TYPE_CHECKING:
+    from aiomqtt import Message
     from paho.mqtt.properties import Properties
     from paho.mqtt.reasoncodes import ReasonCode
 
@@ -93,9 +94,10 @@ PREFLIGHT_GRACE_S = 0.3
 EX_CONFIG = 78
 
 #: Receives every message on ``<base>/command/+`` and returns the reply to send
-#: (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``); refusing retained
-#: or malformed commands is its job.
-CommandHandler = Callable[[OperatorCommand], Awaitable[dict[str, Any]]]
+#: (``{"ok": true, ...}`` or ``{"ok": false, "error": ...}``), or None to send
+#: none (a command past its sender's rate); refusing retained or malformed
+#: commands is its job.
+CommandHandler = Callable[[OperatorCommand], Awaitable[dict[str, Any] | None]]
 
 
 def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
@@ -119,6 +121,20 @@ def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
     if "" in topic[len(directory) :].split("/"):
         return "has an empty level"
     return None
+
+
+class RawJSON(str):
+    """A reply member already written as JSON (a recall's games, written in a worker
+    thread a game at a time, so the event loop never holds the GIL for all of them)."""
+
+
+def reply_json(body: dict[str, Any]) -> str:
+    """A reply as JSON: its members in order, a ``RawJSON`` one as it is written."""
+    parts = [
+        f"{json.dumps(key)}: {value if isinstance(value, RawJSON) else json.dumps(value)}"
+        for key, value in body.items()
+    ]
+    return "{" + ", ".join(parts) + "}"  # as json.dumps writes one
 
 
 def status_json(payload: str | bytes, instance: str) -> str:
@@ -167,7 +183,7 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
     """
     import aiomqtt
 
-    from wheeld.mqtt_client import make_client
+    from wheeld.mqtt_client import make_client, too_big
 
     base = config.base_topic
     deadline = time.monotonic() + PREFLIGHT_TOTAL_S
@@ -187,6 +203,9 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
         except (aiomqtt.MqttError, TimeoutError, OSError) as exc:
             log.debug("start-up check: broker unavailable", server=server, error=str(exc))
             continue
+        for name, payload in list(held.items()):
+            if too_big(f"{base}/{name}", payload, log):  # MQTT 3.1.1: never parsed
+                del held[name]
         rival = None
         try:
             status = json.loads(held["status"]) if "status" in held else None
@@ -200,8 +219,14 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
     return BrokerMemory()
 
 
-async def _retained(client: Client, base: str, names: tuple[str, ...]) -> dict[str, bytes]:
-    """The retained payloads the broker holds on ``<base>/<name>``, by name (non-empty ones)."""
+async def _retained(
+    client: Client, base: str, names: tuple[str, ...], others: list[Message] | None = None
+) -> dict[str, bytes]:
+    """The retained payloads the broker holds on ``<base>/<name>``, by name (non-empty ones).
+
+    Anything else that comes meanwhile (a command the broker kept for our session) is
+    put in ``others``, for the caller to hand on, never dropped.
+    """
     topics = {f"{base}/{name}": name for name in names}
     for topic in topics:
         await client.subscribe(topic, qos=1)
@@ -215,7 +240,13 @@ async def _retained(client: Client, base: str, names: tuple[str, ...]) -> dict[s
         async with asyncio.timeout(max(0.0, min(left, PREFLIGHT_GRACE_S))):
             async for message in client.messages:
                 name = topics.get(message.topic.value)
-                if name is None or not message.retain:
+                if name is None:
+                    if others is not None:
+                        others.append(message)
+                    continue
+                # A status said meanwhile is the status now; a live sequence or result
+                # is another controller's own news, not what the broker keeps.
+                if not (message.retain or name == "status"):
                     continue
                 if isinstance(message.payload, bytes) and message.payload:
                     held[name] = message.payload
@@ -277,6 +308,7 @@ class Publisher:
         on_retained_result: Callable[[str, bytes], None] | None = None,
         instance: str = "",
         on_acknowledged: Callable[[OutboxEntry], None] | None = None,
+        on_rival: Callable[[str], None] | None = None,
     ) -> None:
         self._config = config
         self._journal = journal
@@ -285,6 +317,11 @@ class Publisher:
         #: game id against its own (a lost state directory would reuse ids).
         self._on_retained_result = on_retained_result
         self._on_acknowledged = on_acknowledged
+        #: Told the instance of another wheeld this one stands down for (exit 78).
+        self._on_rival = on_rival
+        self._standing_down = False
+        #: Subscribed to the table's commands on the broker connected to.
+        self.listening = False
         self._log = log
         self._base = config.base_topic
         self._reply_prefix = config.mqtt.reply_prefix
@@ -325,8 +362,16 @@ class Publisher:
             properties.UserProperty = [(INSTANCE_PROPERTY, self.instance)]
         return properties
 
-    def _status_heard(self, payload: bytes, properties: Properties | None) -> None:
-        """A status on ``<base>/status``: ours, or another wheeld's for the same table."""
+    def _status_heard(
+        self, payload: bytes, properties: Properties | None, *, connecting: bool = False
+    ) -> None:
+        """A status on ``<base>/status``: ours, or another wheeld's for the same table.
+
+        Another instance online when we (re)connect took the table while we were
+        away: we stand down (``on_rival``: the daemon stops, exit 78). Heard while
+        we run (two started at once, both past the check at start), the one of the
+        two whose instance name sorts last stands down, so exactly one goes on.
+        """
         try:
             body = json.loads(payload)
         except ValueError:
@@ -342,6 +387,7 @@ class Publisher:
         if not isinstance(other, str) or other in (self.instance, self.rival):
             return
         self.rival = other[:200]
+        yields = connecting or self.instance > other
         self._log.error(
             "another wheeld publishes for this table: only one may run per table id; "
             "stop one of them, or give each its own table.id",
@@ -349,7 +395,10 @@ class Publisher:
             client_id=self._config.client_id,
             other_instance=self.rival,
             this_instance=self.instance,
+            standing_down=yields,
         )
+        if yields and self._on_rival is not None:
+            self._on_rival(self.rival)
 
     def wake(self) -> None:
         """New entries are in the outbox."""
@@ -403,6 +452,8 @@ class Publisher:
                     host, port = split_server(server)
                     self._log.info("broker connected", host=host, port=port)
                     await self._serve(client)
+                    if self._standing_down:
+                        return
             except* aiomqtt.MqttError as group:
                 taken_over = self._taken_over(group)
                 # aiomqtt's own words ("Disconnected during message iteration") hide the cause.
@@ -410,6 +461,7 @@ class Publisher:
             finally:
                 self._client = None
                 self.connected = False
+                self.listening = False
                 self.server = None
             if taken_over:
                 # Slower each time, so two daemons with one id stop flapping every
@@ -469,13 +521,25 @@ class Publisher:
         return True
 
     async def _serve(self, client: Client) -> None:
-        # Before saying we are online: the retained status there now tells
-        # whether another wheeld already publishes for this table, and the
-        # retained result which game ids the table's consumers have seen.
-        await client.subscribe(f"{self._base}/status", qos=1)
-        if self._on_retained_result is not None:
-            await client.subscribe(f"{self._base}/result", qos=1)
-            await client.subscribe(f"{self._base}/sequence", qos=1)
+        # Before saying anything, what the broker holds for the table now: its status
+        # (another wheeld online there took the table while we were away: we stand
+        # down), then its sequence and result (another controller went on past this
+        # journal: what it still holds of games never went out, and must not now).
+        from wheeld.mqtt_client import too_big
+
+        names = ("status", "sequence", "result") if self._on_retained_result else ("status",)
+        backlog: list[Message] = []
+        held = await _retained(client, self._base, names, backlog)
+        for name, payload in held.items():
+            if too_big(f"{self._base}/{name}", payload, self._log):
+                continue
+            if name == "status":
+                self._status_heard(payload, None, connecting=True)
+            elif self._on_retained_result is not None and self.rival is None:
+                self._on_retained_result(name, payload)
+        if self.rival is not None:
+            self._standing_down = True  # the daemon stops (exit 78): nothing said
+            return
         status = await client.publish_acknowledged(
             f"{self._base}/status",
             status_json(self.status_payload, self.instance),
@@ -505,9 +569,10 @@ class Publisher:
             await client.subscribe(commands, options=options)
         else:
             await client.subscribe(commands, qos=1)
+        self.listening = True
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._drain(client))
-            tasks.create_task(self._listen(client))
+            tasks.create_task(self._listen(client, backlog))
 
     # -- the outbox ------------------------------------------------------------
 
@@ -616,11 +681,24 @@ class Publisher:
 
     # -- commands ----------------------------------------------------------------
 
-    async def _listen(self, client: Client) -> None:
+    async def _listen(self, client: Client, backlog: list[Message]) -> None:
+        """Commands (and our status) as they come: those that came while the broker's
+        memory was read first, in order."""
+        from wheeld.mqtt_client import too_big
+
         prefix = f"{self._base}/command/"
         status = f"{self._base}/status"
-        async for message in client.messages:
+
+        async def messages() -> AsyncIterator[Message]:
+            for message in backlog:
+                yield message
+            async for message in client.messages:
+                yield message
+
+        async for message in messages():
             topic = message.topic.value
+            if too_big(topic, message.payload, self._log):  # MQTT 3.1.1: never parsed
+                continue
             if topic == status and isinstance(message.payload, bytes):
                 self._status_heard(message.payload, message.properties)
                 continue
@@ -639,15 +717,44 @@ class Publisher:
                 retained=message.retain,
                 sender=_sender(message.properties),
             )
-            try:
-                reply = await self._on_command(command)
-            except Exception as exc:  # a bug in a command must not cut the broker connection
-                self._log.error(
-                    "command failed", command=command.name, error=f"{type(exc).__name__}: {exc}"
-                )
-                reply = {"ok": False, "error": "internal error"}
-            if not command.retained:  # the broker's memory, not an operator: no one to answer
-                await self._reply(client, command, message.properties, reply)
+            if command.name == "recall":
+                # Read in a worker thread: the commands after it do not wait for it.
+                self._spawn(self._answer(client, command, message.properties))
+            else:
+                await self._answer(client, command, message.properties)
+
+    async def _answer(
+        self, client: Client, command: OperatorCommand, properties: Properties | None
+    ) -> None:
+        """Have the command carried out, then answer it without holding up the next."""
+        try:
+            reply = await self._on_command(command)
+        except Exception as exc:  # a bug in a command must not cut the broker connection
+            self._log.error(
+                "command failed", command=command.name, error=f"{type(exc).__name__}: {exc}"
+            )
+            reply = {"ok": False, "error": "internal error"}
+        if reply is not None and not command.retained:
+            # Not the broker's memory (no one to answer), nor a flood's. Sent beside what
+            # comes next: a reply's acknowledgement is no reason to make a close wait.
+            self._spawn(self._reply_safely(client, command, properties, reply))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._unjournaled.add(task)
+        task.add_done_callback(self._unjournaled.discard)
+
+    async def _reply_safely(
+        self,
+        client: Client,
+        command: OperatorCommand,
+        request: Properties | None,
+        reply: dict[str, Any],
+    ) -> None:
+        try:
+            await self._reply(client, command, request, reply)
+        except Exception as exc:  # the connection went meanwhile: the command was carried out
+            self._log.warning("command reply not sent", command=command.name, error=str(exc))
 
     async def _reply(
         self,
@@ -681,7 +788,7 @@ class Publisher:
         if answer is not None and correlation:
             answer.CorrelationData = correlation  # MQTT 5: echoed as the property too
         code = await client.publish_acknowledged(
-            response_topic, json.dumps(body), properties=answer
+            response_topic, reply_json(body), properties=answer
         )
         if code.is_failure:
             self._log.warning(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,64 @@ def unb64url(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def canonical(payload: dict[str, Any]) -> bytes:
-    """The RFC 8785 canonical form, UTF-8."""
+#: JSON's exact integers: RFC 8785 refuses any integer outside them.
+_SAFE_INTEGER = 2**53 - 1
+
+
+def canonical(payload: Any) -> bytes:
+    """The RFC 8785 canonical form, UTF-8.
+
+    For a value of strings, integers, booleans, nulls, lists and objects with
+    ASCII member names (every game message), the standard library's sorted,
+    compact JSON is that form byte for byte, at a tenth of rfc8785's cost (a
+    test holds the two equal over arbitrary values); anything else (a float,
+    another member name) is rfc8785's.
+    """
+    if _plain(payload):
+        try:
+            return _sorted_json(payload)
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: rfc8785 says why it cannot be signed
     return rfc8785.dumps(payload)
+
+
+def canonical_pair(payload: dict[str, Any]) -> tuple[bytes, bytes]:
+    """The canonical form of ``payload`` without its ``sig`` (what is signed) and with it
+    (what the next message's ``prev`` digests), judged plain once for both."""
+    body = {k: v for k, v in payload.items() if k != "sig"}
+    if _plain(payload):
+        try:
+            return _sorted_json(body), _sorted_json(payload)
+        except UnicodeEncodeError:
+            pass
+    return rfc8785.dumps(body), rfc8785.dumps(payload)
+
+
+def _sorted_json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is made only of what sorted compact JSON writes as RFC 8785 does."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            continue
+        if kind is int:
+            if not -_SAFE_INTEGER <= item <= _SAFE_INTEGER:
+                return False
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str or not key.isascii():
+                    return False
+            pending.extend(item.values())
+        elif kind is list:
+            pending.extend(item)
+        else:
+            return False
+    return True
 
 
 def digest(payload: dict[str, Any]) -> str:
