@@ -4,7 +4,6 @@ shipped in ``config/mosquitto-acl.example``, user names and passwords."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import getpass
 import json
@@ -113,7 +112,7 @@ async def test_a_command_with_reply_to_is_answered_with_its_correlation_id_on_31
     try:
         async with running(publisher):
             await until(lambda: publisher.connected, "the publisher connected")
-            await asyncio.sleep(0.2)  # let it subscribe (no event to wait on from here)
+            await until(lambda: publisher.listening, "the publisher subscribed to commands")
             pitboss.command(
                 "open",
                 {"reply_to": "wheeld-replies/pitboss/7", "correlation_id": "abc-1"},
@@ -200,7 +199,7 @@ async def test_on_mqtt_5_the_response_topic_wins_and_the_correlation_id_is_a_pro
     try:
         async with running(publisher):
             await until(lambda: publisher.connected, "the publisher connected")
-            await asyncio.sleep(0.2)  # let it subscribe (no event to wait on from here)
+            await until(lambda: publisher.listening, "the publisher subscribed to commands")
             properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
             properties.ResponseTopic = "wheeld-replies/pitboss/5"
             body = {"reply_to": "wheeld-replies/pitboss/9", "correlation_id": "k-1"}

@@ -11,8 +11,11 @@ import pytest
 from wheeld.commands import (
     COMMANDS,
     MAX_CORRELATION_ID,
+    MAX_GAME_ID,
     CommandError,
+    DeclareNoSpin,
     OperatorCommand,
+    Recall,
     ReplyAddress,
     parse,
     reply_address,
@@ -107,3 +110,33 @@ def test_a_null_member_is_refused_not_taken_as_absent(name: str, field: str) -> 
     payload = json.dumps({**VALID[name], field: None}).encode()
     with pytest.raises(CommandError, match=f"{field} must not be null"):
         parse(OperatorCommand(name, payload, sender="pit"))
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "why"),
+    [
+        # Past JSON's exact integers: SQLite could not even look one up (found: 10**30
+        # answered "internal error" and was not journaled).
+        ("recall", {"game_id": 10**30}, "game_id must be an integer from 1 to 9007199254740991"),
+        ("recall", {"game_id": 2**53}, "game_id must be an integer from 1 to 9007199254740991"),
+        ("recall", {"game_id": 0}, "game_id must be an integer from 1"),
+        ("recall", {"game_id": -(10**30)}, "game_id must be an integer from 1"),
+        ("recall", {"last": 10**30}, "last must be an integer from 1 to 100"),
+        ("recall", {"last": -1}, "last must be an integer from 1 to 100"),
+        ("no_spin", {"game_id": 10**30}, "game_id must be an integer from 1 to 9007199254740991"),
+        ("no_spin", {"game_id": 0}, "game_id must be an integer from 1"),
+        ("no_spin", {"game_id": -5}, "game_id must be an integer from 1"),
+    ],
+)
+def test_a_game_id_or_count_out_of_range_is_refused_with_its_reason(
+    name: str, body: dict[str, Any], why: str
+) -> None:
+    with pytest.raises(CommandError, match=f"^{why}"):
+        parse(OperatorCommand(name, json.dumps(body).encode(), sender="pit"))
+
+
+@pytest.mark.parametrize("name", ["recall", "no_spin"])
+def test_the_last_exact_game_id_is_taken(name: str) -> None:
+    asked = parse(OperatorCommand(name, json.dumps({"game_id": MAX_GAME_ID}).encode()))
+    assert isinstance(asked, Recall | DeclareNoSpin)
+    assert asked.game_id == MAX_GAME_ID == 2**53 - 1

@@ -41,6 +41,10 @@ COMMANDS = ("no_spin", "open", "close", "recall", "ack")
 #: The most games one recall reply carries.
 MAX_RECALL = 100
 DEFAULT_RECALL = 10
+#: The highest game id a command may name: JSON's last exact integer (the engine and
+#: the journal keep every id below it), so a larger one names no game, and SQLite
+#: (whose integers end at 2**63 - 1) could not even look it up.
+MAX_GAME_ID = 2**53 - 1
 
 
 class CommandError(Exception):
@@ -124,6 +128,21 @@ def reply_address(payload: bytes) -> ReplyAddress:
     )
 
 
+def claimed_operator(command: OperatorCommand) -> str:
+    """Who a command says it is from, for its sender's rate: the MQTT 5 user property,
+    else the payload's ``operator`` (MQTT 3.1.1 has no property), else "" (nobody)."""
+    if command.sender:
+        return command.sender
+    if len(command.payload) <= 4096:
+        try:
+            body = json.loads(command.payload)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return ""
+        if isinstance(body, dict) and isinstance(body.get("operator"), str):
+            return str(body["operator"])[:MAX_OPERATOR]
+    return ""
+
+
 def parse(command: OperatorCommand) -> Command:
     """What ``command`` asks for; raises CommandError when it is not a valid command."""
     if command.name not in COMMANDS:
@@ -151,10 +170,7 @@ def parse(command: OperatorCommand) -> Command:
         if type(note) is not str or len(note) > MAX_NOTE:
             raise CommandError(f"note must be a string of at most {MAX_NOTE} characters")
         _unicode("note", note)
-        game_id = body.get("game_id")
-        if game_id is not None and type(game_id) is not int:
-            raise CommandError("game_id must be an integer")
-        return DeclareNoSpin(note, game_id, operator)
+        return DeclareNoSpin(note, _game_id(body.get("game_id")), operator)
     if command.name == "ack":
         _only(command.name, body, ("alert",))
         alert = body.get("alert")
@@ -169,10 +185,7 @@ def parse(command: OperatorCommand) -> Command:
         last = body.get("last", DEFAULT_RECALL)
         if type(last) is not int or not 1 <= last <= MAX_RECALL:
             raise CommandError(f"last must be an integer from 1 to {MAX_RECALL}")
-        game_id = body.get("game_id")
-        if game_id is not None and (type(game_id) is not int or game_id < 1):
-            raise CommandError("game_id must be a positive integer")
-        return Recall(last, game_id, operator)
+        return Recall(last, _game_id(body.get("game_id")), operator)
     _only(command.name, body, ())
     return SetTable(command.name == "open", operator)
 
@@ -182,6 +195,15 @@ def _only(name: str, body: dict[str, Any], known: tuple[str, ...]) -> None:
     if unknown:
         allowed = ", ".join((*known, *COMMON_MEMBERS))
         raise CommandError(f"{name}: unknown field {unknown[0]!r} (known: {allowed})")
+
+
+def _game_id(value: object) -> int | None:
+    """A game id as ``no_spin`` and ``recall`` take it: 1 to MAX_GAME_ID, or absent."""
+    if value is None:
+        return None
+    if type(value) is not int or not 1 <= value <= MAX_GAME_ID:
+        raise CommandError(f"game_id must be an integer from 1 to {MAX_GAME_ID}")
+    return value
 
 
 def _operator(value: object) -> str | None:
