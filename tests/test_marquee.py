@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import http.client
 import json
 import re
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from paho.mqtt.enums import CallbackAPIVersion
 
+from tests import siege
 from tests.rig import (
     Broker,
     DaemonProcess,
@@ -37,11 +39,13 @@ from tests.rig import (
     wait_for,
     write_config,
 )
+from tests.test_publisher import BIG, publish_raw, until
 from wheeld.config import load
 from wheeld.consumer import (
     DropCounter,
     Dropped,
     Follower,
+    HistoryMessage,
     LatestResult,
     Message,
     NoMoreBetsMessage,
@@ -49,9 +53,11 @@ from wheeld.consumer import (
     SpinningMessage,
     parse,
 )
+from wheeld.http_server import Limits
 from wheeld.marquee.app import Marquee
 from wheeld.marquee.board import HEAT_SHOWN, Board, statistics
-from wheeld.marquee.server import Hub, MarqueeServer
+from wheeld.marquee.server import LIMITS, Hub, MarqueeServer
+from wheeld.mqtt_client import MAX_PAYLOAD_BYTES
 
 BASE = "wheeld/T9"
 ARTIFACTS = Path(__file__).parent.parent / "artifacts"
@@ -93,6 +99,26 @@ def test_results_published_again_in_any_order_are_not_new_numbers() -> None:
     board.apply(message("result", {"event": "result", "game_id": 3, "number": "9"}))
     board.apply(message("game", {"event": "result", "game_id": 3, "number": "9"}))
     assert [n["number"] for n in board.snapshot()["history"]] == ["5", "7"]  # history's own topic
+
+
+def test_game_1_of_a_new_epoch_is_a_new_game() -> None:
+    """A journal and the broker's memory lost: ids start again, in a new epoch."""
+    board = Board(base=BASE, language="en")
+    for epoch, number in [("epoch-aaaa", "7"), ("epoch-aaaa", "7"), ("epoch-bbbb", "25")]:
+        result = {"event": "result", "game_id": 1, "number": number, "epoch": epoch}
+        board.apply(message("game", result))
+    snap = board.snapshot()
+    assert [n["number"] for n in snap["history"]] == ["25", "7"]
+    assert snap["last"] == {"number": "25", "color": "red"}
+
+
+def test_a_daemon_in_fault_is_not_shown_online() -> None:
+    """``fault``: online but deciding no game (its journal cannot write)."""
+    board = Board(base=BASE, language="en")
+    board.apply(message("status", {"state": "online"}))
+    assert board.snapshot()["online"] is True
+    board.apply(message("status", {"state": "fault", "fault": "journal_unwritable"}))
+    assert board.snapshot()["online"] is False
 
 
 def test_no_spin_banner_shows_until_the_next_game() -> None:
@@ -281,6 +307,39 @@ def test_a_double_zero_wheel_has_its_00(tmp_path: Path) -> None:
     assert _numbers(seen) == ["00"] and follower.drops.total == 0
 
 
+@pytest.mark.parametrize("protocol", ["5", "3.1.1"])
+async def test_a_follower_never_reads_a_payload_over_the_limit(
+    tmp_path: Path, broker: Broker, protocol: str
+) -> None:
+    """MQTT 5: the broker never sends it (the follower's CONNECT asks for packets of at most
+    MAX_PACKET_BYTES). MQTT 3.1.1: it arrives, and is dropped before it is parsed."""
+    publish_raw(broker.port, BIG, f"{BASE}/result", retain=True)
+    publish_raw(broker.port, b'{"numbers": ["5"]}', f"{BASE}/history", retain=True)
+    config = load(
+        write_config(tmp_path / "c.toml", port="unused", broker=broker.port, state=tmp_path),
+        {"WHEELD_MQTT__PROTOCOL": f'"{protocol}"'},
+    )
+    seen: list[Message] = []
+    log = RecordingLog()
+    follower = Follower(config, ("result", "history"), seen.append, log)
+    task = asyncio.create_task(follower.run())
+    try:
+        # Retained ones come in the order subscribed: the result's before the history's.
+        async with asyncio.timeout(10):
+            while not seen:
+                await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert [type(m) for m in seen] == [HistoryMessage]
+    if protocol == "5":
+        assert (follower.received, follower.drops.total) == (1, 0)
+    else:
+        assert (follower.received, follower.drops.total) == (2, 1)
+        (dropped,) = log.events("message dropped")
+        assert dropped["reason"] == f"payload of {len(BIG)} bytes, over {MAX_PAYLOAD_BYTES}"
+
+
 # -- the marquee in this process, with a real broker -------------------------------------
 
 
@@ -292,6 +351,7 @@ def serving(marquee: Marquee) -> Iterator[Marquee]:
     thread = threading.Thread(target=loop.run_until_complete, args=(marquee.serve(stop),))
     thread.start()
     try:
+        wait_for(lambda: marquee.server.port, 10, "the marquee listening")
         yield marquee
     finally:
         loop.call_soon_threadsafe(stop.set)
@@ -401,20 +461,51 @@ def test_offline_without_the_broker_and_back_when_it_returns(
 # -- the web server facing a hostile network ---------------------------------------------
 
 
+class ServedBoard:
+    """A MarqueeServer on an event loop of its own, in a thread, for tests that block."""
+
+    def __init__(self, port: int = 0, *, limits: Limits = LIMITS) -> None:
+        self.hub = Hub()
+        self.log = RecordingLog()
+        self.server = MarqueeServer(self.hub, "127.0.0.1", port, log=self.log, limits=limits)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._on_loop(self.server.start())
+
+    def _on_loop(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def publish(self, snapshot: dict[str, Any]) -> None:
+        async def publish() -> None:
+            self.hub.publish(snapshot)
+
+        self._on_loop(publish())
+
+    def stop(self) -> None:
+        self._on_loop(self.server.stop())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+#: The real limits, but for a head deadline of 1 s (10 s in service), to keep tests short.
+QUICK = dataclasses.replace(LIMITS, head_timeout_s=1.0)
+
+
 @pytest.fixture
-def server() -> Iterator[MarqueeServer]:
-    hub = Hub()
-    hub.publish({"last": None})
-    server = MarqueeServer(
-        hub, "127.0.0.1", 0, log=RecordingLog(), request_timeout_s=1.0, max_event_clients=2
-    )
-    server.start()
-    yield server
-    server.stop()
+def server() -> Iterator[ServedBoard]:
+    board = ServedBoard(limits=QUICK)
+    board.publish({"last": None})
+    yield board
+    board.stop()
 
 
-def test_half_sent_requests_neither_block_others_nor_stay(server: MarqueeServer) -> None:
-    before = threading.active_count()
+def test_half_sent_requests_neither_block_others_nor_stay(server: ServedBoard) -> None:
     half_open = []
     for _ in range(200):
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
@@ -448,23 +539,23 @@ def test_half_sent_requests_neither_block_others_nor_stay(server: MarqueeServer)
         assert cut_off(sock)
         sock.close()
     dripper.close()
-    wait_for(lambda: threading.active_count() <= before, 5, "the handler threads to end")
+    wait_for(lambda: server.server.http.connections == 0, 5, "every slot back")
 
 
-def test_five_hundred_clients_at_once_are_all_served(server: MarqueeServer) -> None:
+def test_five_hundred_clients_at_once_are_all_served(server: ServedBoard) -> None:
     clients = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(500)]
     try:
         for sock in clients:
             sock.sendall(b"GET /state HTTP/1.0\r\n\r\n")
         for sock in clients:
             with sock.makefile("rb") as answer:
-                assert answer.readline().startswith(b"HTTP/1.0 200")
+                assert answer.readline().startswith(b"HTTP/1.1 200")
     finally:
         for sock in clients:
             sock.close()
 
 
-def test_head_returns_the_headers_only(server: MarqueeServer) -> None:
+def test_head_returns_the_headers_only(server: ServedBoard) -> None:
     status, headers, body = fetch(server.port, "/", "HEAD")
     _, _, page = fetch(server.port, "/")
     assert status == 200 and body == b""
@@ -473,6 +564,9 @@ def test_head_returns_the_headers_only(server: MarqueeServer) -> None:
     status, headers, body = fetch(server.port, "/events", "HEAD")
     assert status == 200 and body == b"" and headers["Content-Type"] == "text/event-stream"
     assert fetch(server.port, "/nowhere", "HEAD")[::2] == (404, b"")
+    wait_for(
+        lambda: server.server.http.connections == 0, 5, "no slot kept: HEAD /events is no stream"
+    )
 
 
 @pytest.mark.parametrize(
@@ -486,7 +580,7 @@ def test_head_returns_the_headers_only(server: MarqueeServer) -> None:
     ],
 )
 def test_every_answer_but_a_stream_closes_its_connection(
-    server: MarqueeServer, request_: bytes
+    server: ServedBoard, request_: bytes
 ) -> None:
     """A kept connection would carry a second request with no deadline (found by attack:
     HEAD /events, then a byte every 20 s, held a thread per socket)."""
@@ -509,7 +603,7 @@ def test_every_answer_but_a_stream_closes_its_connection(
         "/..%2fapp.py",
     ],
 )
-def test_nothing_but_the_page_is_served(server: MarqueeServer, path: str) -> None:
+def test_nothing_but_the_page_is_served(server: ServedBoard, path: str) -> None:
     assert fetch(server.port, path)[0] == 404
 
 
@@ -519,29 +613,6 @@ def _events(port: int) -> socket.socket:
     return sock
 
 
-def test_event_streams_are_bounded_and_their_slots_come_back(server: MarqueeServer) -> None:
-    streams = [_events(server.port) for _ in range(2)]
-    for sock in streams:
-        assert sock.recv(4096).startswith(b"HTTP/1.0 200")
-    status, headers, _ = fetch(server.port, "/events")
-    assert status == 503 and headers["Retry-After"] == "5"
-    streams.pop().close()
-    server.hub.publish({"last": "a write, to notice the closed stream"})
-    wait_for(lambda: fetch(server.port, "/events", "HEAD")[0] == 200, 5, "HEAD")
-
-    def a_slot_free() -> bool:
-        # A write to a peer that has gone may succeed once (the RST comes back
-        # after it): keep writing until the hub notices and frees the slot.
-        server.hub.publish({"last": "another write"})
-        sock = _events(server.port)
-        streams.append(sock)
-        return sock.recv(4096).startswith(b"HTTP/1.0 200")
-
-    wait_for(a_slot_free, 5, "the closed stream's slot")
-    for sock in streams:
-        sock.close()
-
-
 def _reset(sock: socket.socket) -> None:
     """Close with a TCP reset, as a browser tab killed mid-transfer does."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -549,10 +620,10 @@ def _reset(sock: socket.socket) -> None:
 
 
 def test_early_disconnects_leave_no_traceback(
-    server: MarqueeServer, capfd: pytest.CaptureFixture[str]
+    server: ServedBoard, capfd: pytest.CaptureFixture[str]
 ) -> None:
     big = {"history": ["x" * 1000] * 2000}  # a snapshot bigger than any socket buffer
-    server.hub.publish(big)
+    server.publish(big)
     for _ in range(20):
         stream = _events(server.port)
         stream.recv(10)
@@ -563,18 +634,142 @@ def test_early_disconnects_leave_no_traceback(
         half = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         half.sendall(b"GET /marq")
         _reset(half)
-    server.hub.publish({"last": "after the resets"})
+    server.publish({"last": "after the resets"})
     wait_for(lambda: fetch(server.port, "/state")[2].find(b"after the resets") > 0, 5, "state")
     streams = [_events(server.port) for _ in range(2)]
     try:
-        assert all(s.recv(4096).startswith(b"HTTP/1.0 200") for s in streams)  # slots freed
+        assert all(s.recv(4096).startswith(b"HTTP/1.1 200") for s in streams)
     finally:
         for sock in streams:
             sock.close()
+    wait_for(lambda: server.server.http.connections == 0, 5, "every slot back")
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Error" not in err, err
-    assert isinstance(server.httpd.log, RecordingLog)
-    assert not server.httpd.log.events("marquee request failed")
+    assert not server.log.events("marquee request failed")
+
+
+# -- the same, on the test's own loop: a thousand connections and more
+
+
+async def _read_until(reader: asyncio.StreamReader, marker: bytes, timeout: float) -> bytes:
+    """What the stream sent, up to and including ``marker``; fails after ``timeout``."""
+    async with asyncio.timeout(timeout):
+        return await reader.readuntil(marker)
+
+
+async def _board_stream(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 22)
+    writer.write(b"GET /events HTTP/1.1\r\nHost: board\r\nAccept: text/event-stream\r\n\r\n")
+    await writer.drain()
+    return reader, writer
+
+
+async def test_the_board_is_served_beside_slowloris_idle_and_non_reading_streams() -> None:
+    """Found: 220 event streams that never read filled the 200 stream slots and the board
+    got 503; 8 slowloris connections and 1,000 idle ones held the rest. Now they make
+    room: the page and the board's own stream are served at once."""
+    hub = Hub()
+    hub.publish({"last": None})
+    log = RecordingLog()
+    server = MarqueeServer(hub, "127.0.0.1", 0, log=log, limits=QUICK)
+    sockets: list[socket.socket] = []
+    with siege.descriptors(QUICK.descriptors + 2048):
+        await server.start()
+        port = server.port
+        try:
+            # Each from an address of its own: each is a peer of its own to the server.
+            events = b"GET /events HTTP/1.1\r\nHost: m\r\n\r\n"
+            sockets += await siege.not_reading(port, 220, events, source="127.0.0.2")
+            sockets += await siege.idle(port, 1000, source="127.0.0.3")
+            drippers = siege.Drippers(port, 8, b"GET / HTTP/1.1\r\nX-Slow: ")
+            assert server.http.connections <= QUICK.max_connections
+
+            started = time.monotonic()
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET / HTTP/1.1\r\nHost: board\r\n\r\n")
+            page = await _read_until(reader, b"</html>", 1.0)
+            assert page.startswith(b"HTTP/1.1 200 OK")
+            writer.close()
+            reader, writer = await _board_stream(port)
+            opening = await _read_until(reader, b"\n\n", 1.0)
+            assert opening.startswith(b"HTTP/1.1 200 OK") and b'data: {"last":null}' in opening
+            hub.publish({"last": "17"})
+            assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"17"}\n\n'
+            assert time.monotonic() - started < 1.5
+
+            cut = await drippers.all_cut(timeout=5)
+            assert len(cut) == 8 and all(0.9 < after < 2.5 for after in cut), cut
+            hub.publish({"last": "5"})  # the board's stream outlived all of it
+            assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"5"}\n\n'
+            writer.close()
+        finally:
+            for sock in sockets:
+                sock.close()
+            await server.stop()
+    assert server.http.dropped["made_room_idle"] >= 1000 + 220 - QUICK.max_connections
+    assert not log.events("marquee request failed")
+
+
+async def test_when_streams_hold_every_slot_the_crowded_peer_gives_way() -> None:
+    """Streams look alike until they fill up: the newcomer takes the slot of the peer
+    holding the most (a flood from one address makes room out of its own)."""
+    hub = Hub()
+    hub.publish({"last": None})
+    limits = dataclasses.replace(QUICK, max_connections=8)
+    server = MarqueeServer(hub, "127.0.0.1", 0, log=RecordingLog(), limits=limits)
+    await server.start()
+    flood: list[socket.socket] = []
+    events = b"GET /events HTTP/1.1\r\nHost: m\r\n\r\n"
+    try:
+        flood += await siege.not_reading(server.port, 8, events, source="127.0.0.2")
+        reader, writer = await _board_stream(server.port)
+        assert b"data: " in await _read_until(reader, b"\n\n", 1.0)
+        # The flood comes again and again: every newcomer displaces one of its own.
+        for _ in range(3):
+            flood += await siege.not_reading(server.port, 8, events, source="127.0.0.2")
+        hub.publish({"last": "26"})
+        assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"26"}\n\n'
+        assert server.http.connections == 8
+        assert server.http.dropped["made_room_crowded"] == 25
+        writer.close()
+    finally:
+        for sock in flood:
+            sock.close()
+        await server.stop()
+
+
+@pytest.mark.parametrize("why", ["high_water", "deadline"])
+async def test_a_stream_that_does_not_read_is_dropped(why: str) -> None:
+    """What a board does not take piles up in our buffer (its kernel buffer is kept small):
+    past the high-water mark when the next snapshot comes, or unsent for the write
+    deadline, the stream is cut off. A board that reads, beside it, is not."""
+    hub = Hub()
+    hub.publish({"last": None})
+    if why == "high_water":
+        limits = dataclasses.replace(QUICK, write_timeout_s=30.0)
+    else:
+        limits = dataclasses.replace(QUICK, write_timeout_s=0.5, stream_high_water_bytes=1 << 30)
+    server = MarqueeServer(hub, "127.0.0.1", 0, log=RecordingLog(), limits=limits)
+    await server.start()
+    events = b"GET /events HTTP/1.1\r\nHost: m\r\n\r\n"
+    (stuck,) = await siege.not_reading(server.port, 1, events, receive_buffer=4096)
+    reader, writer = await _board_stream(server.port)
+    try:
+        await _read_until(reader, b"\n\n", 1.0)
+        big = {"history": ["x" * 1000] * 300}  # 300 KB: more than both kernel buffers
+        for _ in range(3):
+            hub.publish(big)
+            await _read_until(reader, b"\n\n", 2.0)  # the board reads every one
+        # Not read until it is dropped: reading it would make it a reader.
+        await until(lambda: server.http.dropped["not_reading"], "the stream dropped", 3.0)
+        assert await siege.closed(stuck, timeout=3.0)
+        assert server.http.dropped == {"not_reading": 1}
+        hub.publish({"last": "9"})
+        assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"9"}\n\n'
+        writer.close()
+    finally:
+        stuck.close()
+        await server.stop()
 
 
 # -- in the browser -----------------------------------------------------------------------

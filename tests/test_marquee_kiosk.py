@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.rig import free_port, wait_for
-from wheeld.marquee.server import Hub, MarqueeServer
+from tests.test_marquee import ServedBoard
 
 DOC = Path(__file__).parent.parent / "docs" / "marquee.md"
 CURL = shutil.which("curl")
@@ -97,12 +97,10 @@ def _lines(log: Path, word: str) -> list[str]:
     return [line for line in log.read_text().splitlines() if line.split()[:1] == [word]]
 
 
-def _board(port: int) -> MarqueeServer:
-    hub = Hub()
-    hub.publish({"online": False})
-    server = MarqueeServer(hub, "127.0.0.1", port)
-    server.start()
-    return server
+def _board(port: int) -> ServedBoard:
+    board = ServedBoard(port)
+    board.publish({"online": False})
+    return board
 
 
 @pytest.mark.skipif(CURL is None, reason="curl is not installed")

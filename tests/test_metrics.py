@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 import sqlite3
@@ -18,6 +19,7 @@ from typing import Any, ClassVar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import siege
 from tests.helpers import warmed_up
 from tests.rig import (
     Broker,
@@ -36,7 +38,13 @@ from wheeld.effects import Effects
 from wheeld.health import Condition, Heartbeat, Readings, health_payload
 from wheeld.journal import OutboxEntry
 from wheeld.messages import SCHEMA_VERSION
-from wheeld.metrics import MAX_TIMED_DECISIONS, MetricsEndpoint, TableMetrics
+from wheeld.metrics import (
+    LIMITS,
+    MAX_TIMED_DECISIONS,
+    SCRAPE_CACHE_S,
+    MetricsEndpoint,
+    TableMetrics,
+)
 from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld_simulators.scripted import ScriptedWheel
 
@@ -259,6 +267,86 @@ async def test_the_endpoint_serves_metrics_and_refuses_a_port_in_use() -> None:
         await endpoint.close()
     assert not log.errors
     assert not log.warnings  # loopback: nothing to warn of
+
+
+async def _timed_scrape(port: int) -> tuple[bytes, float]:
+    started = time.monotonic()
+    answer = await _get(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    return answer, time.monotonic() - started
+
+
+async def test_scrapes_are_served_beside_slowloris_and_a_thousand_idle_connections() -> None:
+    """Found: 8 slow connections held every slot, and 28 of 29 scrapes failed. The real
+    limits, but for a head deadline of 1 s (5 s in service) to keep the test short."""
+    limits = dataclasses.replace(LIMITS, head_timeout_s=1.0)
+    port, log = free_port(), _Log()
+    endpoint = MetricsEndpoint(
+        f"127.0.0.1:{port}", TableMetrics(_pipeline(), _readings, info={}), log=log, limits=limits
+    )
+    idle: list[socket.socket] = []
+    with siege.descriptors(limits.descriptors + 2048):
+        await endpoint.start()
+        try:
+            idle = await siege.idle(port, 1000)
+            drippers = siege.Drippers(port, 8, b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+            assert endpoint.server.connections <= limits.max_connections
+            for _ in range(20):
+                answer, took = await _timed_scrape(port)
+                assert answer.startswith(b"HTTP/1.1 200 OK") and b"wheeld_results_total" in answer
+                assert took < 0.5, f"a scrape took {took:.2f} s"
+            # However slowly they drip, each is cut off at the head deadline.
+            cut = await drippers.all_cut(timeout=5)
+            assert len(cut) == 8 and all(0.9 < after < 2.5 for after in cut), cut
+            for sock in idle:
+                sock.close()
+            async with asyncio.timeout(5):  # every slot back once its client has gone
+                while endpoint.server.connections:
+                    await asyncio.sleep(0.02)
+        finally:
+            for sock in idle:
+                sock.close()
+            await endpoint.close()
+    # The idle ones made room as the newcomers came (the idlest first), and said so once.
+    assert endpoint.server.dropped["made_room_idle"] >= 1000 - limits.max_connections
+    assert endpoint.server.dropped["head_late"] >= 8
+    assert len(log.warnings) == 1 and "every connection slot held" in log.warnings[0]
+    assert not log.errors
+
+
+async def test_a_flood_of_scrapes_renders_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found: a scrape flood cost 48 % of a core on the game loop, rendering each one."""
+    clock, port = _Clock(), free_port()
+    metrics = TableMetrics(_pipeline(), _readings, info={})
+    renders: list[str] = []
+    exposition = metrics.exposition
+
+    def counted(accept: str) -> tuple[bytes, str]:
+        renders.append(accept)
+        return exposition(accept)
+
+    monkeypatch.setattr(metrics, "exposition", counted)
+    endpoint = MetricsEndpoint(f"127.0.0.1:{port}", metrics, log=_Log(), clock=clock)
+    await endpoint.start()
+    try:
+        scrape = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+        answers = []
+        for _ in range(10):
+            answers += await asyncio.gather(*(_get(port, scrape) for _ in range(30)))
+        assert len(set(answers)) == 1 and answers[0].startswith(b"HTTP/1.1 200 OK")
+        assert len(renders) == 1
+        metrics.results.inc()
+        clock.now += SCRAPE_CACHE_S / 2
+        assert await _get(port, scrape) == answers[0]  # still the one rendered
+        clock.now += SCRAPE_CACHE_S
+        assert b"wheeld_results_total 1.0" in await _get(port, scrape)
+        assert len(renders) == 2
+        # Each format is rendered for itself, and kept as long.
+        openmetrics = b"GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n"
+        for _ in range(5):
+            assert (await _get(port, openmetrics)).endswith(b"# EOF\n")
+        assert len(renders) == 3
+    finally:
+        await endpoint.close()
 
 
 class _Log:

@@ -12,17 +12,22 @@ does nothing for metrics at all.
 
 Served by a small HTTP server on the daemon's own event loop rather than
 prometheus_client's threaded one: a scrape then reads the pipeline and the
-journal in the thread that changes them, with no lock and no torn read.
+journal in the thread that changes them, with no lock and no torn read. So
+that scrapes cost the game loop little however many come, an exposition is
+rendered at most once per ``SCRAPE_CACHE_S`` (per format) and its bytes served
+to every scrape meanwhile; and the server (``wheeld.http_server``) keeps its
+slots for scrapers that ask and read, whatever idle or dripping connections
+there are.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
+from http import HTTPStatus
 from typing import Any
 
 import prometheus_client
@@ -39,6 +44,7 @@ from wheeld.config import is_loopback, split_listen
 from wheeld.effects import GameRecord, Outgoing
 from wheeld.events import REASONS
 from wheeld.health import HEALTH_STATES, LINK_STATES, Readings
+from wheeld.http_server import Answer, HttpServer, Limits, Request
 from wheeld.journal import OutboxEntry
 from wheeld.pipeline import TablePipeline
 
@@ -48,14 +54,23 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 #: Decisions awaiting their PUBACK whose journaling time is kept; past this (a broker
 #: away for days) the oldest are forgotten, and their latency is not observed.
 MAX_TIMED_DECISIONS = 1000
-#: A scrape's request: its head within this many bytes and seconds, else it is dropped.
-MAX_REQUEST_BYTES = 8192
-REQUEST_TIMEOUT_S = 5.0
-#: Scrapes served at once; more are turned away (Prometheus sends one at a time).
-MAX_CONNECTIONS = 8
+#: What a scraper is granted. Its request head within 8 KiB and 5 s (Prometheus sends
+#: a few hundred bytes at once); its answer taken within 10 s (Prometheus's own
+#: scrape timeout). Prometheus scrapes one at a time, an HA pair two: 64 slots leave
+#: room for a person with curl, and past them the idlest connection makes room.
+LIMITS = Limits(
+    head_timeout_s=5.0,
+    max_head_bytes=8192,
+    max_connections=64,
+    backlog=128,
+    write_timeout_s=10.0,
+)
+#: An exposition is rendered at most once per this many seconds, per format; scrapes
+#: meanwhile get the same bytes (Prometheus scrapes every 15 s or more).
+SCRAPE_CACHE_S = 1.0
 METRICS_PATH = "/metrics"
 #: The game events that end a game, as the journal names them (GameRecord.event).
-_ENDINGS = ("Result", "NoSpin")
+_ENDINGS = ("result", "no_spin")
 
 
 class TableMetrics:
@@ -111,7 +126,7 @@ class TableMetrics:
             game = next(records, None)
             if game is None or game.event not in _ENDINGS:
                 continue
-            if game.event == "Result":
+            if game.event == "result":
                 self.results.inc()
             else:
                 self.no_spins.labels(_reason(game.payload)).inc()
@@ -228,14 +243,29 @@ class _ScrapedCollector:
 
 
 class MetricsEndpoint:
-    """``GET /metrics`` on ``metrics.listen``, served on the daemon's event loop."""
+    """``GET /metrics`` on ``metrics.listen``, served on the daemon's event loop.
 
-    def __init__(self, listen: str, metrics: TableMetrics, *, log: Any) -> None:
+    ``clock`` is monotonic: it says when a cached exposition is stale.
+    """
+
+    def __init__(
+        self,
+        listen: str,
+        metrics: TableMetrics,
+        *,
+        log: Any,
+        limits: Limits = LIMITS,
+        cache_s: float = SCRAPE_CACHE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.listen = listen
         self._metrics = metrics
         self._log = log
-        self._server: asyncio.Server | None = None
-        self._connections = 0
+        self._cache_s = cache_s
+        self._clock = clock
+        #: Per content type: when the exposition was last rendered, and its body.
+        self._rendered: dict[str, tuple[float, bytes]] = {}
+        self.server = HttpServer("metrics", self._route, limits, log=log)
 
     async def start(self) -> None:
         """Listen; OSError with one line naming ``metrics.listen`` if the address is refused.
@@ -245,9 +275,7 @@ class MetricsEndpoint:
         """
         host, port = split_listen(self.listen)
         try:
-            self._server = await asyncio.start_server(
-                self._serve, host, port, limit=MAX_REQUEST_BYTES
-            )
+            await self.server.start(host, port)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 why = "the port is in use (another wheeld? each needs its own metrics.listen)"
@@ -263,69 +291,22 @@ class MetricsEndpoint:
         self._log.info("metrics endpoint listening", listen=self.listen, path=METRICS_PATH)
 
     async def close(self) -> None:
-        server = self._server
-        if server is not None:
-            server.close()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(2):
-                    await server.wait_closed()
-            self._server = None
+        await self.server.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._connections >= MAX_CONNECTIONS:
-            writer.close()
-            return
-        self._connections += 1
-        try:
-            async with asyncio.timeout(REQUEST_TIMEOUT_S):
-                head = await reader.readuntil(b"\r\n\r\n")
-                writer.write(self._answer(head))
-                await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, OSError):
-            pass  # a client that hung up, dawdled or sent too much: nothing to say to it
-        except Exception as exc:  # a scrape must never take the daemon down
-            self._log.error("metrics scrape failed", error=f"{type(exc).__name__}: {exc}")
-        finally:
-            self._connections -= 1
-            writer.close()
-            with contextlib.suppress(OSError, TimeoutError):
-                async with asyncio.timeout(1):
-                    await writer.wait_closed()
+    def _route(self, request: Request) -> Answer:
+        if request.path != METRICS_PATH:
+            return Answer(HTTPStatus.NOT_FOUND, f"the metrics are at {METRICS_PATH}\n".encode())
+        body, content_type = self._exposition(request.headers.get("accept", ""))
+        return Answer(HTTPStatus.OK, body, content_type)
 
-    def _answer(self, head: bytes) -> bytes:
-        lines = head.decode("latin-1").split("\r\n")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-            return _response(400, "Bad Request", b"not an HTTP request\n")
-        method, target, _ = parts
-        if method not in ("GET", "HEAD"):
-            return _response(405, "Method Not Allowed", b"GET only\n", allow="GET, HEAD")
-        if target.split("?", 1)[0] != METRICS_PATH:
-            return _response(404, "Not Found", f"the metrics are at {METRICS_PATH}\n".encode())
-        accept = ""
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            if name.strip().lower() == "accept":
-                accept = value.strip()
+    def _exposition(self, accept: str) -> tuple[bytes, str]:
+        """The exposition ``accept`` asks for: rendered again only when the last is stale."""
+        now = self._clock()
+        # By the format chosen, not the header: every Accept gets one of two formats.
+        chosen = choose_encoder(accept)[1]
+        cached = self._rendered.get(chosen)
+        if cached is not None and now - cached[0] < self._cache_s:
+            return cached[1], chosen
         body, content_type = self._metrics.exposition(accept)
-        return _response(200, "OK", body, content_type=content_type, head_only=method == "HEAD")
-
-
-def _response(
-    status: int,
-    reason: str,
-    body: bytes,
-    *,
-    content_type: str = "text/plain; charset=utf-8",
-    allow: str | None = None,
-    head_only: bool = False,
-) -> bytes:
-    headers = [
-        f"HTTP/1.1 {status} {reason}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-        "Connection: close",
-    ]
-    if allow is not None:
-        headers.append(f"Allow: {allow}")
-    return ("\r\n".join(headers) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
+        self._rendered[chosen] = (now, body)
+        return body, content_type

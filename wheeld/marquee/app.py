@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from wheeld.consumer import Follower, Message
@@ -53,27 +54,31 @@ class Marquee:
         if self.board.feed(up):
             self.hub.publish(self.board.snapshot())
 
-    async def serve(self, stop: asyncio.Event) -> None:
-        """Serve until ``stop`` is set."""
-        self.server.start()
+    async def serve(
+        self, stop: asyncio.Event, serving: Callable[[str], None] = lambda url: None
+    ) -> None:
+        """Serve until ``stop`` is set; ``serving`` is told the URL once it listens."""
+        await self.server.start()
+        serving(self.server.url)
         follower = asyncio.create_task(self.follower.run())
         try:
             await stop.wait()
         finally:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
-            self.server.stop()
+            await self.server.stop()
 
 
 async def run(config: Config, host: str, port: int, log: Any) -> int:
     marquee = Marquee(config, host, port, log)
-    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
-    url = f"http://{shown}:{marquee.server.port}/"
-    log.info("marquee serving", url=url)
-    print(f"marquee on {url}", flush=True)
+
+    def serving(url: str) -> None:
+        log.info("marquee serving", url=url)
+        print(f"marquee on {url}", flush=True)
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await marquee.serve(stop)
+    await marquee.serve(stop, serving)
     return 0

@@ -141,10 +141,10 @@ class Board:
                 self.history = numbers[: self._window]
                 if self.history and self.last is None:
                     self.last = self.history[0]
-            case LatestResult(number=number, game_id=game_id):
+            case LatestResult(number=number, game_id=game_id, epoch=epoch):
                 # The history list comes with its own topic.
                 self.last = number
-                self._seen.first_time(game_id)
+                self._seen.first_time(game_id, epoch)
             case TableMessage(state=state):
                 self.closed = state == "closed"
             case SpinningMessage():
@@ -152,7 +152,9 @@ class Board:
                 self.no_spin = None
             case NoMoreBetsMessage():
                 self.phase = "no_more_bets"
-            case ResultMessage(number=number, game_id=game_id) if self._seen.first_time(game_id):
+            case ResultMessage(number=number, game_id=game_id, epoch=epoch) if (
+                self._seen.first_time(game_id, epoch)
+            ):
                 # A game seen before is published again, not played again: it
                 # changes nothing (not the last number, not the phase).
                 self.phase = "bets_open"
