@@ -393,6 +393,8 @@ class JournaledTable:
         if effects.durable:
             state = effects.state or self.table.pipeline.engine.state
             journal.record(effects.games, effects.messages, state)
+            if effects.games:  # kept: what follows from them, as the daemon's does
+                effects.extend(self.apply(self.table.pipeline.committed()))
         return effects
 
     def feed(self) -> Effects:

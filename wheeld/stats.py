@@ -45,6 +45,9 @@ PAUSE_S = 900.0
 
 _DIRECTIONS = ("cw", "ccw")
 
+#: The layout of ``Statistics.snapshot``: ``Statistics.restore`` reads this version only.
+SNAPSHOT_VERSION = 1
+
 #: Every outcome of each even chance and group, always listed (zero wins none of them).
 _CHANCES: dict[str, tuple[str, ...]] = {
     "color": ("red", "black", "green"),
@@ -418,6 +421,100 @@ class _Tally:
                 observed[step % pockets] += count
         return ChiSquared.uniform(observed, "pairs")
 
+    def snapshot(self) -> dict[str, Any]:
+        """What the whole series' tally needs to go on: counts per pocket (all and by
+        rotor direction) in wheel order, each direction's distance histogram from
+        ``-(pockets // 2)`` on, the repeats, the lag-1 sums and the last result.
+
+        The even chances and the sectors are sums of the counts: recounted, not kept.
+        """
+        order = self.layout.order
+        steps = _steps(self.layout)
+        return {
+            "results": self.results,
+            "counts": [self.counts.get(number, 0) for number in order],
+            "by_direction": {
+                key: [self.by_direction[key].get(number, 0) for number in order]
+                for key in _DIRECTIONS
+            },
+            "repeats": self.repeats,
+            "distances": {
+                key: [self.distances.get(key, Counter()).get(step, 0) for step in steps]
+                for key in _DISTANCE_KEYS
+            },
+            "pairs": self._pairs.snapshot(),
+            "previous": self._previous,
+        }
+
+    def load(self, snapshot: Any, where: str) -> None:
+        """Take up ``snapshot`` in this fresh tally, checked to be one a series can give."""
+        data = _fields(snapshot, where, _TALLY_MEMBERS)
+        order = self.layout.order
+        counts = _counts(data["counts"], f"{where}.counts", len(order))
+        results = _count(data["results"], f"{where}.results")
+        if results != sum(counts):
+            raise _malformed(f"{where}.results", "not the sum of the counts")
+        directions = _fields(data["by_direction"], f"{where}.by_direction", _DIRECTIONS)
+        by_direction = {
+            key: _counts(directions[key], f"{where}.by_direction.{key}", len(order))
+            for key in _DIRECTIONS
+        }
+        known = [cw + ccw for cw, ccw in zip(by_direction["cw"], by_direction["ccw"], strict=True)]
+        if any(map(int.__gt__, known, counts)):
+            raise _malformed(f"{where}.by_direction", "more results than the counts")
+        self._load_distances(data["distances"], f"{where}.distances", by_direction, results)
+        repeats = _count(data["repeats"], f"{where}.repeats")
+        if repeats != sum(histogram[0] for histogram in self.distances.values()):
+            raise _malformed(f"{where}.repeats", "not the distances of 0")
+        previous = data["previous"]
+        if (previous is None) != (results == 0) or (
+            previous is not None and not counts[_index(previous, self.layout, f"{where}.previous")]
+        ):
+            raise _malformed(f"{where}.previous", "not a result counted")
+        self._pairs.load(data["pairs"], f"{where}.pairs", counts, self.layout, previous)
+        self.results, self.repeats, self._previous = results, repeats, previous
+        for index, number in enumerate(order):
+            _credit(self.counts, number, counts[index])
+            for key in _DIRECTIONS:
+                _credit(self.by_direction[key], number, by_direction[key][index])
+            facts = self.layout.facts(number)
+            for name, tally in self.chances.items():
+                value = getattr(facts, name)
+                _credit(tally, str(value) if value is not None else "zero", counts[index])
+            for sector in facts.sectors:
+                _credit(self.sectors[sector], "all", counts[index])
+                for key in _DIRECTIONS:
+                    _credit(self.sectors[sector], key, by_direction[key][index])
+                _credit(self.sectors[sector], "unknown", counts[index] - known[index])
+
+    def _load_distances(
+        self, snapshot: Any, where: str, by_direction: dict[str, list[int]], results: int
+    ) -> None:
+        steps = _steps(self.layout)
+        data = _fields(snapshot, where, _DISTANCE_KEYS)
+        histograms = {
+            key: _counts(data[key], f"{where}.{key}", len(steps)) for key in _DISTANCE_KEYS
+        }
+        if sum(map(sum, histograms.values())) != max(0, results - 1):
+            raise _malformed(where, "not one distance per pair of consecutive results")
+        # A pair is counted by its later result's direction: no more pairs than such results.
+        available = {key: sum(by_direction[key]) for key in _DIRECTIONS}
+        available["unknown"] = results - sum(available.values())
+        for key, histogram in histograms.items():
+            if sum(histogram) > available[key]:
+                raise _malformed(f"{where}.{key}", "more pairs than results of that direction")
+        # Half-way round a double-zero wheel is +19 clockwise: -19 only for a ccw game.
+        if self.layout.pockets % 2 == 0 and (
+            histograms["ccw"][-1] or histograms["cw"][0] or histograms["unknown"][0]
+        ):
+            raise _malformed(where, "a distance half-way round counted the wrong way")
+        for key, histogram in histograms.items():
+            found = Counter(
+                {step: count for step, count in zip(steps, histogram, strict=True) if count}
+            )
+            if found:
+                self.distances[key] = found
+
 
 def _decrement(counter: Counter[Any], key: Any) -> None:
     counter[key] -= 1
@@ -451,6 +548,44 @@ class _PairSums:
         self.sxx -= x * x
         self.syy -= y * y
         self.sxy -= x * y
+
+    def snapshot(self) -> list[int]:
+        """``[n, sx, sy, sxx, syy, sxy]``."""
+        return [self.n, self.sx, self.sy, self.sxx, self.syy, self.sxy]
+
+    def load(
+        self, snapshot: Any, where: str, counts: list[int], layout: WheelLayout, last: str | None
+    ) -> None:
+        """Take up ``snapshot``, checked against the counts it was summed over.
+
+        Every result but the last is an x, every one but the first a y: the x sums
+        follow from the counts and the last result, and the y sums must name a
+        first result that was counted.
+        """
+        sums = _counts(snapshot, where, 6)
+        n, sx, sy, sxx, syy, sxy = sums
+        labels = [_label(number) for number in layout.order]
+        total = sum(map(int.__mul__, labels, counts))
+        squares = sum(label * label * count for label, count in zip(labels, counts, strict=True))
+        results = sum(counts)
+        if n != max(0, results - 1):
+            raise _malformed(where, "not one pair per consecutive results")
+        if last is None or n == 0:
+            consistent = sums == [0] * 6
+        else:
+            x_out = _label(last)
+            first = total - sy
+            held = counts[labels.index(first)] if first in labels else 0
+            consistent = (
+                sx == total - x_out
+                and sxx == squares - x_out * x_out
+                and syy == squares - first * first
+                and held >= 1 + (first == x_out)
+                and sxy * sxy <= sxx * syy  # Cauchy-Schwarz: |r| <= 1
+            )
+        if not consistent:
+            raise _malformed(where, "lag-1 sums no series of these counts gives")
+        self.n, self.sx, self.sy, self.sxx, self.syy, self.sxy = sums
 
     def correlation(self) -> dict[str, Any]:
         """The lag-1 correlation ``r`` and its two-sided ``p_value``; null, with a
@@ -569,6 +704,49 @@ class Summary:
         self.high = max(self.high, value)
         self._histogram[round(value / self.resolution)] += 1
 
+    def snapshot(self) -> dict[str, Any]:
+        """Count, sum, min and max (null with no value) and the histogram, a
+        ``[step, count]`` pair per step of the resolution seen, ascending."""
+        return {
+            "count": self.count,
+            "sum": self._sum,
+            "low": self.low if self.count else None,
+            "high": self.high if self.count else None,
+            "histogram": [[step, count] for step, count in sorted(self._histogram.items())],
+        }
+
+    def load(self, snapshot: Any, where: str) -> None:
+        """Take up ``snapshot`` in this fresh summary, checked to be one values can give."""
+        data = _fields(snapshot, where, _SUMMARY_MEMBERS)
+        count = _count(data["count"], f"{where}.count")
+        histogram: Counter[int] = Counter()
+        step = None
+        for index, entry in enumerate(_items(data["histogram"], f"{where}.histogram")):
+            at = f"{where}.histogram[{index}]"
+            pair = _items(entry, at, 2)
+            if type(pair[0]) is not int or not -_FLOAT_MAX <= pair[0] <= _FLOAT_MAX:
+                raise _malformed(at, "a step is a whole number")
+            if step is not None and pair[0] <= step:
+                raise _malformed(at, "steps ascend, each once")
+            step = pair[0]
+            histogram[step] = _count(pair[1], at)
+            if not histogram[step]:
+                raise _malformed(at, "a step seen is seen at least once")
+        if sum(histogram.values()) != count:
+            raise _malformed(f"{where}.histogram", "not as many values as the count")
+        total = data["sum"]
+        if type(total) is not float or math.isnan(total):
+            raise _malformed(f"{where}.sum", f"a number with a point expected, not {_kind(total)}")
+        if not count:
+            if total != 0 or data["low"] is not None or data["high"] is not None:
+                raise _malformed(where, "a sum, min or max without values")
+            return
+        low, high = _value(data["low"], f"{where}.low"), _value(data["high"], f"{where}.high")
+        if low > high:
+            raise _malformed(where, "its min above its max")
+        self.count, self._sum, self.low, self.high = count, total, low, high
+        self._histogram = histogram
+
     def median(self) -> float | None:
         if not self.count:
             return None
@@ -657,11 +835,14 @@ class Statistics:
     ) -> Statistics:
         """Statistics over ``<base>/game`` payloads, in the order published.
 
-        Without ``pockets``, a series with a ``"00"`` is of a double-zero wheel,
-        any other of a single-zero one.
+        With ``pockets`` the events are counted as they come, one at a time:
+        memory stays bounded whatever the series' length. Without, a series with
+        a ``"00"`` is of a double-zero wheel, any other of a single-zero one, and
+        the whole series is held in a list to look for it first: pass
+        ``pockets`` for a long series.
         """
-        events = list(events)
         if pockets is None:
+            events = list(events)
             pockets = 38 if any(event.get("number") == "00" for event in events) else 37
         statistics = cls(pockets, windows, arcs)
         for event in events:
@@ -830,6 +1011,184 @@ class Statistics:
             "ignored": self.ignored,
         }
 
+    def snapshot(self) -> dict[str, Any]:
+        """Everything needed to go on exactly from here, in plain JSON values
+        (``json.loads(json.dumps(...))`` gives it back equal): ``restore`` takes it up.
+
+        Its size is bounded by the wheel's size and the largest window, never by the
+        number of games: counts per pocket, distance histograms and lag-1 sums of the
+        whole series; the last ``max(windows)`` results with their rotor direction
+        (the windows are recounted from them); the last ``RECENT_GAMES`` outcome
+        times; at most ``_OPEN_GAMES`` open games; no-spins by reason (a handful);
+        and each ``Summary``'s histogram, an entry per step of its resolution seen
+        (0.1 s, 0.1 rpm, a revolution), bounded by how far the values spread, not by
+        how many there are. About 27 kB of JSON on a 37-pocket wheel with the default
+        windows, half of it the last 1000 results.
+        """
+        return {
+            "version": SNAPSHOT_VERSION,
+            "pockets": self.layout.pockets,
+            "windows": list(self.windows),
+            "arcs": list(self.arcs),
+            "whole": self._whole.snapshot(),
+            # Oldest first; a direction other than cw or ccw counts as unknown, as null.
+            "recent": [
+                [result.number, result.rotor_direction]
+                if result.rotor_direction in _DIRECTIONS
+                else [result.number, None]
+                for result in self._recent
+            ],
+            "no_spins": dict(sorted(self.no_spins.items())),
+            "ignored": self.ignored,
+            "timed_games": self._timed_games,
+            "first_ts": None if self._first_ts is None else self._first_ts.isoformat(),
+            "last_ts": None if self._last_ts is None else self._last_ts.isoformat(),
+            # The last is the last outcome's time, which the next launch waits from.
+            "recent_times": [at.isoformat() for at in self._recent_times],
+            "open_games": [
+                [game, {kind: at.isoformat() for kind, at in sorted(marks.items())}]
+                for game, marks in sorted(self._marks.items())
+            ],
+            "phases": {name: summary.snapshot() for name, summary in self.phases.items()},
+            "pauses": self.pauses,
+            "revolutions": self.revolutions.snapshot(),
+            "rotor_rpm": self.rotor_rpm.snapshot(),
+        }
+
+    @classmethod
+    def restore(
+        cls,
+        snapshot: Any,
+        *,
+        pockets: int | None = None,
+        windows: Sequence[int] = DEFAULT_WINDOWS,
+        arcs: Sequence[int] = DEFAULT_ARCS,
+    ) -> Statistics:
+        """The statistics ``snapshot`` was taken of, exactly: the same figures now,
+        and, fed the same events, the same figures and the same next snapshot.
+
+        ``pockets`` (None: the snapshot's), ``windows`` and ``arcs`` are the ones
+        wanted; a snapshot of others, of another version, malformed, or whose
+        parts no one series gives, is refused with a ValueError of one line (and
+        never another exception, whatever ``snapshot`` holds): count the series
+        again then.
+        """
+        try:
+            return cls._restore(snapshot, pockets, windows, arcs)
+        except _Malformed:
+            raise
+        except Exception as exc:  # a check missed: still a refusal, never a crash at start
+            raise ValueError(f"statistics snapshot: unreadable ({type(exc).__name__})") from exc
+
+    @classmethod
+    def _restore(
+        cls, snapshot: Any, pockets: int | None, windows: Sequence[int], arcs: Sequence[int]
+    ) -> Statistics:
+        if type(snapshot) is not dict:
+            raise _malformed("the snapshot", f"an object expected, not {_kind(snapshot)}")
+        version = snapshot.get("version")
+        if version != SNAPSHOT_VERSION or type(version) is not int:
+            readable = type(version) is int and abs(version) < 10**6
+            shown = f"version {version}" if readable else "no version it knows"
+            raise _Malformed(
+                f"statistics snapshot: {shown}, this wheeld reads version {SNAPSHOT_VERSION}"
+            )
+        data = _fields(snapshot, "the snapshot", _SNAPSHOT_MEMBERS)
+        kept = data["pockets"]
+        if kept not in (37, 38) or type(kept) is not int:
+            raise _malformed("pockets", "37 or 38 expected")
+        kept_windows = _ascending(data["windows"], "windows", None)
+        kept_arcs = _ascending(data["arcs"], "arcs", kept - 1)
+        for name, had, wanted in (
+            ("pockets", kept, kept if pockets is None else pockets),
+            ("windows", kept_windows, tuple(sorted(set(windows)))),
+            ("arcs", kept_arcs, tuple(sorted(set(arcs)))),
+        ):
+            if had != wanted:
+                raise _Malformed(
+                    f"statistics snapshot: taken with {name} {_listed(had)}, not {_listed(wanted)}"
+                )
+        statistics = cls(kept, kept_windows, kept_arcs)
+        statistics._load_series(data)
+        statistics._load_times(data)
+        phases = _fields(data["phases"], "phases", PHASES)
+        for name, summary in statistics.phases.items():
+            summary.load(phases[name], f"phases.{name}")
+        statistics.revolutions.load(data["revolutions"], "revolutions")
+        statistics.rotor_rpm.load(data["rotor_rpm"], "rotor_rpm")
+        statistics.pauses = _count(data["pauses"], "pauses")
+        return statistics
+
+    def _load_series(self, data: dict[str, Any]) -> None:
+        """The whole tally, the recent results (the windows recounted from them),
+        no-spins and ignored results."""
+        whole = self._whole
+        whole.load(data["whole"], "whole")
+        held = min(whole.results, max(self.windows, default=0))
+        recent = _items(data["recent"], "recent", held)
+        seen: Counter[tuple[str, str | None]] = Counter()
+        for index, entry in enumerate(recent):
+            at = f"recent[{index}]"
+            number, direction = _items(entry, at, 2)
+            if direction not in (None, *_DIRECTIONS):
+                raise _malformed(at, "a rotor direction is cw, ccw or null")
+            result = _Result(self.layout.order[_index(number, self.layout, at)], direction)
+            seen[result.number, direction] += 1
+            self._slide_windows(result)
+        if recent and self._recent[-1].number != whole._previous:
+            raise _malformed("recent", "not ending with the last result")
+        for (number, direction), count in seen.items():
+            if direction is None:  # of unknown direction: neither cw nor ccw
+                counted = whole.counts[number] - sum(
+                    whole.by_direction[key][number] for key in _DIRECTIONS
+                )
+            else:
+                counted = whole.by_direction[direction][number]
+            if count > counted:
+                raise _malformed("recent", "results the whole series did not count")
+        reasons = data["no_spins"]
+        if type(reasons) is not dict:
+            raise _malformed("no_spins", f"an object expected, not {_kind(reasons)}")
+        for reason, count in reasons.items():
+            if type(reason) is not str or not _count(count, "no_spins"):
+                raise _malformed("no_spins", "a count of at least 1 per reason")
+            self.no_spins[reason] = count
+        self.ignored = _count(data["ignored"], "ignored")
+
+    def _load_times(self, data: dict[str, Any]) -> None:
+        """The times of the outcomes and of the open games."""
+        timed = _count(data["timed_games"], "timed_games")
+        first = _optional_instant(data["first_ts"], "first_ts")
+        last = _optional_instant(data["last_ts"], "last_ts")
+        times = [
+            _instant(value, f"recent_times[{index}]")
+            for index, value in enumerate(
+                _items(data["recent_times"], "recent_times", min(timed, RECENT_GAMES))
+            )
+        ]
+        if (first is None or last is None) != (timed == 0) or (
+            first is not None and last is not None and not first <= min(times) <= max(times) <= last
+        ):
+            raise _malformed("timed_games", "times not between the first and the last")
+        self._timed_games, self._first_ts, self._last_ts = timed, first, last
+        self._recent_times.extend(times)
+        self._last_outcome = self._recent_times[-1] if self._recent_times else None
+        game = None
+        for index, entry in enumerate(_items(data["open_games"], "open_games")):
+            at = f"open_games[{index}]"
+            if index >= _OPEN_GAMES:
+                raise _malformed("open_games", f"more than {_OPEN_GAMES}")
+            pair = _items(entry, at, 2)
+            if type(pair[0]) is not int or (game is not None and pair[0] <= game):
+                raise _malformed(at, "game ids are whole numbers, ascending, each once")
+            game = pair[0]
+            marks = pair[1]
+            if type(marks) is not dict or not marks or not marks.keys() <= {*_MARKS}:
+                raise _malformed(at, "a launch or no-more-bets time expected")
+            self._marks[game] = {
+                kind: _instant(marks[kind], f"{at}.{kind}") for kind in _MARKS if kind in marks
+            }
+
     def _games_per_hour(self) -> dict[str, Any]:
         """Games (results and no-spins) per hour between the first and the last game's time."""
         hours = None
@@ -840,6 +1199,146 @@ class Statistics:
                 rate = round((self._timed_games - 1) / hours, 3)
             hours = round(hours, 6)
         return {"games": self._timed_games, "hours": hours, "rate": rate}
+
+
+# -- snapshots: reading them back, trusting nothing ---------------------------------------------
+
+_DISTANCE_KEYS = (*_DIRECTIONS, "unknown")
+_MARKS = ("spinning", "no_more_bets")
+_TALLY_MEMBERS = ("results", "counts", "by_direction", "repeats", "distances", "pairs", "previous")
+_SUMMARY_MEMBERS = ("count", "sum", "low", "high", "histogram")
+_SNAPSHOT_MEMBERS = (
+    "version",
+    "pockets",
+    "windows",
+    "arcs",
+    "whole",
+    "recent",
+    "no_spins",
+    "ignored",
+    "timed_games",
+    "first_ts",
+    "last_ts",
+    "recent_times",
+    "open_games",
+    "phases",
+    "pauses",
+    "revolutions",
+    "rotor_rpm",
+)
+#: More than any table plays: a larger count is no count of games.
+_MOST = 2**64
+_FLOAT_MAX = float.fromhex("0x1.fffffffffffffp+1023")
+_KINDS = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    bool: "a boolean",
+    int: "a whole number",
+    float: "a number",
+    type(None): "null",
+}
+
+
+class _Malformed(ValueError):
+    """A snapshot ``Statistics.restore`` refuses; the message is one line."""
+
+
+def _malformed(where: str, what: str) -> _Malformed:
+    return _Malformed(f"statistics snapshot: {where}: {what}")
+
+
+def _kind(value: Any) -> str:
+    """What a value is, for a message: never the value itself, which may be huge."""
+    return _KINDS.get(type(value), type(value).__name__)
+
+
+def _fields(value: Any, where: str, names: Sequence[str]) -> dict[str, Any]:
+    """``value``, an object with exactly the members ``names``."""
+    if type(value) is not dict:
+        raise _malformed(where, f"an object expected, not {_kind(value)}")
+    for name in names:
+        if name not in value:
+            raise _malformed(where, f"no {name!r}")
+    if len(value) != len(names):
+        raise _malformed(where, "a member it should not have")
+    return value
+
+
+def _items(value: Any, where: str, length: int | None = None) -> list[Any]:
+    """``value``, a list (of ``length`` items, if given)."""
+    if type(value) is not list:
+        raise _malformed(where, f"a list expected, not {_kind(value)}")
+    if length is not None and len(value) != length:
+        raise _malformed(where, f"{length} items expected, not {len(value)}")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    if type(value) is not int or not 0 <= value <= _MOST:
+        what = "a number out of range" if type(value) is int else _kind(value)
+        raise _malformed(where, f"a count expected, not {what}")
+    return value
+
+
+def _counts(value: Any, where: str, length: int) -> list[int]:
+    items = _items(value, where, length)
+    return [_count(item, f"{where}[{index}]") for index, item in enumerate(items)]
+
+
+def _value(value: Any, where: str) -> float:
+    """A finite number, whole or not: a summary's min and max keep the type they had."""
+    if type(value) not in (int, float) or not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+        raise _malformed(where, f"a finite number expected, not {_kind(value)}")
+    kept: float = value
+    return kept
+
+
+def _instant(value: Any, where: str) -> datetime:
+    at = _time(value) if type(value) is str else None
+    if at is None:
+        raise _malformed(where, "an ISO 8601 time with its zone expected")
+    return at
+
+
+def _optional_instant(value: Any, where: str) -> datetime | None:
+    return None if value is None else _instant(value, where)
+
+
+def _index(value: Any, layout: WheelLayout, where: str) -> int:
+    """Where the pocket ``value`` stands in the wheel order."""
+    if type(value) is not str or not layout.has_pocket(value):
+        raise _malformed(where, f"not a pocket of a {layout.pockets}-pocket wheel")
+    return layout.order.index(value)
+
+
+def _ascending(value: Any, where: str, most: int | None) -> tuple[int, ...]:
+    """Whole numbers from 1 (to ``most``), ascending, each once: windows or arcs."""
+    items = _items(value, where)
+    if (
+        any(type(item) is not int for item in items)
+        or any(later <= earlier for earlier, later in pairwise(items))
+        or (items and (items[0] < 1 or (most is not None and items[-1] > most)))
+    ):
+        bound = f" to {most}" if most is not None else ""
+        raise _malformed(where, f"whole numbers from 1{bound} expected, ascending, each once")
+    return tuple(items)
+
+
+def _listed(value: object) -> str:
+    return str(list(value)) if isinstance(value, tuple) else str(value)
+
+
+def _credit(counter: Counter[Any], key: Any, count: int) -> None:
+    """Add ``count`` to ``counter[key]``, leaving no key at zero (as counting one by one)."""
+    if count:
+        counter[key] += count
+
+
+def _steps(layout: WheelLayout) -> range:
+    """Every distance between two results that a tally keeps, from ``-(pockets // 2)`` on."""
+    half = layout.pockets // 2
+    return range(-half, half + 1)
 
 
 def describe(statistics: Statistics) -> list[str]:
