@@ -1,0 +1,481 @@
+"""``wheeld archive`` end to end: a real mosquitto (two for the failover), a real PostgreSQL
+(a cluster the tests start, or a database of their own on the machine's server), a
+scripted table that signs, chains and answers ``recall``, and the archive as a process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.archive_rig import (
+    ArchiveProcess,
+    Databases,
+    PgCluster,
+    ScriptedTable,
+    archiving,
+    count,
+    machine_server,
+    query,
+    run_cli,
+)
+from tests.rig import Broker, Subscriber, free_port, wait_for
+from wheeld.signing import Signer
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _cluster() -> PgCluster | None:
+    try:
+        return PgCluster()
+    except (RuntimeError, KeyError, OSError, subprocess.CalledProcessError):
+        return None
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[PgCluster | None]:
+    cluster = _cluster()
+    yield cluster
+    if cluster is not None:
+        cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def databases(pg_cluster: PgCluster | None) -> Iterator[Databases]:
+    if pg_cluster is not None:
+        made = Databases(pg_cluster.dsn(), pg_cluster.dsn)
+    else:
+        server = machine_server()
+        if server is None:
+            pytest.skip("no PostgreSQL: initdb cannot start a cluster and none on 127.0.0.1:5432")
+        made = server
+    yield made
+    made.drop_all()
+
+
+@pytest.fixture
+def dsn(databases: Databases) -> str:
+    return databases.new()
+
+
+@pytest.fixture
+def table(broker: Broker) -> Iterator[ScriptedTable]:
+    scripted = ScriptedTable(broker.port, table="T1")
+    yield scripted
+    scripted.close()
+
+
+def keys_dir(tmp_path: Path, table: ScriptedTable) -> Path:
+    path = tmp_path / "T1.pub"
+    path.write_bytes(table.signer.public_pem())
+    return path
+
+
+def kept(dsn: str, verdict: str = "verified") -> list[int]:
+    rows = query(dsn, "SELECT seq FROM messages WHERE verdict = %s ORDER BY seq", verdict)
+    return [row[0] for row in rows]
+
+
+def wait_kept(dsn: str, seqs: list[int], timeout: float = 30, what: str = "") -> None:
+    wait_for(lambda: kept(dsn) == seqs, timeout, what or f"seqs {seqs} kept verified")
+
+
+def archive_of(
+    tmp_path: Path, dsn: str, brokers: list[int], table: ScriptedTable, **settings: Any
+) -> ArchiveProcess:
+    return ArchiveProcess(
+        tmp_path,
+        dsn=dsn,
+        brokers=brokers,
+        trusted_keys={"T1": keys_dir(tmp_path, table)},
+        **settings,
+    )
+
+
+def archived_alarms(dsn: str) -> list[dict[str, Any]]:
+    rows = query(dsn, "SELECT payload FROM archive_alarms ORDER BY id")
+    return [json.loads(row[0]) for row in rows]
+
+
+def test_games_are_kept_verified_and_answered(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+        table.publish_info()
+        table.play("17")
+        table.play("0")
+        table.void("ball_out")
+        table.send(
+            {
+                "alarm": "cover_open",
+                "state": "set",
+                "table": "T1",
+                "ts": "2026-01-02T10:00:00.000Z",
+            },
+            topic="wheeld/T1/alarm",
+        )
+        table.send({"table": "T1", "games": 3}, topic="wheeld/T1/stats")
+        wait_kept(dsn, list(range(1, 9)))
+        wait_for(lambda: count(dsn, "SELECT count(*) FROM table_stats"), 10, "the stats kept")
+    config = archive.config
+    verified = run_cli("archive", "verify", "--config", config)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "T1 epoch" in verified.stdout and verified.stdout.strip().endswith("intact")
+    report = run_cli(
+        "archive",
+        "report",
+        "--config",
+        config,
+        "--table",
+        "T1",
+        "--from",
+        "2026-01-02",
+        "--to",
+        "2026-01-02",
+    )
+    assert report.returncode == 0, report.stderr
+    [day] = json.loads(report.stdout)["days"]
+    assert (day["games"], day["results"], day["no_spins"]) == (3, 2, 1)
+    assert day["numbers"] == {"17": 1, "0": 1} and day["no_spin_reasons"] == {"ball_out": 1}
+    assert day["table_alarms"] == {"cover_open": 1}
+    csv = run_cli(
+        "archive",
+        "report",
+        "--config",
+        config,
+        "--table",
+        "T1",
+        "--from",
+        "2026-01-02",
+        "--to",
+        "2026-01-03",
+        "--format",
+        "csv",
+    )
+    assert csv.stdout.splitlines()[1].startswith("T1,2026-01-02,3,2,1,8,")
+    game = run_cli("archive", "game", "--config", config, "--table", "T1", "--game", "2")
+    lines = [json.loads(line) for line in game.stdout.splitlines()]
+    assert [(m["event"], m["verdict"]) for m in lines] == [
+        ("spinning", "verified"),
+        ("no_more_bets", "verified"),
+        ("result", "verified"),
+    ]
+    assert lines[2]["payload"] == table.journal[5].payload  # kept as published
+    assert query(dsn, "SELECT number FROM results ORDER BY game_id") == [("17",), ("0",)]
+    assert query(dsn, "SELECT games, results, no_spins, flagged FROM daily_summary") == [
+        (3, 2, 1, 0)
+    ]
+    missing = run_cli("archive", "game", "--config", config, "--table", "T1", "--game", "99")
+    assert missing.returncode == 1
+    assert (
+        missing.stderr.strip()
+        == "wheeld archive: no message of game 99 of table 'T1' in the archive"
+    )
+
+
+def test_a_bad_signature_is_kept_flagged_and_alarmed(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    alarms = Subscriber(broker.port, archive.alarm_topic)
+    try:
+        with archiving(archive):
+            wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+            first, second, third = table.play("17", publish=False)
+            table.send(first)
+            table.send({**second, "event": "no_spin"})  # altered on the way
+            table.send(second)
+            table.send(third)
+            wait_kept(dsn, [1, 2, 3])
+            alarm = alarms.wait(archive.alarm_topic, lambda a: a["alarm"] == "bad_signature")
+        assert (alarm["table"], alarm["seq"], alarm["why"]) == ("T1", 2, "bad signature")
+        assert kept(dsn, "bad_signature") == [2]
+        verified = run_cli("archive", "verify", "--config", archive.config)
+        assert verified.returncode == 0, verified.stdout
+    finally:
+        alarms.close()
+
+
+def test_a_message_under_an_unknown_key_is_kept_flagged_and_alarmed(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    alarms = Subscriber(broker.port, archive.alarm_topic)
+    stranger = ScriptedTable(broker.port, table="T1", signer=Signer.generate())
+    try:
+        with archiving(archive):
+            wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+            stranger.play("5")
+            table.play("6")
+            alarm = alarms.wait(archive.alarm_topic, lambda a: a["alarm"] == "unknown_key")
+            wait_for(lambda: len(kept(dsn, "unknown_key")) == 3, 30, "three flagged")
+            wait_kept(dsn, [1, 2, 3])
+        assert alarm["kid"] == stranger.signer.kid
+        today = datetime.now(UTC).date().isoformat()  # the archive's alarms: when raised
+        report = run_cli(
+            "archive",
+            "report",
+            "--config",
+            archive.config,
+            "--table",
+            "T1",
+            "--from",
+            "2026-01-02",
+            "--to",
+            today,
+        )
+        days = json.loads(report.stdout)["days"]
+        assert days[0]["flagged"] == {"unknown_key": 3} and days[0]["results"] == 1
+        assert [d["archive_alarms"] for d in days if d["archive_alarms"]] == [{"unknown_key": 1}]
+    finally:
+        stranger.close()
+        alarms.close()
+
+
+def test_trust_on_first_use_pins_the_key_from_info(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    archive = ArchiveProcess(tmp_path, dsn=dsn, brokers=[broker.port], trust_on_first_use=True)
+    with archiving(archive):
+        wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+        table.play("3")  # before the info: kept, judged once the key is pinned
+        table.publish_info()
+        table.play("4")
+        wait_kept(dsn, list(range(1, 7)))
+    assert query(dsn, "SELECT table_id, kid FROM pinned_keys") == [("T1", table.signer.kid)]
+
+
+def test_a_message_delivered_twice_is_kept_once_even_across_a_crash(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+        sent = table.play("8")
+        for message in sent:
+            table.send(message)  # each said again (a table's redelivery)
+        wait_kept(dsn, [1, 2, 3])
+        archive.kill()  # SIGKILL: what it had not acknowledged, the broker sends again
+        more = table.play("9")
+        table.send(more[0])
+        archive.start()
+        wait_kept(dsn, [1, 2, 3, 4, 5, 6])
+    assert count(dsn, "SELECT count(*) FROM messages") == 6
+    assert count(dsn, "SELECT count(*) FROM gaps") == 0
+
+
+@pytest.mark.parametrize("protocol", ["5", "3.1.1"])
+def test_a_gap_is_filled_by_recall(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str, protocol: str
+) -> None:
+    """MQTT 5 asks with a response topic, 3.1.1 with reply_to: either is answered."""
+    archive = archive_of(tmp_path, dsn, [broker.port], table, protocol=protocol)
+    with archiving(archive):
+        wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+        table.play("1")
+        table.play("2", publish=False)  # lost on the way
+        table.play("3", publish=False)
+        table.play("4")
+        wait_kept(dsn, list(range(1, 13)), timeout=60, what="the gap filled by recall")
+        assert table.recalls and table.recalls[0]["reply_to"].startswith("wheeld-replies/")
+        assert query(dsn, "SELECT DISTINCT source FROM messages WHERE seq BETWEEN 4 AND 9") == [
+            ("recall",)
+        ]
+    assert count(dsn, "SELECT count(*) FROM gaps") == 0
+    gaps = run_cli("archive", "gaps", "--config", archive.config)
+    assert (gaps.returncode, gaps.stdout) == (0, "")
+    assert run_cli("archive", "verify", "--config", archive.config).returncode == 0
+    codes = [a["alarm"] for a in archived_alarms(dsn)]
+    assert codes == ["gap", "gap_filled"]
+
+
+def test_a_gap_the_table_cannot_fill_stays_listed(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    table.remembers = False  # its journal no longer holds them
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+        table.play("1")
+        table.play("2", publish=False)
+        table.play("3")
+        wait_for(lambda: query(dsn, "SELECT state FROM gaps") == [("unfillable",)], 60, "given up")
+    gaps = run_cli("archive", "gaps", "--config", archive.config)
+    assert gaps.returncode == 0
+    assert gaps.stdout.startswith(
+        f"T1 epoch {table.epoch}: seq 4-6 (3 missing, games 1-3): unfillable"
+    )
+    verified = run_cli("archive", "verify", "--config", archive.config)
+    assert verified.returncode == 0 and "1 known problem" in verified.stdout
+
+
+def test_nothing_is_lost_when_the_database_restarts_mid_stream(
+    tmp_path: Path, broker: Broker, table: ScriptedTable
+) -> None:
+    cluster = _cluster()
+    if cluster is None:
+        pytest.skip("no PostgreSQL cluster of the test's own to restart (initdb)")
+    try:
+        databases = Databases(cluster.dsn(), cluster.dsn)
+        dsn = databases.new()
+        archive = archive_of(tmp_path, dsn, [broker.port], table)
+        with archiving(archive):
+            wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+            table.play("1")
+            wait_kept(dsn, [1, 2, 3])
+            cluster.stop()
+            for number in ("2", "3", "4"):
+                table.play(number)  # the archive holds these, unacknowledged
+            wait_for(
+                lambda: archive.said("database unavailable: holding messages unacknowledged"),
+                30,
+                "the archive to see the database go",
+            )
+            cluster.start()
+            wait_kept(dsn, list(range(1, 13)), timeout=90, what="every message after the restart")
+            wait_for(lambda: archive.said("database back"), 30, "the database back")
+            # Held, unacknowledged, when the archive dies: the broker has them still.
+            cluster.stop()
+            table.play("5")
+            wait_for(
+                lambda: (
+                    len(archive.said("database unavailable: holding messages unacknowledged")) == 2
+                ),
+                30,
+                "the archive to see the database go again",
+            )
+            archive.kill()
+            cluster.start()
+            archive.start()
+            wait_kept(dsn, list(range(1, 16)), timeout=90, what="what the killed archive held")
+        assert count(dsn, "SELECT count(*) FROM messages") == 15
+        assert count(dsn, "SELECT count(*) FROM gaps") == 0
+    finally:
+        cluster.destroy()
+
+
+def test_nothing_is_lost_when_the_broker_fails_over_mid_stream(tmp_path: Path, dsn: str) -> None:
+    primary_dir, standby_dir = tmp_path / "a", tmp_path / "b"
+    primary_dir.mkdir()
+    standby_dir.mkdir()
+    primary, standby = Broker(primary_dir), Broker(standby_dir)
+    primary.start()
+    standby.start()
+    table = ScriptedTable(primary.port, table="T1")
+    try:
+        archive = archive_of(tmp_path, dsn, [primary.port, standby.port], table)
+        with archiving(archive):
+            wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+            table.play("1")
+            wait_kept(dsn, [1, 2, 3])
+            primary.stop()
+            table.move_to(standby.port)
+            table.play("2")  # said before the archive is there: missing, then recalled
+            wait_for(lambda: len(archive.said("broker connected")) >= 2, 30, "the failover")
+            table.play("3")
+            wait_kept(dsn, list(range(1, 10)), timeout=90, what="every message after failover")
+        assert count(dsn, "SELECT count(*) FROM gaps") == 0
+        assert run_cli("archive", "verify", "--config", archive.config).returncode == 0
+    finally:
+        table.close()
+        primary.stop()
+        standby.stop()
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "archive.toml"
+    config.write_text('[archive]\ndsn = "host=x"\ntables = ["wheeld/#"]\n')
+    out = run_cli("archive", "--config", config)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert "archive.tables: entry 1 ('wheeld/#')" in out.stderr
+    port = free_port()  # nobody listens there
+    config.write_text(
+        f'[archive]\ndsn = "host=127.0.0.1 port={port} dbname=x user=x"\ntables = ["wheeld/+"]\n'
+    )
+    out = run_cli("archive", "--config", config)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("wheeld archive: archive.dsn: ")
+    out = run_cli("archive", "gaps", "--config", config)
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert run_cli("archive", "gaps").stderr.strip() == "wheeld archive: --config FILE is required"
+
+
+def test_what_the_database_refuses_is_told_apart_from_its_absence(dsn: str) -> None:
+    """A batch the database will not take (not an outage) raises Unstorable: the service
+    then keeps each message alone, and one still refused as rejected bytes."""
+    import asyncio
+    import dataclasses
+
+    from tests.test_archive_ledger import Table, ledger, received
+    from wheeld.archive import store
+    from wheeld.archive.ledger import Outcome
+
+    book = ledger()
+    out = book.feed(received(Table().messages(1)[0]))
+    broken = Outcome(games=[dataclasses.replace(out.games[0], day="not a day")])
+
+    async def attempt() -> str:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        try:
+            await store.migrate(conn)
+            with pytest.raises(store.Unstorable) as refused:
+                await store.commit(conn, broken, book)
+            await store.commit(conn, out, book)  # the connection is still good
+            return str(refused.value)
+        finally:
+            await conn.close()
+
+    assert "date" in asyncio.run(attempt())
+    assert kept(dsn) == [1]
+
+
+def test_verify_finds_an_altered_message_among_thousands(tmp_path: Path, dsn: str) -> None:
+    """Past a batch, signatures are checked in worker processes: the finding is the same."""
+    import asyncio
+
+    from tests.test_archive_ledger import SIGNER, Table, ledger, received
+    from wheeld.archive import answers, store
+    from wheeld.archive.ledger import Outcome
+    from wheeld.config import load_archive
+
+    book = ledger()
+    batch = Outcome()
+    for payload in Table().messages(1200):
+        batch.extend(book.feed(received(payload)))
+
+    async def keep() -> None:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        try:
+            await store.migrate(conn)
+            await store.commit(conn, batch, book)
+        finally:
+            await conn.close()
+
+    asyncio.run(keep())
+    (tmp_path / "T1.pub").write_bytes(SIGNER.public_pem())
+    config_file = tmp_path / "archive.toml"
+    config_file.write_text(
+        f'[archive]\ndsn = "{dsn}"\ntables = ["wheeld/+"]\n'
+        f'[archive.trusted_keys]\nT1 = "{tmp_path / "T1.pub"}"\n'
+    )
+    config = load_archive(config_file, {}).archive
+    [intact] = list(answers.verify(config))
+    assert (intact.checked, intact.findings, intact.known) == (1200, [], 0)
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            "UPDATE messages SET payload = (payload::jsonb || %s::jsonb)::text WHERE seq = 1000",
+            ('{"number": "36"}',),
+        )
+    [altered] = list(answers.verify(config))
+    assert len(altered.findings) == 1 and altered.findings[0].startswith("seq 1000")
+    assert "bad signature" in altered.findings[0]
+    out = run_cli("archive", "verify", "--config", config_file)
+    assert out.returncode == 1 and out.stdout.strip().endswith("1 finding(s)")
