@@ -49,7 +49,9 @@ class Broker:
         self.port = free_port()
         self.workdir = workdir
         self.conf = workdir / "mosquitto.conf"
-        lines = [f"listener {self.port} 127.0.0.1", "allow_anonymous true"]
+        # set_tcp_nodelay: as the shipped example, so a small message is not held behind
+        # a large one's unacknowledged tail.
+        lines = [f"listener {self.port} 127.0.0.1", "allow_anonymous true", "set_tcp_nodelay true"]
         if persistent:
             lines += ["persistence true", f"persistence_location {workdir}/"]
             if os.geteuid() == 0:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -27,6 +29,7 @@ from tests.rig import (
     wait_for,
     write_config,
 )
+from wheeld.journal import JOURNAL_FILE
 from wheeld.signing import load_public_key, signature_problem
 from wheeld_simulators.scripted import ScriptedWheel
 
@@ -356,8 +359,10 @@ def test_capture_records_the_traffic_and_replays_to_the_same_games(table: Table)
     published = table.sub.on(f"{BASE}/game")
 
     def strip(payload: dict[str, Any]) -> dict[str, Any]:
-        # ts is host time, and the chain and signatures sign it: equal apart from it.
-        return {k: v for k, v in payload.items() if k not in ("ts", "table", "prev", "sig")}
+        # ts is host time, the epoch the journal's (a replay's is the capture's), and the
+        # chain and signatures sign them: equal apart from them.
+        ignored = ("ts", "table", "epoch", "prev", "sig")
+        return {k: v for k, v in payload.items() if k not in ignored}
 
     assert [strip(json.loads(line)) for line in replayed] == [strip(p) for p in published]
 
@@ -531,6 +536,47 @@ def test_recall_over_mqtt_answers_with_events_and_frames(table: Table) -> None:
         "error": "last must be an integer from 1 to 100",
         "schema_version": 1,
     }
+
+
+def test_a_recall_of_a_game_past_every_id_is_refused_and_journaled_with_its_sender(
+    table: Table,
+) -> None:
+    """Found: game_id 10**30 overflowed SQLite, answered "internal error", journaled nothing."""
+    replies: list[tuple[bytes, bytes]] = []
+    asked = {b"r1": {"game_id": 10**30}, b"r2": {"game_id": 2**53}, b"r3": {"last": 10**30}}
+    with running(table.daemon):
+        table.ready()
+        client = _command_client(table.broker.port, replies)
+        try:
+            for correlation, body in asked.items():
+                properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+                properties.ResponseTopic = "wheeld-replies/rig"
+                properties.CorrelationData = correlation
+                properties.UserProperty = [("operator", "pit-boss")]
+                client.publish(
+                    f"{BASE}/command/recall", json.dumps(body), qos=1, properties=properties
+                )
+            wait_for(lambda: len(replies) >= len(asked), 10, "three recall replies")
+        finally:
+            client.loop_stop()
+            client.disconnect()
+    answers = {c: json.loads(p) for p, c in replies}
+    game_id = "game_id must be an integer from 1 to 9007199254740991"
+    assert answers[b"r1"] == {"ok": False, "error": game_id, "schema_version": 1}
+    assert answers[b"r2"] == {"ok": False, "error": game_id, "schema_version": 1}
+    assert answers[b"r3"]["error"] == "last must be an integer from 1 to 100"
+    with contextlib.closing(
+        sqlite3.connect(f"file:{table.tmp / 'state' / JOURNAL_FILE}?mode=ro", uri=True)
+    ) as journal:
+        rows = journal.execute(
+            "SELECT name, sender, accepted, outcome FROM commands ORDER BY id"
+        ).fetchall()
+    assert rows == [
+        ("recall", "pit-boss", 0, game_id),
+        ("recall", "pit-boss", 0, game_id),
+        ("recall", "pit-boss", 0, "last must be an integer from 1 to 100"),
+    ]
+    assert "internal error" not in table.daemon.logs()
 
 
 def test_a_port_that_drops_at_once_is_retried_ever_more_slowly_and_sigterm_stops(

@@ -25,10 +25,10 @@ BASE = "wheeld/T9"
 class Table:
     """A pipeline and a scripted WRP/1 wheel, fed line by line as the wheel writes."""
 
-    def __init__(self, wheel: ScriptedWheel | None = None) -> None:
+    def __init__(self, wheel: ScriptedWheel | None = None, epoch: str = "unjournaled") -> None:
         self.wheel = wheel or warmed_up()
         self.pipeline = TablePipeline(
-            TableSettings(table="T9", base_topic=BASE, driver="wrp"), WrpDecoder()
+            TableSettings(table="T9", base_topic=BASE, driver="wrp", epoch=epoch), WrpDecoder()
         )
         self.fed = 0
         self.effects = Effects()
@@ -170,7 +170,8 @@ def test_games_the_journal_could_not_keep_are_voided_once_when_it_can_again() ->
     assert table.feed().games == []
     again = table.pipeline.journal_recovered(2.0)
     assert game_events(again) == [(game, "no_spin")]
-    assert json.loads(again.messages[0].payload)["reason"] == "controller_restart"
+    told = [m for m in again.messages if m.topic == f"{BASE}/game"]
+    assert json.loads(told[0].payload)["reason"] == "controller_restart"
     assert json.loads(again.messages[-1].payload) == {"state": "online", "schema_version": 1}
     assert table.pipeline.journal_recovered(3.0).games == []  # exactly once
 
@@ -321,16 +322,20 @@ def test_a_table_taken_over_with_another_journal_goes_on_past_the_broker_sequenc
     assert (last["game_id"], last["event"], last["seq"]) == (launched, "spinning", len(games))
     assert last["digest"] == first.pipeline.chain.prev
 
-    standby = Table()  # a fresh journal: ids and seqs would start at 1
+    standby = Table(epoch="standby-journal")  # a fresh journal: ids and seqs would start at 1
     standby.pipeline.signer = signer
     effects = standby.pipeline.on_broker_sequence(said[-1].payload.encode(), 1.0)
     assert {a["alarm"] for a in _alarms(effects)} == {"game_ids_behind_broker", "seq_behind_broker"}
-    # The game the first daemon left open is void, in the chain after the broker's.
-    voided = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/game"]
+    # What the marker names may not have gone out: it is said again, word for word, then
+    # the game the first daemon left open is void, in the chain after it.
+    told = [m.payload for m in effects.messages if m.topic == f"{BASE}/game"]
+    assert told[0] == json.dumps(last["message"], separators=(",", ":"))
+    voided = [json.loads(payload) for payload in told[1:]]
     assert [(v["game_id"], v["event"], v["reason"]) for v in voided] == [
         (launched, "no_spin", "controller_restart")
     ]
     assert (voided[0]["seq"], voided[0]["prev"]) == (last["seq"] + 1, last["digest"])
+    assert effects.chain_floor == (last["seq"], last["digest"])
     assert standby.launch() == launched + 1
     spinning = [
         json.loads(m.payload) for m in standby.effects.messages if m.topic == f"{BASE}/game"
@@ -446,3 +451,226 @@ def test_a_retained_result_that_cannot_be_canonicalised_is_no_evidence() -> None
         effects = table.pipeline.on_broker_result(payload, 1.0)
         assert effects.messages == [] and table.pipeline.chain.seq == 1
         assert [record.event for record in effects.logs] == ["broker's retained result ignored"]
+
+
+# -- intent first: a successor and the marker -------------------------------------------
+
+
+def _signed_table(epoch: str, signer: Any) -> Table:
+    table = Table(epoch=epoch)
+    table.pipeline.signer = signer
+    return table
+
+
+def _markers(effects: Effects) -> list[dict[str, Any]]:
+    return [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/sequence"]
+
+
+def test_the_marker_names_each_game_message_before_it_goes_out() -> None:
+    from wheeld.signing import Signer
+
+    table = _signed_table("journal-aaaa", Signer.generate())
+    table.launch()
+    topics = [m.topic for m in table.effects.messages if m.topic != f"{BASE}/stats"]
+    game = topics.index(f"{BASE}/game")
+    assert topics[game - 1] == f"{BASE}/sequence"  # intent first
+    (marker,) = _markers(table.effects)
+    sent = next(m.payload for m in table.effects.messages if m.topic == f"{BASE}/game")
+    assert json.dumps(marker["message"], separators=(",", ":")) == sent
+    assert marker["epoch"] == "journal-aaaa" == marker["message"]["epoch"]
+
+
+def test_a_marker_of_our_own_journal_changes_nothing() -> None:
+    from wheeld.signing import Signer
+
+    table = _signed_table("journal-aaaa", Signer.generate())
+    table.launch()
+    (marker,) = _markers(table.effects)
+    effects = table.pipeline.on_broker_sequence(json.dumps(marker).encode(), 5.0)
+    assert effects.messages == [] and effects.games == []
+
+
+def test_a_result_another_journal_announced_is_said_again_never_contradicted() -> None:
+    """Killed between the marker and the result: a successor says the result, voids nothing."""
+    from wheeld.signing import Signer
+
+    signer = Signer.generate()
+    first = _signed_table("journal-aaaa", signer)
+    game = first.launch()
+    first.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
+    first.wheel.drop("17")
+    first.wheel.advance(1500)
+    first.feed()
+    result = _markers(first.effects)[-1]
+    assert (result["game_id"], result["event"]) == (game, "result")
+    standby = _signed_table("journal-bbbb", signer)
+    effects = standby.pipeline.on_broker_sequence(json.dumps(result).encode(), 9.0)
+    told = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/game"]
+    assert told == [result["message"]]  # said again, and no no_spin for it
+    assert any(m.topic == f"{BASE}/result" and m.retain for m in effects.messages)
+    # Alternation goes on from the table's last result, not the standby's own.
+    assert standby.pipeline.engine.state.last_result_rotor == result["message"]["rotor_direction"]
+    standby.wheel.reverse_rotor()
+    assert standby.launch() == game + 1
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda marker: marker.pop("message"),
+        lambda marker: marker["message"].update(game_id=marker["game_id"] + 1),
+        lambda marker: marker.update(seq=marker["seq"] + 100),
+        lambda marker: marker.update(game_id=900, event="spinning"),
+        lambda marker: marker["message"].update(sig="A" * 86),
+    ],
+    ids=["no-message", "another-message", "another-seq", "another-game", "bad-signature"],
+)
+def test_a_marker_this_table_cannot_vouch_for_moves_nothing(forge: Any) -> None:
+    """Retained state anyone allowed to publish there could forge: nothing is said, voided,
+    dropped or moved on for it; one log line says why."""
+    from wheeld.signing import Signer
+
+    signer = Signer.generate()
+    first = _signed_table("journal-aaaa", signer)
+    first.launch()
+    marker = _markers(first.effects)[-1]
+    forge(marker)
+    standby = _signed_table("journal-bbbb", signer)
+    before = (standby.pipeline.chain, standby.pipeline.engine.state.next_game_id)
+    effects = standby.pipeline.on_broker_sequence(json.dumps(marker).encode(), 9.0)
+    assert effects.messages == [] and effects.games == [] and not effects.superseded
+    assert (standby.pipeline.chain, standby.pipeline.engine.state.next_game_id) == before
+    assert [r.fields["why"] for r in effects.logs if "ignored" in r.event]
+
+
+def test_another_key_cannot_vouch_for_a_marker() -> None:
+    from wheeld.signing import Signer
+
+    first = _signed_table("journal-aaaa", Signer.generate())
+    first.launch()
+    standby = _signed_table("journal-bbbb", Signer.generate())  # a standby needs the table's key
+    effects = standby.pipeline.on_broker_sequence(
+        json.dumps(_markers(first.effects)[-1]).encode(), 9.0
+    )
+    assert effects.messages == [] and not effects.superseded
+
+
+def test_a_marker_taken_over_from_is_not_taken_over_from_twice() -> None:
+    """Read again at the reconnect after the start (or the next start): nothing happens twice."""
+    from wheeld.signing import Signer
+
+    signer = Signer.generate()
+    first = _signed_table("journal-aaaa", signer)
+    first.launch()
+    marker = json.dumps(_markers(first.effects)[-1]).encode()
+    standby = _signed_table("journal-bbbb", signer)
+    taken = standby.pipeline.on_broker_sequence(marker, 9.0)
+    assert taken.superseded and taken.taken_from is not None
+    assert standby.pipeline.on_broker_sequence(marker, 10.0).messages == []
+    restarted = TablePipeline(
+        TableSettings(table="T9", base_topic=BASE, driver="wrp", epoch="journal-bbbb"),
+        WrpDecoder(),
+        signer=signer,
+        taken_from=taken.taken_from,
+    )
+    assert restarted.on_broker_sequence(marker, 11.0).messages == []
+
+
+def test_a_game_our_last_run_left_open_is_forgotten_when_a_successor_went_past_it() -> None:
+    """Ours was killed mid-game; a standby voided it and played on: we must not end it again."""
+    from wheeld.engine import EngineState
+    from wheeld.signing import Signer
+
+    signer = Signer.generate()
+    back = TablePipeline(
+        TableSettings(table="T9", base_topic=BASE, driver="wrp", epoch="journal-aaaa"),
+        WrpDecoder(),
+        state=EngineState(next_game_id=4, open_game=3),
+        signer=signer,
+    )
+    standby = _signed_table("journal-bbbb", signer)
+    standby.pipeline.engine.state.next_game_id = 3
+    assert standby.launch() == 3
+    reply, _ = standby.command("no_spin", b'{"operator": "boss"}')
+    assert reply["ok"]
+    marker = _markers(standby.effects)[-1]
+    assert (marker["game_id"], marker["event"]) == (3, "no_spin")
+    effects = back.on_broker_sequence(json.dumps(marker).encode(), 2.0)
+    effects.extend(back.start(3.0))
+    ended = [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/game"]
+    assert [(e["game_id"], e["event"], e["epoch"]) for e in ended] == [
+        (3, "no_spin", "journal-bbbb")  # the standby's, said again: no second end of ours
+    ]
+    assert back.engine.state.open_game is None and effects.state is not None
+
+
+def test_line_noise_is_set_past_its_threshold_and_cleared_under_half() -> None:
+    table = Table()
+    at = table.wheel.host_time()
+    garbage = b"\xff" * 100 + b"\n"
+    effects = Effects()
+    for step in range(30):  # 3 kB in 15 s: past 2 kB a minute
+        effects.extend(table.pipeline.on_bytes(garbage, at + step / 2))
+    (raised,) = [a for a in _alarms(effects) if a["alarm"] == "line_noise"]
+    assert raised["state"] == "set" and raised["bytes_per_minute"] > 2048
+    assert "line_noise" in table.pipeline.faults
+    assert all(f.noise for f in effects.frames)
+    later = at + 200  # a quiet minute: good frames only
+    table.wheel.advance(1000)
+    frames = table.pipeline.on_bytes(b"$WRHBT,1,1000*5F\n", later)
+    (cleared,) = [a for a in _alarms(frames) if a["alarm"] == "line_noise"]
+    assert cleared["state"] == "clear"
+
+
+def test_a_result_the_journal_could_not_keep_leaves_no_trace_in_what_follows() -> None:
+    """Not in the history, not in the statistics, not in alternation: it is voided once the
+    journal writes again, as if it had never been (found: a board showing a number no
+    consumer got, and the next game voided as not alternated against it)."""
+    from wheeld.stats import Statistics
+
+    table = Table()
+    table.pipeline = TablePipeline(
+        TableSettings(table="T9", base_topic=BASE, driver="wrp", after_commit=True),
+        WrpDecoder(),
+        statistics=Statistics(37),
+    )
+    table.pipeline.start(table.wheel.host_time())
+    table.pipeline.on_link_up(table.wheel.host_time())
+    rotor_before = table.pipeline.engine.state.last_result_rotor
+    table.launch()
+    table.pipeline.committed()  # the launch was kept
+    table.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
+    table.wheel.drop("24")
+    table.wheel.advance(1500)
+    failed = table.feed()
+    assert [g.number for g in failed.games if g.number] == ["24"]
+    table.pipeline.journal_write_failed(failed, "database or disk is full", 1.0)
+    assert list(table.pipeline.history) == []
+    assert table.pipeline.statistics is not None and table.pipeline.statistics.results == 0
+    assert table.pipeline.engine.state.last_result_rotor == rotor_before
+    again = table.pipeline.journal_recovered(2.0)
+    assert [
+        (json.loads(m.payload)["event"]) for m in again.messages if m.topic == f"{BASE}/game"
+    ] == ["no_spin"]
+    assert all(m.topic != f"{BASE}/history" for m in again.messages)
+
+
+def test_a_flood_of_one_off_alarms_is_counted_not_said_each() -> None:
+    """Frame-like garbage raised thousands of frame_loss alarms a minute, each journaled,
+    signed and published: past ten, one every six seconds, the next saying how many."""
+    table = Table()
+    said = Effects()
+    for n in range(100):
+        said.extend(table.pipeline.alarm(1000.0 + n / 100, "frame_loss", lost=1))
+    assert len(_alarms(said)) == 10 and len(said.alarms) == 10
+    later = table.pipeline.alarm(1007.0, "frame_loss", lost=1)
+    (alarm,) = _alarms(later)
+    assert alarm["repeated"] == 90
+    # Faults that are set and cleared are never held back: both ends are needed.
+    faults = Effects()
+    for n in range(30):
+        faults.extend(table.pipeline.on_link_down("gone", 2000.0 + n))
+        faults.extend(table.pipeline.on_link_up(2000.5 + n))
+        faults.extend(table.pipeline.on_bytes(b"$WRHBT,1,1000*5F\n", 2000.6 + n))
+    states = [a["state"] for a in _alarms(faults) if a["alarm"] == "wheel_link_lost"]
+    assert states.count("set") == 30 and states.count("clear") == 30

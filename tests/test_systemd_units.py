@@ -56,7 +56,10 @@ def assert_verifies_clean(path: Path) -> None:
 
 
 @needs_analyze
-@pytest.mark.parametrize("unit", ["wheeld.service", "wheeld@.service"])
+@pytest.mark.parametrize(
+    "unit",
+    ["wheeld.service", "wheeld@.service", "wheeld-verify@.service", "wheeld-archive.service"],
+)
 def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
     assert exposure(unit) <= 1.5
 
@@ -67,6 +70,9 @@ def test_unit_exposure_is_at_most_1_5(unit: str) -> None:
     [
         ("wheeld.service", None),
         ("wheeld@.service", "wheeld@T1.service"),
+        ("wheeld-verify@.service", "wheeld-verify@T1.service"),
+        ("wheeld-verify@.timer", "wheeld-verify@T1.timer"),
+        ("wheeld-archive.service", None),
     ],
 )
 def test_unit_verifies_clean(unit: str, name: str | None, tmp_path: Path) -> None:
@@ -86,6 +92,29 @@ def test_units_use_the_daemon_interfaces() -> None:
             "run --config",
         ):
             assert needle in text, (unit, needle)
+
+
+def test_the_archive_unit_runs_the_archive_with_the_documented_file(tmp_path: Path) -> None:
+    """The archive's unit: notify, its own file, nothing of a table (no device, no key),
+    and the configuration docs/archive.md shows loads as the unit would read it."""
+    from wheeld.config import load_archive
+
+    text = (UNITS / "wheeld-archive.service").read_text()
+    for needle in ("Type=notify", "archive --config /etc/wheeld/archive.toml", "DynamicUser=yes"):
+        assert needle in text, needle
+    assert "DeviceAllow=" not in text and "LoadCredential=signing" not in text
+    lines = (Path(__file__).parent.parent / "docs" / "archive.md").read_text().splitlines()
+    start = lines.index("cat > /etc/wheeld/archive.toml <<'END'") + 1
+    documented = "\n".join(lines[start : lines.index("END", start)]) + "\n"
+    config_file = tmp_path / "archive.toml"
+    config_file.write_text(documented.replace("/etc/wheeld/keys", str(tmp_path)))
+    for table in ("T1", "T2"):
+        (tmp_path / table).mkdir()
+        make_signing_key(tmp_path / table)
+        (tmp_path / f"{table}.pub").write_bytes((tmp_path / table / "signing.pub").read_bytes())
+    settings = load_archive(config_file, {})
+    assert settings.archive.tables == ["wheeld/+"]
+    assert sorted(settings.archive.trusted_keys) == ["T1", "T2"]
 
 
 # -- what the template hands wheeld -------------------------------------------
@@ -184,3 +213,31 @@ def test_shipped_units_need_no_password_file() -> None:
     for unit in ("wheeld.service", TEMPLATE):
         credentials = [item.split(":", 1)[0] for item in _settings("LoadCredential", "T1", unit)]
         assert credentials == ["signing.key"], (unit, credentials)
+
+
+def _serves_or_decides(unit: Path) -> bool:
+    """A unit that runs the daemon (``wheeld run``) or serves connections (``wheeld marquee``)."""
+    execs = [line for line in unit.read_text().splitlines() if line.startswith("ExecStart=")]
+    return any(f"/wheeld {command} " in line for line in execs for command in ("run", "marquee"))
+
+
+def test_every_unit_that_serves_or_decides_has_descriptors_for_all_its_connections() -> None:
+    """Found: at 1024 open files, idle connections timed real requests out (a process out
+    of descriptors stops accepting anyone). Each server may hold every slot and a whole
+    backlog accepted in one burst, besides what the process itself keeps open."""
+    from wheeld.http_server import DESCRIPTOR_RESERVE
+    from wheeld.marquee.server import LIMITS as MARQUEE
+    from wheeld.metrics import LIMITS as METRICS
+
+    units = sorted(unit for unit in UNITS.glob("*.service") if _serves_or_decides(unit))
+    assert [unit.name for unit in units] == [
+        "wheeld-marquee@.service",
+        "wheeld.service",
+        "wheeld@.service",
+    ]
+    for unit in units:
+        (value,) = _settings("LimitNOFILE", "T1", unit.name)
+        limits = MARQUEE if "marquee" in unit.name else METRICS
+        assert value.isdigit() and int(value) >= limits.descriptors + DESCRIPTOR_RESERVE, unit
+        # Not unlimited either: a leak fails visibly instead of eating the system's table.
+        assert int(value) <= 65536, unit

@@ -19,10 +19,24 @@ command -v faketime >/dev/null 2>&1 || missing+=(faketime)       # the chaos sui
 # nodes through their RABBITMQ_ENABLED_PLUGINS_FILE, never in the machine's RabbitMQ).
 command -v nats-server >/dev/null 2>&1 || [ -x /usr/sbin/nats-server ] || missing+=(nats-server)
 [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || missing+=(rabbitmq-server)
+# The archive's tests (tests/test_archive_*.py) start PostgreSQL clusters of their own
+# with the package's initdb and pg_ctl; the benchmark uses the machine's server.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup: installing ${missing[*]} from Debian" >&2
     sudo_if_needed apt-get update -qq
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The machine's PostgreSQL, started when it is installed but down (a fresh machine, a
+# container without an init): best effort, the tests do not need it.
+if command -v pg_lsclusters >/dev/null 2>&1; then
+    pg_lsclusters --no-header 2>/dev/null | while read -r version cluster _ status _; do
+        if [ "$status" = down ]; then
+            sudo_if_needed pg_ctlcluster "$version" "$cluster" start >/dev/null 2>&1 \
+                || echo "setup: PostgreSQL $version/$cluster would not start (the tests start their own)" >&2
+        fi
+    done
 fi
 
 if [ ! -x .venv/bin/python ]; then

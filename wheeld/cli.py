@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from datetime import date, datetime
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from wheeld.journal import JournalView
     from wheeld.pipeline import TablePipeline
     from wheeld.signing import Signer
-    from wheeld.verify import Failure
+    from wheeld.stats import Statistics
+    from wheeld.verify import Failure, Report
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -127,6 +128,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
     check.add_argument("file", type=Path)
     _add_audit_commands(commands)
+    _add_archive_command(commands)
     _add_stats_command(commands)
     _add_plugin_commands(commands)
     return parser
@@ -181,6 +183,46 @@ def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     export.add_argument("--to-game", type=_positive, metavar="B")
     export.add_argument("--since", type=_instant, metavar="DATE", help="ISO 8601, UTC if no zone")
     export.add_argument("--until", type=_instant, metavar="DATE", help="ISO 8601, exclusive")
+
+
+def _add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``archive``: the casino's archive of every table (docs/archive.md), and its answers."""
+    archive = commands.add_parser(
+        "archive",
+        help="keep every table's signed messages in PostgreSQL, verified and gap-free",
+        description="Without an action: run the archive (subscribe to every table's game, "
+        "alarm, info and stats topics, verify, fill gaps with recall, commit). The actions "
+        "answer from the database.",
+    )
+    archive.add_argument("--config", type=Path, help="the archive's configuration (TOML)")
+    actions = archive.add_subparsers(dest="archive_action", metavar="ACTION")
+    helps = {
+        "verify": "check every chain in the database again, streaming",
+        "gaps": "list the seqs missing, and whether they are still asked of the table",
+        "report": "a table's games, results, no-spins by reason and alarms, per day",
+        "game": "every message of a game with its verdict, one JSON object a line",
+    }
+    for name, text in helps.items():
+        action = actions.add_parser(name, help=text, description=text)
+        # Its own dest: a subparser's default would overwrite the one given before it.
+        action.add_argument("--config", type=Path, dest="action_config", metavar="CONFIG")
+        if name in ("report", "game"):
+            action.add_argument("--table", required=True, help="the table id")
+        if name == "report":
+            action.add_argument("--from", dest="first", type=_day, required=True, metavar="DAY")
+            action.add_argument("--to", dest="last", type=_day, required=True, metavar="DAY")
+            action.add_argument("--format", choices=("json", "csv"), default="json")
+        if name == "game":
+            action.add_argument("--game", type=_positive, required=True, metavar="N")
+
+
+def _day(text: str) -> date:
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a day (YYYY-MM-DD)") from None
 
 
 def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -262,45 +304,60 @@ def _verify(args: argparse.Namespace) -> int:
         key = [load_public_key(path) for path in args.key]
     except SigningError as exc:
         raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
+    report = verify.Report()
     if args.state_dir is not None:
         view = _journal_view(args.state_dir)
         try:
-            failure = verify.verify_journal(view, key)
+            failure = verify.verify_journal(view, key, report)
         except JournalError as exc:
             raise CommandError(str(exc), EXIT_USAGE) from None
         finally:
             view.close()
         source = str(args.state_dir)
     else:
-        failure = _verify_file(args.file, key)
+        failure = _verify_file(args.file, key, report)
         source = str(args.file)
     if failure is not None:
         print(f"{source}: {failure}")
         return EXIT_FAILURE
+    # Where one epoch gives way to another is said, never counted as a gap.
+    for line in report.lines() if len(report.spans) > 1 or report.repeats else ():
+        print(f"{source}: {line}")
     print(f"{source}: intact")
     return 0
 
 
-def _verify_file(path: Path, key: list[Ed25519PublicKey]) -> Failure | None:
-    from wheeld import verify
+def _verify_file(path: Path, key: list[Ed25519PublicKey], report: Report) -> Failure | None:
 
     try:
         if str(path) == "-":
-            recording = verify.read_lines(sys.stdin)
-        else:
-            with path.open(encoding="utf-8") as lines:
-                recording = verify.read_lines(lines)
+            return _verify_lines(sys.stdin, key, report)
+        with path.open(encoding="utf-8") as lines:
+            return _verify_lines(lines, key, report)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise CommandError(f"{path}: cannot read: {reason}", EXIT_USAGE) from None
-    if isinstance(recording, verify.Failure):
-        return recording
-    if recording.header is None:
-        return verify.verify_messages(recording.messages, key)
-    bounds = verify.export_bounds(recording.header)
-    if isinstance(bounds, verify.Failure):
-        return bounds
-    return verify.verify_messages(recording.messages, key, start=bounds[0], end=bounds[1])
+
+
+def _verify_lines(
+    lines: Iterable[str], key: list[Ed25519PublicKey], report: Report
+) -> Failure | None:
+    """A file of messages verified as it is read: memory does not grow with it."""
+    from wheeld import verify
+
+    reader = verify.RecordingReader(lines)
+    start = end = None
+    if reader.header is not None:
+        bounds = verify.export_bounds(reader.header)
+        if isinstance(bounds, verify.Failure):
+            return bounds
+        start, end = bounds
+    failure = verify.verify_messages(reader, key, start=start, end=end, report=report)
+    if reader.failure is not None:
+        return reader.failure
+    if not reader.count:
+        return verify.Failure("the file", "holds no message: nothing is vouched for")
+    return failure
 
 
 def _recall(args: argparse.Namespace) -> int:
@@ -341,24 +398,32 @@ def _export(args: argparse.Namespace) -> int:
         except (SigningError, OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
     view = _journal_view(args.state_dir)
+    written = 0
+    # Written beside the file, then renamed over it: a failed export leaves no half file.
+    partial = args.out.with_name(f".{args.out.name}.partial")
     try:
-        lines = export_lines(
-            view,
-            from_game=args.from_game,
-            to_game=args.to_game,
-            since=args.since,
-            until=args.until,
-            public_key_pem=pem,
-        )
+        with partial.open("w", encoding="utf-8") as out:
+            for line in export_lines(
+                view,
+                from_game=args.from_game,
+                to_game=args.to_game,
+                since=args.since,
+                until=args.until,
+                public_key_pem=pem,
+            ):
+                out.write(line)
+                out.write("\n")
+                written += 1
+        partial.replace(args.out)
     except (JournalError, ExportError) as exc:
+        partial.unlink(missing_ok=True)
         raise CommandError(str(exc)) from None
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
     finally:
         view.close()
-    try:
-        args.out.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-    except OSError as exc:
-        raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
-    print(f"{args.out}: {len(lines) - 1} lines")
+    print(f"{args.out}: {written} lines")
     return 0
 
 
@@ -366,36 +431,16 @@ def _stats(args: argparse.Namespace) -> int:
     import json
 
     from wheeld.messages import SCHEMA_VERSION
-    from wheeld.stats import DEFAULT_WINDOWS, Statistics, describe
+    from wheeld.stats import DEFAULT_WINDOWS, describe
 
     config = _load_config(args.config)
     asked: int | None = args.pockets or config.wheel.pockets
-    if args.state_dir is not None:
-        events, shown = _journal_events(args.state_dir)
-        source = "the journal"
-    else:
-        events, wheel_pockets, shown = _capture_events(args, config)
-        source = "the capture"
-        if shown is not None and shown != wheel_pockets:
-            # Replayed again as the wheel it is: the other wheel voided or refused pockets.
-            again = argparse.Namespace(**{**vars(args), "pockets": shown})
-            events, _, _ = _capture_events(again, config)
-        asked = asked or wheel_pockets
-    pockets = asked
-    if shown is not None:
-        if asked is not None and asked != shown:
-            # The series is of the wheel that played it: figures against another are wrong.
-            named = "--pockets" if args.pockets else "wheel.pockets"
-            print(
-                f"wheeld stats: {named} = {asked} but {source} shows a {shown}-pocket wheel:"
-                f" using {shown}",
-                file=sys.stderr,
-            )
-        pockets = shown
+    windows = args.window or DEFAULT_WINDOWS
     arcs = args.arc or config.alerts.sector_arcs
-    if any(k > 36 for k in arcs):
-        raise CommandError(f"--arc: an arc is 1 to 36 pockets, not {max(arcs)}", EXIT_USAGE)
-    statistics = Statistics.from_events(events, pockets, args.window or DEFAULT_WINDOWS, arcs)
+    if args.state_dir is not None:
+        statistics = _journal_statistics(args, asked, windows, arcs)
+    else:
+        statistics = _capture_statistics(args, config, asked, windows, arcs)
     if args.json:
         print(json.dumps({**statistics.to_json(), "schema_version": SCHEMA_VERSION}))
     else:
@@ -405,68 +450,186 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _journal_events(state_dir: Path) -> tuple[list[dict[str, Any]], int | None]:
-    """The journal's ``<base>/game`` payloads in the order decided (one that does not read
-    as an object is skipped: recall shows it), and the pockets of the wheel that played
-    them: 38 when a 00 was drawn, else what its retained ``<base>/wheel`` says, else None."""
-    import json
+def _stats_pockets(
+    args: argparse.Namespace, asked: int | None, shown: int | None, source: str
+) -> int | None:
+    """The pockets a series is counted against: the wheel that played it, where the
+    source shows it (saying so when another was asked for), else the one asked for."""
+    if shown is None:
+        return asked
+    if asked is not None and asked != shown:
+        # The series is of the wheel that played it: figures against another are wrong.
+        named = "--pockets" if args.pockets else "wheel.pockets"
+        print(
+            f"wheeld stats: {named} = {asked} but {source} shows a {shown}-pocket wheel:"
+            f" using {shown}",
+            file=sys.stderr,
+        )
+    return shown
 
+
+def _check_arcs(arcs: Sequence[int]) -> None:
+    if any(k > 36 for k in arcs):
+        raise CommandError(f"--arc: an arc is 1 to 36 pockets, not {max(arcs)}", EXIT_USAGE)
+
+
+def _journal_statistics(
+    args: argparse.Namespace, asked: int | None, windows: Sequence[int], arcs: Sequence[int]
+) -> Statistics:
+    """The statistics of the journal's ``<base>/game`` payloads, in the order decided (one
+    that does not read as an object is skipped: recall shows it), against the wheel that
+    played them: 38 pockets when a 00 was drawn, else what its retained ``<base>/wheel``
+    says, else the one asked for. The journal is read twice, a batch at a time (for a
+    00, then to count), never held whole in memory."""
     from wheeld.journal import JournalError
+    from wheeld.stats import Statistics
 
-    view = _journal_view(state_dir)
+    view = _journal_view(args.state_dir)
     try:
-        rows = view.decisions()
+        # The daemon's running aggregates, when they are what was asked for: the
+        # whole series (retention included) at the cost of the last few games.
+        snapshot, after = view.statistics()
+        if snapshot is not None and not (asked and _pockets_of(snapshot) not in (None, asked)):
+            try:
+                statistics = Statistics.restore(snapshot, pockets=asked, windows=windows, arcs=arcs)
+            except ValueError:
+                pass
+            else:
+                _check_arcs(arcs)
+                for event in _journal_events(view, after):
+                    statistics.add(event)
+                return statistics
+        double_zero = _has_double_zero(view.decision_payloads())
         retained = view.wheel_pockets()
+        shown = 38 if double_zero else retained
+        pockets = _stats_pockets(args, asked, shown, "the journal")
+        _check_arcs(arcs)
+        # None shown and none asked: no 00 was drawn, a single-zero wheel.
+        return Statistics.from_events(_journal_events(view), pockets or 37, windows, arcs)
     except JournalError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     finally:
         view.close()
-    events: list[dict[str, Any]] = []
-    for _, _, payload in rows:
+
+
+def _pockets_of(snapshot: dict[str, Any]) -> Any:
+    return snapshot.get("pockets")
+
+
+def _journal_events(view: JournalView, after: int = 0) -> Iterator[dict[str, Any]]:
+    """The journal's payloads (after decision row ``after``) that read as objects, one at a time."""
+    import json
+
+    for payload in view.decisions_after(after):
         try:
             event = json.loads(payload)
         except ValueError:
             continue
         if isinstance(event, dict):
-            events.append(event)
-    return events, 38 if _has_double_zero(events) else retained
+            yield event
 
 
-def _has_double_zero(events: list[dict[str, Any]]) -> bool:
-    return any(event.get("number") == "00" for event in events)
-
-
-def _capture_events(
-    args: argparse.Namespace, config: Config
-) -> tuple[list[dict[str, Any]], int, int | None]:
-    """The ``<base>/game`` payloads a replay of the capture publishes, the pockets it
-    replayed with, and those the capture itself shows (its hello, else 38 for a 00 the
-    wheel sent, else None)."""
+def _has_double_zero(payloads: Iterable[Any]) -> bool:
+    """True when a payload is an object whose ``number`` is ``"00"``."""
     import json
 
-    from wheeld.drivers import driver_named
-    from wheeld.replay import replay
+    for payload in payloads:
+        # JSON writes "00" as such or with \u escapes: only such payloads are parsed.
+        if isinstance(payload, str) and '"00"' not in payload and "\\u" not in payload:
+            continue
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("number") == "00":
+            return True
+    return False
+
+
+def _capture_statistics(
+    args: argparse.Namespace,
+    config: Config,
+    asked: int | None,
+    windows: Sequence[int],
+    arcs: Sequence[int],
+) -> Statistics:
+    """The statistics of the ``<base>/game`` payloads a replay of the capture publishes,
+    counted as they come, against the wheel the capture shows (its hello, else 38 for a
+    00 the wheel sent), else the one asked for, else the one replayed.
+
+    A capture showing another wheel than the one replayed is replayed again as the
+    wheel it is (the other voided or refused pockets); one counted against another
+    wheel than that (the wheel changed after its first game) is replayed again to
+    count it against the right one.
+    """
+    from wheeld.stats import Statistics
 
     capture, name, pipeline = _capture_pipeline(args, config)
+    statistics = _count_replay(capture, pipeline, config, windows, arcs)
+    wheel_pockets = pipeline.engine.layout.pockets
+    shown = _capture_pockets(capture, name, pipeline)
+    again = args
+    if shown is not None and shown != wheel_pockets:
+        again = argparse.Namespace(**{**vars(args), "pockets": shown})
+        capture, _, pipeline = _capture_pipeline(again, config)
+        statistics = _count_replay(capture, pipeline, config, windows, arcs)
+    pockets = _stats_pockets(args, asked or wheel_pockets, shown, "the capture")
+    assert pockets is not None
+    _check_arcs(arcs)
+    if statistics is None:  # no game
+        return Statistics(pockets, windows, arcs)
+    if statistics.layout.pockets != pockets:
+        capture, _, pipeline = _capture_pipeline(again, config)
+        statistics = _count_replay(capture, pipeline, config, windows, arcs, pockets)
+        assert statistics is not None
+    return statistics
+
+
+def _count_replay(
+    capture: Capture,
+    pipeline: TablePipeline,
+    config: Config,
+    windows: Sequence[int],
+    arcs: Sequence[int],
+    pockets: int | None = None,
+) -> Statistics | None:
+    """Replay the capture, counting the ``<base>/game`` payloads as they come: against
+    ``pockets``, else the wheel the pipeline plays at the first game (its hello heard).
+    None when no game came, or when the arcs cannot be counted (replayed all the same)."""
+    import json
+
+    from wheeld.replay import replay
+    from wheeld.stats import Statistics
+
+    countable = not any(k > 36 for k in arcs)
+    statistics = None
     game_topic = f"{config.base_topic}/game"
-    events = [
-        json.loads(message.payload)
-        for message in replay(capture, pipeline)
-        if message.topic == game_topic
-    ]
-    shown = pipeline.wheel_info.get("wheel_pockets")
-    if shown not in (37, 38):
-        shown = None
-        # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.
-        decoder = driver_named(name).decoder()
-        for line in capture.lines:
-            if line.direction == "<" and any(
-                getattr(event, "number", None) == "00"
-                for event in decoder.feed(line.data + b"\r\n", line.at)
-            ):
-                shown = 38
-                break
-    return events, pipeline.engine.layout.pockets, shown
+    for message in replay(capture, pipeline):
+        if message.topic == game_topic and countable:
+            if statistics is None:
+                wheel = pockets or pipeline.engine.layout.pockets
+                statistics = Statistics(wheel, windows, arcs)
+            statistics.add(json.loads(message.payload))
+    return statistics
+
+
+def _capture_pockets(capture: Capture, name: str, pipeline: TablePipeline) -> int | None:
+    """The pockets a replayed capture shows: its hello's, else 38 for a 00 the wheel
+    sent, else None."""
+    from wheeld.drivers import driver_named
+
+    shown: int | None = pipeline.wheel_info.get("wheel_pockets")
+    if shown in (37, 38):
+        return shown
+    # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.
+    decoder = driver_named(name).decoder()
+    for line in capture.lines:
+        if line.direction == "<" and any(
+            getattr(event, "number", None) == "00"
+            for event in decoder.feed(line.data + b"\r\n", line.at)
+        ):
+            return 38
+    return None
 
 
 def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -527,6 +690,7 @@ def _capture_pipeline(
         pockets=pockets,
         rules=config.rules,
         history_length=config.mqtt.history_length,
+        epoch=capture_format.epoch_of(args.capture),
     )
     statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs)
     pipeline = TablePipeline(settings, driver.decoder(), signer=signer, statistics=statistics)
@@ -695,6 +859,80 @@ def _display(args: argparse.Namespace) -> int:
         raise CommandError(f"--port: {exc}") from None
 
 
+def _archive(args: argparse.Namespace) -> int:
+    import json
+
+    from wheeld.config import ConfigError, load_archive
+
+    path = getattr(args, "action_config", None) or args.config
+    if path is None:
+        raise CommandError("--config FILE is required", EXIT_USAGE)
+    try:
+        settings = load_archive(path)
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+    action = args.archive_action
+    if action is None:
+        return _archive_run(settings)
+    from wheeld.archive import answers
+
+    config = settings.archive
+    try:
+        if action == "verify":
+            return _archive_verify(config)
+        if action == "gaps":
+            for gap in answers.gaps(config):
+                print(
+                    f"{gap['table']} epoch {gap['epoch'] or '(none)'}: seq {gap['first_seq']}"
+                    f"-{gap['last_seq']} ({gap['missing']} missing, games {gap['before_game']}"
+                    f"-{gap['after_game']}): {gap['state']}"
+                    + (f" after {gap['attempts']} recall(s): {gap['why']}" if gap["why"] else "")
+                )
+            return 0
+        if action == "report":
+            if args.last < args.first:
+                raise CommandError("--to is before --from", EXIT_USAGE)
+            rows = answers.report(config, args.table, args.first, args.last)
+            if args.format == "csv":
+                sys.stdout.write(answers.report_csv(rows))
+            else:
+                print(json.dumps({"table": args.table, "days": rows}, indent=2))
+            return 0
+        for message in answers.game(config, args.table, args.game):
+            print(json.dumps(message, default=answers.jsonable))
+        return 0
+    except answers.AnswerError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _archive_verify(config: Any) -> int:
+    from wheeld.archive import answers
+
+    findings = epochs = 0
+    for audit in answers.verify(config):
+        epochs += 1
+        findings += len(audit.findings)
+        for line in audit.lines():
+            print(line)
+    print(f"{epochs} epoch(s) checked: " + (f"{findings} finding(s)" if findings else "intact"))
+    return EXIT_FAILURE if findings else 0
+
+
+def _archive_run(settings: Any) -> int:
+    import asyncio
+
+    from wheeld import logs
+
+    logs.configure(settings.log.level, settings.log.format)
+    from wheeld.archive.service import Archive
+    from wheeld.archive.store import StoreError
+
+    try:
+        return asyncio.run(Archive(settings, logs.get("wheeld.archive")).run())
+    except StoreError as exc:
+        raise CommandError(f"archive.dsn: {exc}") from None
+
+
 _COMMANDS = {
     "marquee": _marquee,
     "display": _display,
@@ -706,6 +944,7 @@ _COMMANDS = {
     "recall": _recall,
     "export": _export,
     "stats": _stats,
+    "archive": _archive,
 }
 
 

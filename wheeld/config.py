@@ -19,12 +19,13 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -387,8 +388,13 @@ def check_state_dir(value: Path) -> Path:
 
 class StateConfig(_Section):
     dir: Path = _path(Path("/var/lib/wheeld"))
-    #: Keep the journal's last N games (decisions and frames; an anchored
-    #: checkpoint keeps what stays verifiable); None keeps everything.
+    #: Days the journal keeps game decisions, operator commands and alarms: at
+    #: least a year, so a year's audit and a dispute raised within it find
+    #: every signed message (docs/operations.md, "Retention").
+    decisions_days: int = Field(default=400, ge=365, le=36_500)
+    #: Days it keeps the serial lines behind them: a quarter, for disputes.
+    frames_days: int = Field(default=90, ge=1, le=36_500)
+    #: Besides: nothing of a game older than the last N games (None: no such bound).
     keep_games: int | None = Field(default=None, ge=10, le=10_000_000)
 
     @field_validator("dir", mode="before")
@@ -509,6 +515,10 @@ class AlertsConfig(_Section):
     sector_arcs: list[int] = Field(default_factory=lambda: [3, 5, 9], min_length=1, max_length=8)
     #: This many launches in a row with the rotor turning as at the last result.
     direction_unchanged: int | None = Field(default=None, ge=1, le=100)
+    #: Bytes of line noise (no frame of the wheel's protocol) in a minute past which
+    #: ``line_noise`` is set (cleared under half of it): a minute of garbage at 9600
+    #: baud is 57,600 bytes; a healthy wheel sends a stray byte a day.
+    line_noise_bytes_per_minute: int = Field(default=2048, ge=64, le=10_000_000)
 
     @field_validator("sector_arcs")
     @classmethod
@@ -547,6 +557,93 @@ class Config(_Section):
     def client_id(self) -> str:
         """``mqtt.client_id``, or ``wheeld-<table.id>``."""
         return self.mqtt.client_id or f"wheeld-{self.table.id}"
+
+
+#: Where the archive raises its own alarms, unless ``archive.alarm_topic`` says.
+ARCHIVE_ALARM_TOPIC = "wheeld-archive/alarm"
+#: The kinds of message the archive follows under each table's base topic.
+ARCHIVE_KINDS = ("game", "alarm", "info", "stats")
+
+
+def check_table_pattern(value: str) -> str:
+    """A base-topic pattern: topic levels, ``+`` standing for one whole level, no ``#``."""
+    if value.startswith("$"):
+        raise ValueError("must not start with '$' (topics of the broker itself)")
+    for level in value.split("/"):
+        if not level or "#" in level or ("+" in level and level != "+") or _CONTROL.search(level):
+            raise ValueError(
+                "must be topic levels joined by '/', none empty, '+' only as a whole level "
+                "and no '#' (a base topic pattern, e.g. wheeld/+)"
+            )
+    return value
+
+
+class ArchiveConfig(_Section):
+    """``[archive]``: the casino's archive (``wheeld archive``, docs/archive.md)."""
+
+    #: libpq connection string or URI of the PostgreSQL database.
+    dsn: str = Field(min_length=1, repr=False)
+    #: The database password, from a file (a secret: $CREDENTIALS_DIRECTORY first).
+    password_file: Path | None = _path()
+    #: Base-topic patterns of the tables followed, ``+`` for one level: ["wheeld/+"].
+    tables: list[str] = Field(min_length=1, max_length=1000)
+    #: Each table's public keys (PEM files ``wheeld keygen`` wrote): table id -> files.
+    trusted_keys: dict[str, list[Annotated[Path, Strict(False)]]] = Field(default_factory=dict)
+    #: Pin a table's key from its first ``<base>/info`` when no file names one.
+    trust_on_first_use: bool = False
+    alarm_topic: str = Field(default=ARCHIVE_ALARM_TOPIC, max_length=MAX_TOPIC_CHARS)
+    #: Stable client id: the broker keeps the archive's session (and what it missed).
+    client_id: str = Field(default="wheeld-archive", min_length=1, max_length=128)
+    #: Messages the broker may send before the archive acknowledges any (MQTT 5).
+    receive_maximum: int = Field(default=1000, ge=1, le=65_535)
+    #: A commit takes at most this many messages, and waits at most this long for more.
+    batch_max: int = Field(default=500, ge=1, le=100_000)
+    batch_wait_ms: int = Field(default=20, ge=0, le=10_000)
+    #: Games asked of a table in one recall (a reply carries their frames too).
+    recall_games: int = Field(default=10, ge=1, le=100)
+    #: A recall unanswered this long is asked again, at most ``recall_attempts`` times.
+    recall_timeout_s: float = Field(default=30.0, gt=0, le=86_400)
+    recall_attempts: int = Field(default=5, ge=1, le=1000)
+
+    @field_validator("tables")
+    @classmethod
+    def _tables(cls, value: list[str]) -> list[str]:
+        for number, pattern in enumerate(value, 1):
+            try:
+                check_table_pattern(pattern)
+            except ValueError as exc:
+                raise ValueError(f"entry {number} ({pattern!r}): {exc}") from None
+        return value
+
+    @field_validator("trusted_keys", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        # A table with one key may name its file alone: T1 = "keys/T1.pub".
+        if isinstance(value, dict):
+            return {k: [v] if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @field_validator("trusted_keys")
+    @classmethod
+    def _tables_named(cls, value: dict[str, list[Path]]) -> dict[str, list[Path]]:
+        for table, files in value.items():
+            check_topic_segment(table)
+            if not files:
+                raise ValueError(f"{table}: name at least one key file")
+        return value
+
+    @field_validator("alarm_topic")
+    @classmethod
+    def _alarm_topic(cls, value: str) -> str:
+        return check_topic(value)
+
+
+class ArchiveSettings(_Section):
+    """The archive's configuration file: ``[archive]``, ``[mqtt]`` as for ``run``, ``[log]``."""
+
+    archive: ArchiveConfig
+    mqtt: MqttConfig = MqttConfig()
+    log: LogConfig = LogConfig()
 
 
 def _consistency(config: Config) -> list[tuple[str, str]]:
@@ -680,7 +777,28 @@ def _resolve_files(
     Problems are returned keyed by dotted key, in a ConfigError whose source is
     left for the caller to blame.
     """
-    mqtt = config.mqtt
+    mqtt, problems = _resolve_mqtt_files(config.mqtt, environ, base)
+    key_path: Path | None = None
+    if signing_key and config.signing.key_file is not None:
+        try:
+            key_path = find_secret(config.signing.key_file, environ, base)
+        except (FileNotFoundError, ValueError) as exc:
+            problems.append(f"signing.key_file: {exc}")
+    if problems:
+        raise ConfigError("configuration", problems)
+    if key_path is not None:
+        signing = config.signing.model_copy(update={"key_file": key_path})
+        config = config.model_copy(update={"signing": signing})
+    if mqtt is config.mqtt:
+        return config  # untouched: an empty file still reads as every value a default
+    return config.model_copy(update={"mqtt": mqtt})
+
+
+def _resolve_mqtt_files(
+    mqtt: MqttConfig, environ: Mapping[str, str], base: Path
+) -> tuple[MqttConfig, list[str]]:
+    """``[mqtt]`` with its password file read and its TLS paths found and checked (the
+    same object when there was nothing to do), and the problems, by dotted key."""
     problems = []
     updates: dict[str, Any] = {}
     if mqtt.password_file is not None:
@@ -710,21 +828,10 @@ def _resolve_files(
             problems.append(f"mqtt.tls.{key}: {exc}")
     if not problems:
         problems += _tls_problems(tls_paths)
-    key_path: Path | None = None
-    if signing_key and config.signing.key_file is not None:
-        try:
-            key_path = find_secret(config.signing.key_file, environ, base)
-        except (FileNotFoundError, ValueError) as exc:
-            problems.append(f"signing.key_file: {exc}")
-    if problems:
-        raise ConfigError("configuration", problems)
-    if key_path is not None:
-        signing = config.signing.model_copy(update={"key_file": key_path})
-        config = config.model_copy(update={"signing": signing})
-    if not updates and not tls_paths:
-        return config  # untouched: an empty file still reads as every value a default
+    if problems or (not updates and not tls_paths):
+        return mqtt, problems
     updates["tls"] = mqtt.tls.model_copy(update=tls_paths)
-    return config.model_copy(update={"mqtt": mqtt.model_copy(update=updates)})
+    return mqtt.model_copy(update=updates), problems
 
 
 class _KeyEncrypted(Exception):
@@ -858,3 +965,62 @@ def load(
             for text in exc.problems
         ]
         raise ConfigError(source, blamed) from None
+
+
+def load_archive(path: Path, environ: Mapping[str, str] | None = None) -> ArchiveSettings:
+    """The archive's configuration (``[archive]``, ``[mqtt]``, ``[log]``), read as ``load``
+    reads the daemon's: ``WHEELD_*`` overrides, secrets from $CREDENTIALS_DIRECTORY, every
+    problem named by its key. The trusted key files must hold Ed25519 public keys."""
+    env = os.environ if environ is None else environ
+    source = str(path)
+    data = _parse_file(path)
+    env_problems, origins = apply_environment(data, env)
+    try:
+        settings = ArchiveSettings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(source, env_problems + describe(exc, source, origins)) from None
+    if env_problems:
+        raise ConfigError(source, env_problems)
+    mqtt, problems = _resolve_mqtt_files(settings.mqtt, env, path.parent)
+    archive = settings.archive
+    updates: dict[str, Any] = {}
+    if archive.password_file is not None:
+        try:
+            found = find_secret(archive.password_file, env, path.parent)
+            updates["password_file"] = found
+            read_regular_file(found, MQTT_MAX_BYTES).decode("utf-8")
+        except (OSError, ValueError) as exc:
+            why = getattr(exc, "strerror", None) or exc
+            problems.append(f"archive.password_file: {why}")
+    keys: dict[str, list[Path]] = {}
+    for table, files in archive.trusted_keys.items():
+        keys[table] = []
+        for file in files:
+            where = f"archive.trusted_keys.{table}"
+            try:
+                found = find_secret(file, {}, path.parent)
+                _check_public_key(found)
+            except (FileNotFoundError, ValueError) as exc:
+                problems.append(f"{where}: {exc}")
+                continue
+            keys[table].append(found)
+    updates["trusted_keys"] = keys
+    if problems:
+        raise ConfigError(
+            source,
+            [
+                Problem(_blame(tuple(text.partition(":")[0].split(".")), origins, source), text)
+                for text in problems
+            ],
+        )
+    return settings.model_copy(update={"mqtt": mqtt, "archive": archive.model_copy(update=updates)})
+
+
+def _check_public_key(path: Path) -> None:
+    """ValueError unless ``path`` holds an Ed25519 public key (PEM)."""
+    from wheeld.signing import SigningError, load_public_key
+
+    try:
+        load_public_key(path)
+    except SigningError as exc:
+        raise ValueError(str(exc)) from None

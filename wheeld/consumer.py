@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from wheeld.layout import DOUBLE_ZERO, layout_for
+from wheeld.mqtt_client import MAX_PAYLOAD_BYTES
 
 if TYPE_CHECKING:
     from wheeld.config import Config
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 5.0
-#: The longest history is 1000 numbers (about 7 KB): anything far bigger is not ours.
-MAX_PAYLOAD_BYTES = 64 * 1024
 #: At most one "message dropped" line per this many seconds; the rest are counted.
 DROP_LOG_EVERY_S = 10.0
 
@@ -61,7 +60,9 @@ class _Incoming(BaseModel):
 class StatusMessage(_Incoming):
     """``<base>/status``: the daemon's presence (its last will says offline)."""
 
-    state: Literal["online", "offline"]
+    #: ``fault``: online, but deciding no game (the journal cannot write): shown as not
+    #: online, never as a table that plays.
+    state: Literal["online", "offline", "fault"]
 
 
 class HistoryMessage(_Incoming):
@@ -86,6 +87,8 @@ class TableMessage(_Incoming):
 class _GameMessage(_Incoming):
     game_id: GameId
     table: TableId | None = None
+    #: The journal's epoch: ids start again only in a new one (None from an older wheeld).
+    epoch: str | None = Field(default=None, max_length=64)
 
 
 class SpinningMessage(_GameMessage):
@@ -159,6 +162,8 @@ def parse(
         raise Dropped(f"payload is {type(payload).__name__}, not bytes")
     if not payload:
         raise Dropped("empty payload (a retained message cleared)")
+    # What any wheeld client takes (on MQTT 5 the broker sends no more): the longest
+    # history, 1000 numbers, is about 7 KB; anything far bigger is not ours.
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise Dropped(f"payload of {len(payload)} bytes, over {MAX_PAYLOAD_BYTES}")
     try:
@@ -207,21 +212,24 @@ def _check_pockets(message: Message, pockets: int) -> None:
 
 
 class SeenGames:
-    """The game ids of the last ``limit`` results.
+    """The games (epoch and id) of the last ``limit`` results.
 
     The daemon publishes a result again until the broker acknowledges it, so
-    results may come twice and out of turn (games 1, 2, 1, 2): a game id seen
-    is that game's number again, never a new one.
+    results may come twice and out of turn (games 1, 2, 1, 2): a game seen is
+    that game's number again, never a new one. Ids start again only in a new
+    epoch (a journal and the broker's memory both lost): game 1 of another
+    epoch is another game.
     """
 
     def __init__(self, limit: int) -> None:
-        self._ids: deque[int] = deque(maxlen=limit)
+        self._ids: deque[tuple[str | None, int]] = deque(maxlen=limit)
 
-    def first_time(self, game_id: int) -> bool:
-        """True, and remembered, the first time ``game_id`` comes."""
-        if game_id in self._ids:
+    def first_time(self, game_id: int, epoch: str | None = None) -> bool:
+        """True, and remembered, the first time game ``game_id`` of ``epoch`` comes."""
+        key = (epoch, game_id)
+        if key in self._ids:
             return False
-        self._ids.append(game_id)
+        self._ids.append(key)
         return True
 
 

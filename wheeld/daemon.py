@@ -16,13 +16,14 @@ import contextlib
 import json
 import signal
 import socket
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wheeld import identity, logs
-from wheeld.commands import CommandError, OperatorCommand, Recall, parse
+from wheeld.commands import CommandError, OperatorCommand, Recall, claimed_operator, parse
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
 from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
@@ -34,12 +35,15 @@ from wheeld.journal import (
     JournalError,
     JournalView,
     JournalWriteError,
+    Retention,
 )
+from wheeld.journal.store import checkpoint_wal
 from wheeld.link import CaptureWriter, LinkOpenError, WheelLink
 from wheeld.messages import SCHEMA_VERSION
 from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
-from wheeld.publisher import BrokerMemory, Publisher, RivalDaemon, read_broker_memory
+from wheeld.publisher import BrokerMemory, Publisher, RawJSON, RivalDaemon, read_broker_memory
+from wheeld.ratelimit import RATE_PER_S, CommandRate
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 from wheeld.stats import Statistics
@@ -59,8 +63,30 @@ FRAME_BATCH = 64
 FRAME_FLUSH_S = 1.0
 #: Lines kept while the journal cannot write (the oldest go first).
 FRAME_BUFFER_MAX = 10_000
-#: How often journal retention (state.keep_games) is applied while running.
+#: How often journal retention ([state] decisions_days, frames_days, keep_games) runs.
 RETENTION_EVERY_S = 3600.0
+#: Between two retention batches the loop is left this long to the table.
+RETENTION_PAUSE_S = 0.05
+#: How often the write-ahead log is checkpointed, in a worker thread (never by a commit
+#: on the event loop): it stays a few hundred KiB.
+WAL_CHECKPOINT_S = 30.0
+#: How often the chains' heads become the journal's ``checked`` mark: a start
+#: after a crash walks at most this much of them.
+CHECKPOINT_EVERY_S = 600.0
+#: What a journal another went on past lets go of (``Effects.superseded``).
+SUPERSEDED_TOPICS = ("sequence", "game", "result", "history", "stats")
+#: Recalls the table answers, every sender together; at most this many read at once.
+RECALLS_PER_S = 2.0
+RECALL_BURST = 5
+RECALLS_AT_ONCE = 2
+#: Commands of one kind the table takes, every sender together.
+TABLE_RATE_PER_S = 20.0
+TABLE_BURST = 60
+#: Commands refused over their sender's rate are journaled as a count this often.
+RATE_SUMMARY_S = 60.0
+#: The statistics' running aggregates are kept every this many decisions (and at
+#: a clean stop): a start replays at most that many.
+STATISTICS_EVERY = 200
 #: How often the health's condition is looked at: a change is published within this.
 HEALTH_CHECK_S = 1.0
 #: On a failed start, how long the start-up check may still take to end cleanly.
@@ -87,7 +113,12 @@ def load_signer(config: Config) -> Signer | None:
         raise SigningError(f"signing.key_file: {exc}") from None
 
 
-def build_pipeline(config: Config, journal: Journal, signer: Signer | None = None) -> TablePipeline:
+def build_pipeline(
+    config: Config,
+    journal: Journal,
+    signer: Signer | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> TablePipeline:
     """The table's pipeline, resumed from what the journal keeps (the chain included)."""
     driver = driver_named(config.wheel.driver)
     decoder = driver.decoder()
@@ -102,6 +133,8 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
         pockets=config.wheel.pockets,
         history_length=config.mqtt.history_length,
         rules=config.rules,
+        epoch=journal.epoch,
+        after_commit=True,
         alerts=AlertSettings(
             deviation_p_value=config.alerts.deviation_p_value,
             repeated_no_spins=config.alerts.repeated_no_spins,
@@ -112,6 +145,7 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
             sector_p_value=config.alerts.sector_p_value,
             sector_min_games=config.alerts.sector_min_games,
             direction_unchanged=config.alerts.direction_unchanged,
+            line_noise_bytes_per_minute=config.alerts.line_noise_bytes_per_minute,
         ),
     )
     return TablePipeline(
@@ -123,16 +157,46 @@ def build_pipeline(config: Config, journal: Journal, signer: Signer | None = Non
         table_state=journal.table_state(),
         signer=signer,
         chain=journal.load_chain(),
-        statistics=Statistics.from_events(
-            _payloads(journal.decisions()),
-            pockets=config.wheel.pockets,
-            arcs=config.alerts.sector_arcs,
-        ),
+        statistics=resume_statistics(config, journal, on_progress),
         set_alerts=journal.set_alerts(),
+        taken_from=journal.taken_from(),
     )
 
 
-def _payloads(decisions: list[tuple[int, str, str]]) -> Iterator[dict[str, Any]]:
+def resume_statistics(
+    config: Config, journal: Journal, on_progress: Callable[[str], None] | None = None
+) -> Statistics:
+    """The statistics as the journal left them: its snapshot and the decisions after it.
+
+    Without a snapshot it can use (an older wheeld's journal, another wheel,
+    other arcs) they are counted once from every decision kept, and kept.
+    """
+    snapshot, after = journal.statistics()
+    arcs = config.alerts.sector_arcs
+    statistics = None
+    if snapshot is not None:
+        try:
+            statistics = Statistics.restore(snapshot, pockets=config.wheel.pockets, arcs=arcs)
+        except ValueError:
+            statistics = None
+    counted = 0
+    if statistics is None:
+        statistics, after = Statistics(config.wheel.pockets or 37, arcs=arcs), 0
+        if config.wheel.pockets is None and any(
+            '"00"' in payload for _, _, payload in journal.decisions_after(0)
+        ):
+            statistics = Statistics(38, arcs=arcs)
+    for counted, payload in enumerate(_payloads(journal.decisions_after(after)), 1):
+        statistics.add(payload)
+        if on_progress is not None and counted % 1000 == 0:
+            on_progress(f"counting the statistics: {counted} decisions")
+    if counted > STATISTICS_EVERY:
+        # Counted from afar (an older journal, other arcs): kept now, not counted again.
+        journal.save_statistics(statistics.snapshot(), journal.last_decision_id())
+    return statistics
+
+
+def _payloads(decisions: Iterator[tuple[int, str, str]]) -> Iterator[dict[str, Any]]:
     """The journal's game payloads, for the statistics to be rebuilt from."""
     for _, _, payload in decisions:
         with contextlib.suppress(ValueError):
@@ -159,13 +223,13 @@ class Daemon:
         self.signer = signer
         if signer is None:
             self.log.warning("signing.required = false and no signing.key_file: messages unsigned")
-        self.journal = Journal(config.state.dir / JOURNAL_FILE)
+        self.journal = Journal(config.state.dir / JOURNAL_FILE, on_progress=self.notifier.starting)
         try:
             self.journal.claim_table(config.table.id)
         except JournalError:
             self.journal.close()
             raise
-        self.pipeline = build_pipeline(config, self.journal, signer)
+        self.pipeline = build_pipeline(config, self.journal, signer, self.notifier.starting)
         self.capture = CaptureWriter(capture, config.wheel.driver) if capture is not None else None
         self._wall, self._mono = time.time(), time.monotonic()
         link_timeout_s = config.rules.link_timeout_ms / 1000
@@ -208,6 +272,7 @@ class Daemon:
             log=self.log,
             instance=f"{socket.gethostname()}:{config.state.dir.resolve()}",
             on_retained_result=self._on_retained_result,
+            on_rival=self._stand_down,
             **publisher_hooks,
         )
         self._heartbeat = Heartbeat(config.metrics.health_interval_s)
@@ -223,8 +288,28 @@ class Daemon:
         self._timer: asyncio.TimerHandle | None = None
         self._journal_retry: asyncio.TimerHandle | None = None
         self._repeating: list[asyncio.TimerHandle] = []
+        self._pruner = self.journal.pruner(
+            Retention(
+                decisions_days=config.state.decisions_days,
+                frames_days=config.state.frames_days,
+                keep_games=config.state.keep_games,
+            )
+        )
+        self._pruning: asyncio.TimerHandle | None = None
+        self._wal_task: asyncio.Task[None] | None = None
+        self._command_rate = CommandRate()
+        self._table_rate = CommandRate(TABLE_RATE_PER_S, TABLE_BURST)
+        # A recall reads the journal (tens of milliseconds): fewer, and two at a time.
+        self._recall_rate = CommandRate(RECALLS_PER_S, RECALL_BURST)
+        self._recalls = asyncio.Semaphore(RECALLS_AT_ONCE)
+        self._rate_summary: asyncio.TimerHandle | None = None
+        self._pruned = 0
+        #: The last decision row the kept statistics count.
+        self._statistics_kept = self.journal.statistics()[1]
         self._frames: list[FrameRecord] = []
         self._frames_timer: asyncio.TimerHandle | None = None
+        self._commands: list[CommandRecord] = []
+        self._commands_flush: asyncio.Handle | None = None
         self._publisher_task: asyncio.Task[None] | None = None
         # What <base>/info last said of the wheel: republished when the wheel's hello differs.
         self._identity: tuple[Any, ...] | None = None
@@ -236,6 +321,9 @@ class Daemon:
 
     async def run(self) -> int:
         config = self.config
+        # A worker thread (a recall, a checkpoint) gives the GIL back to the event loop
+        # within a millisecond, not the default five: a launch is never kept waiting.
+        sys.setswitchinterval(0.001)
         if self._metrics_endpoint is not None:
             # First: a port in use is a configuration problem, said before the broker is asked.
             try:
@@ -274,8 +362,10 @@ class Daemon:
         ]
         self._publisher_task = tasks[1]
         self._every(WHEEL_STATE_EVERY_S, self._refresh_wheel_state)
-        if config.state.keep_games is not None:
-            self._every(RETENTION_EVERY_S, self._retain)
+        self._every(RETENTION_EVERY_S, self._retain)
+        self._every(CHECKPOINT_EVERY_S, self._checkpoint)
+        self.journal.checkpoint_elsewhere()
+        self._every(WAL_CHECKPOINT_S, self._checkpoint_wal)
         if self.notifier.watchdog_interval is not None:
             self._every(self.notifier.watchdog_interval / 2, self._watchdog)
         self._every(HEALTH_CHECK_S, self._check_health)
@@ -295,7 +385,9 @@ class Daemon:
                 self.log.error("task failed", task=task.get_name(), error=repr(task.exception()))
         self.notifier.stopping()
         self.log.info("wheeld stopping")
-        for handle in (*self._repeating, self._timer, self._journal_retry):
+        if self._rate_summary is not None:
+            self._journal_rate_refusals()  # what was refused is said before the journal closes
+        for handle in (*self._repeating, self._timer, self._journal_retry, self._pruning):
             if handle is not None:
                 handle.cancel()
         link_task, publisher_task = tasks
@@ -318,8 +410,12 @@ class Daemon:
                     cut_lines=self.capture.cut_lines,
                     dropped_bytes=self.capture.dropped_bytes,
                 )
+        if self._wal_task is not None:
+            await asyncio.wait([self._wal_task], timeout=5)  # its connection, before ours closes
         with contextlib.suppress(JournalWriteError):
+            self._flush_commands()
             self._flush_frames()  # the last lines heard, before the journal closes
+            self._keep_statistics()
         self.journal.close()
         self.notifier.close()
         if self._rival is not None:
@@ -376,6 +472,12 @@ class Daemon:
             heard()
         await self._supervise("publisher", self.publisher.run)
 
+    def _stand_down(self, other: str) -> None:
+        """Another wheeld runs the table: stop deciding and publishing (exit 78)."""
+        if self._rival is None:
+            self._rival = self._rival_error(other)
+            self._stop.set()
+
     def _rival_error(self, other: str) -> RivalDaemon:
         """What the daemon says, and exits 78 with, when another wheeld runs the table."""
         config = self.config
@@ -412,17 +514,47 @@ class Daemon:
         self._repeating.append(loop.call_later(interval, tick))
 
     def _retain(self) -> None:
-        """Journal retention: keep the last state.keep_games games (an anchored checkpoint)."""
-        keep = self.config.state.keep_games
-        if keep is None:
-            return
+        """Journal retention: one batch now, the next once the loop has had its turn."""
+        self._pruning = None
         try:
-            deleted = self.journal.prune(keep)
-        except JournalWriteError as exc:
+            deleted = self._pruner.step(time.time())
+        except JournalError as exc:  # cannot write, or cannot read (a damaged old page)
             self.log.warning("journal retention postponed", error=str(exc))
             return
+        self._pruned += deleted
         if deleted:
-            self.log.info("journal retention", kept_games=keep, deleted_decisions=deleted)
+            loop = asyncio.get_running_loop()
+            self._pruning = loop.call_later(RETENTION_PAUSE_S, self._retain)
+        elif self._pruned:
+            self.log.info("journal retention", deleted_rows=self._pruned)
+            self._pruned = 0
+
+    def _checkpoint(self) -> None:
+        """What the chains hold so far needs no walk at the next start; the statistics kept."""
+        try:
+            self.journal.checkpoint()
+            self._keep_statistics()
+        except JournalWriteError as exc:
+            self.log.warning("journal checkpoint postponed", error=str(exc))
+
+    def _checkpoint_wal(self) -> None:
+        if self._wal_task is not None and not self._wal_task.done():
+            return  # the last one is still at it (a slow disk)
+        self._wal_task = asyncio.get_running_loop().create_task(self._checkpoint_wal_now())
+
+    async def _checkpoint_wal_now(self) -> None:
+        try:
+            await asyncio.to_thread(checkpoint_wal, self.journal.path)
+        except Exception as exc:  # a full disk, say: the log waits, the journal says so itself
+            self.log.warning("journal checkpoint failed", error=repr(exc))
+
+    def _keep_statistics(self) -> None:
+        """The statistics' running aggregates, for the next start to go on from."""
+        statistics = self.pipeline.statistics
+        last = self.journal.last_decision_id()
+        if statistics is not None and last != self._statistics_kept:
+            self.journal.save_statistics(statistics.snapshot(), last)
+            self._statistics_kept = last
 
     def _info_message(self) -> Outgoing:
         """The retained <base>/info: software, drivers, wheel, key and configuration identity."""
@@ -434,6 +566,7 @@ class Daemon:
             kid=signer.kid if signer is not None else None,
             public_key_pem=signer.public_pem().decode("ascii") if signer is not None else None,
             now=time.time(),
+            epoch=self.journal.epoch,
         )
         if signer is not None:
             payload = signer.sign(payload)
@@ -512,16 +645,57 @@ class Daemon:
             parts.append("broker unreachable")
         return "; ".join(parts)
 
-    async def _on_command(self, command: OperatorCommand) -> dict[str, Any]:
+    async def _on_command(self, command: OperatorCommand) -> dict[str, Any] | None:
+        now = time.time()
+        sender = claimed_operator(command)
+        # Each sender its own bucket, and every sender together one more: a flood under
+        # a new name each time costs no more (a close is another command: never held).
+        recall = command.name == "recall"
+        if not (
+            self._command_rate.allow(sender, command.name, now)
+            and self._table_rate.allow("", command.name, now)
+            and (not recall or self._recall_rate.allow("", "recall", now))
+        ):
+            # Past its sender's rate: no parsing, no reply, no record of its own (a
+            # count is journaled each minute): a flood costs nothing later.
+            if self._rate_summary is None:
+                loop = asyncio.get_running_loop()
+                self._rate_summary = loop.call_later(RATE_SUMMARY_S, self._journal_rate_refusals)
+            return None
         if command.name == "recall":
-            return self._recall(command)
+            return await self._recall(command)
         try:
-            reply, effects = self.pipeline.on_command(command, time.time())
+            reply, effects = self.pipeline.on_command(command, now)
         except Exception as exc:  # a command must never take the daemon down
             self.log.error("command failed", command=command.name, error=repr(exc))
             return {"ok": False, "error": "internal error", "schema_version": SCHEMA_VERSION}
         self._apply(effects)
         return {**reply, "schema_version": SCHEMA_VERSION}
+
+    def _journal_rate_refusals(self) -> None:
+        """Commands refused over their sender's rate this past while: one record each kind."""
+        self._rate_summary = None
+        now = time.time()
+        records = [
+            CommandRecord(
+                now,
+                command,
+                sender or None,
+                f"{count} {command} command(s) refused over the rate",
+                False,
+                f"rate limited: more than {RATE_PER_S:g} a second",
+            )
+            for (sender, command), count in sorted(self._command_rate.take_refused().items())
+        ]
+        for record in records:
+            self.log.warning(
+                "commands refused over the rate",
+                sender=record.sender,
+                command=record.name,
+                refused=record.payload,
+            )
+        if records:
+            self._apply(Effects(commands=records))
 
     def _on_retained_result(self, name: str, payload: bytes) -> None:
         """The broker's retained ``result`` or ``sequence``, at a (re)connect."""
@@ -530,23 +704,36 @@ class Daemon:
         else:
             self._apply(self.pipeline.on_broker_result(payload, time.time()))
 
-    def _recall(self, command: OperatorCommand) -> dict[str, Any]:
-        """``recall``: the last games with their events and frames, read from the journal."""
+    async def _recall(self, command: OperatorCommand) -> dict[str, Any]:
+        """``recall``: the last games with their events and frames, read from the journal.
+
+        Read in a worker thread with a connection of its own (indexed, a few
+        games): the loop that decides games goes on meanwhile.
+        """
         now = time.time()
         text = command.payload[:2000].decode("utf-8", "replace")
         try:
             asked = parse(command)
             assert isinstance(asked, Recall)
-            with JournalView(self.journal.path) as view:
-                games = recall(view, asked.last, asked.game_id)
-            reply: dict[str, Any] = {"ok": True, "games": [game.to_json() for game in games]}
+            async with self._recalls:
+                games = await asyncio.to_thread(self._read_games, asked)
+            reply: dict[str, Any] = {"ok": True, "games": games}
             record = CommandRecord(now, command.name, asked.operator, text, True, "recalled")
         except (CommandError, JournalError) as exc:
             reply = {"ok": False, "error": str(exc)}
             record = CommandRecord(now, command.name, command.sender, text, False, str(exc))
-            self.log.warning("command refused", command=command.name, error=str(exc))
+            self.log.warning(
+                "command refused", command=command.name, sender=command.sender, error=str(exc)
+            )
         self._apply(Effects(commands=[record]))
         return {**reply, "schema_version": SCHEMA_VERSION}
+
+    def _read_games(self, asked: Recall) -> RawJSON:
+        """The games asked for, as the reply's JSON array, written here in the worker
+        thread a game at a time (the loop takes the GIL back between them)."""
+        with JournalView(self.journal.path) as view:
+            games = recall(view, asked.last, asked.game_id)
+        return RawJSON("[" + ",".join(json.dumps(game.to_json()) for game in games) + "]")
 
     # -- effects -------------------------------------------------------------------
 
@@ -568,9 +755,29 @@ class Daemon:
                 loop = asyncio.get_running_loop()
                 self._frames_timer = loop.call_later(FRAME_FLUSH_S, self._flush_frames_later)
             if effects.commands:
-                journal.record_commands(effects.commands)
+                # Commands are group-committed: those of one turn of the loop in one
+                # commit, without an fsync; with what an accepted one did, at once.
+                self._commands += effects.commands
+                if effects.durable or effects.table_state is not None:
+                    self._flush_commands()
+                elif self._commands_flush is None:
+                    loop = asyncio.get_running_loop()
+                    self._commands_flush = loop.call_soon(self._flush_commands_later)
             if effects.table_state is not None:
                 journal.save_table_state(effects.table_state)
+            if effects.superseded:
+                base = self.config.base_topic
+                topics = [f"{base}/{name}" for name in SUPERSEDED_TOPICS]
+                dropped = journal.supersede(topics)
+                if dropped:
+                    self.log.warning(
+                        "game messages never published dropped: another wheeld went on past them",
+                        dropped=dropped,
+                    )
+            if effects.chain_floor is not None:
+                journal.record_floor(*effects.chain_floor)
+            if effects.taken_from is not None:
+                journal.record_takeover(effects.taken_from)
             if effects.alarms or effects.set_alerts is not None:
                 # Before the decisions: their durable commit makes these durable too.
                 journal.record_alarms(effects.alarms, effects.set_alerts)
@@ -586,6 +793,11 @@ class Daemon:
                 )
                 if self.metrics is not None:
                     self.metrics.decided(effects.games, effects.messages, ids)
+                if effects.games:
+                    # Kept: now the history, the statistics and the alerts follow from them.
+                    self._apply(self.pipeline.committed())
+                if journal.last_decision_id() - self._statistics_kept >= STATISTICS_EVERY:
+                    self._keep_statistics()
             else:
                 if effects.state is not None:
                     journal.save_state(effects.state)
@@ -603,6 +815,23 @@ class Daemon:
             self._enqueue_best_effort(self._info_message())
         self.publisher.wake()
         self._rearm()
+
+    def _flush_commands(self) -> None:
+        """Journal the commands buffered; JournalWriteError keeps them for the next try."""
+        if self._commands_flush is not None:
+            self._commands_flush.cancel()
+            self._commands_flush = None
+        if self._commands:
+            self.journal.record_commands(self._commands)
+            self._commands = []
+
+    def _flush_commands_later(self) -> None:
+        self._commands_flush = None
+        try:
+            self._flush_commands()
+        except JournalWriteError as exc:
+            del self._commands[: max(0, len(self._commands) - FRAME_BUFFER_MAX)]
+            self._journal_failed(Effects(), str(exc))
 
     def _flush_frames(self) -> None:
         """Journal the buffered lines; JournalWriteError keeps them for the next try."""

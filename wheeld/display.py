@@ -68,10 +68,10 @@ class Display:
             case StatusMessage(state=state):
                 self._set(daemon_online=state == "online")
             case (
-                ResultMessage(number=number, game_id=game_id)
-                | LatestResult(number=number, game_id=game_id)
+                ResultMessage(number=number, game_id=game_id, epoch=epoch)
+                | LatestResult(number=number, game_id=game_id, epoch=epoch)
             ):
-                if not self._seen.first_time(game_id):
+                if not self._seen.first_time(game_id, epoch):
                     return  # published again until acknowledged: not a new number
                 self.number = number
                 if self.live:

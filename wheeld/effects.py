@@ -36,16 +36,21 @@ class FrameRecord:
     line: bytes
     #: The game in progress when it crossed (or the one it opened), else None.
     game_id: int | None
+    #: No frame of the wheel's protocol: line noise, kept as a sample and counted.
+    noise: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class GameRecord:
-    """A game decision as journalled: its id, event name and published payload."""
+    """A game decision as journalled: its id, its ``event`` as published, and its payload."""
 
     game_id: int
     event: str
     payload: str
     number: str | None = None
+    #: The payload as an object, for what is derived from it once it is kept (the
+    #: statistics, the history, the alerts): never parsed again.
+    message: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +110,16 @@ class Effects:
 
     #: An alarm is among the messages: it must survive a power cut too.
     alarmed: bool = False
+    #: The message chain was moved on past another journal's message: its (seq, digest),
+    #: for ``verify`` to tell that jump from a gap.
+    chain_floor: tuple[int, str] | None = None
+    #: The marker of another controller the table was taken over from (epoch, seq or game
+    #: id, event): kept, so that reading it again changes nothing.
+    taken_from: tuple[str, int, str] | None = None
+    #: Another journal went on past this one's: the game messages still waiting in the
+    #: outbox never went out (they would contradict it) and the retained game state is
+    #: behind: both are let go.
+    superseded: bool = False
 
     @property
     def durable(self) -> bool:
@@ -130,6 +145,11 @@ class Effects:
         self.alarms += other.alarms
         if other.set_alerts is not None:
             self.set_alerts = other.set_alerts
+        if other.chain_floor is not None:
+            self.chain_floor = other.chain_floor
+        self.superseded = self.superseded or other.superseded
+        if other.taken_from is not None:
+            self.taken_from = other.taken_from
 
     def log(self, level: LogLevel, event: str, **fields: Any) -> None:
         """Add a log record."""

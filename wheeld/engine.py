@@ -294,6 +294,20 @@ class GameEngine:
         self.state.rotor_revolutions_since_no_spin = 0
         return [NoSpin(game_id, now, "controller_restart", ("controller_restart",))]
 
+    def taken_over(self, up_to: int, last_rotor: Direction | None) -> int | None:
+        """Another controller announced games up to ``up_to`` since this engine's last
+        word: the game open here (left by the last run, or still live) at or before it
+        was that controller's to end, not ours, and alternation goes on from the
+        rotor of its last result (``last_rotor``: None when unknown). Returns the game
+        forgotten, if any."""
+        self.state.last_result_rotor = last_rotor
+        game_id = self.game_in_progress or self.state.open_game
+        if game_id is None or game_id > up_to:
+            return None
+        self.state.open_game = None
+        self._game = None
+        return game_id
+
     def on_event(self, event: WheelEvent, now: float) -> list[Decision]:
         """Apply one wheel event heard at host time ``now``."""
         out: list[Decision] = []

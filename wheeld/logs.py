@@ -52,9 +52,22 @@ def configure(level: str = "info", fmt: str = "auto", stream: Any = None) -> Non
         logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
-    # aiomqtt and paho log through the standard library; keep them quiet and
-    # in the same stream.
-    logging.basicConfig(level=logging.WARNING, stream=out, format="%(name)s: %(message)s")
+    # aiomqtt and paho log through the standard library: warnings and up, rendered as
+    # wheeld's own lines (JSON for journald), never a bare text line among them.
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
 
 
 def get(name: str = "wheeld") -> Any:

@@ -8,11 +8,17 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import time
 from collections.abc import Mapping
+
+#: Long start-up work (a large older journal brought up to date) asks systemd for
+#: this much more time at once, and again every ``EXTEND_EVERY_S`` while it lasts.
+EXTEND_BY_S = 60
+EXTEND_EVERY_S = 10.0
 
 
 class Notifier:
-    """Sends ``READY=1``, ``STATUS=...``, ``WATCHDOG=1`` and ``STOPPING=1``."""
+    """Sends READY, STATUS, WATCHDOG, EXTEND_TIMEOUT_USEC and STOPPING to systemd."""
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
@@ -26,6 +32,7 @@ class Notifier:
         watched = usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid()))
         #: How often systemd wants a WATCHDOG=1, in seconds; None when it does not.
         self.watchdog_interval = int(usec) / 1_000_000 if watched else None
+        self._extended_at: float | None = None
 
     def send(self, *fields: str) -> None:
         """Send ``fields`` (e.g. ``"READY=1"``, ``"STATUS=..."``) as one message."""
@@ -36,6 +43,19 @@ class Notifier:
         # systemd gone or its socket full: nothing useful to do but go on.
         with contextlib.suppress(OSError):
             self._socket.sendto("\n".join(fields).encode("utf-8"), self._address)
+
+    def starting(self, status: str) -> None:
+        """Long start-up work is going on: more time (``EXTEND_TIMEOUT_USEC``), the watchdog fed.
+
+        Cheap to call often: said at most every ``EXTEND_EVERY_S``.
+        """
+        now = time.monotonic()
+        if self._extended_at is not None and now - self._extended_at < EXTEND_EVERY_S:
+            return
+        self._extended_at = now
+        self.send(
+            f"EXTEND_TIMEOUT_USEC={EXTEND_BY_S * 1_000_000}", "WATCHDOG=1", f"STATUS={status}"
+        )
 
     def ready(self, status: str) -> None:
         self.send("READY=1", f"STATUS={status}")

@@ -38,11 +38,13 @@ from wheeld.effects import (
     TableState,
 )
 from wheeld.engine import EngineState, GameEngine
-from wheeld.events import DisplayMismatch, ReasonCode, ResultContradicted, WheelHello
+from wheeld.events import DisplayMismatch, ResultContradicted, WheelHello
 from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
 from wheeld.messages import SCHEMA_VERSION, game_payload, iso_utc
+from wheeld.noise import NoiseMeter
+from wheeld.ratelimit import AlarmRate
 from wheeld.rules import RulesConfig
-from wheeld.signing import ChainState, Signer, digest
+from wheeld.signing import ChainState, Signer, digest, signature_problem
 from wheeld.signing import chain as sign_into_chain
 from wheeld.stats import Statistics
 
@@ -52,6 +54,7 @@ CLOSED_TABLE_NOTE = "table closed"
 WHEEL_LINK_FAULT = "wheel_link_lost"
 JOURNAL_FAULT = "journal_unwritable"
 COVER_FAULT = "cover_open"
+LINE_NOISE_FAULT = "line_noise"
 DEVIATION_ALERT = "deviation"
 REPEATED_NO_SPIN_ALERT = "repeated_no_spins"
 GAMES_PER_HOUR_ALERT = "games_per_hour"
@@ -72,6 +75,8 @@ _PUBLISHED_AS: dict[type, str] = {
 #: exact integers (2**53 - 1): a table moved there still has room for every game
 #: it will ever play, and a forged or broken value near the end is no evidence.
 LAST_CONTINUABLE = 2**52
+#: Events that open a game (a game whose last word was one of these is still open).
+LAUNCHED = frozenset({"spinning", "no_more_bets"})
 #: A table's chain before its first message ever: seq 1, prev null.
 FIRST_MESSAGE = ChainState()
 
@@ -138,6 +143,8 @@ class AlertSettings:
     sector_min_games: int = 370
     #: This many launches in a row with the rotor turning as at the last result.
     direction_unchanged: int | None = None
+    #: Noise bytes in a minute past which ``line_noise`` is set (cleared under half).
+    line_noise_bytes_per_minute: int = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +159,12 @@ class TableSettings:
     history_length: int = 100
     rules: RulesConfig = field(default_factory=RulesConfig)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    #: The journal's epoch, carried in every game message (``replay``: one made from the
+    #: capture; a pipeline with no journal behind it: this placeholder).
+    epoch: str = "unjournaled"
+    #: The shell calls ``committed`` once the journal keeps a batch of decisions (the
+    #: daemon); off, the pipeline derives at once (replay, which keeps nothing).
+    after_commit: bool = False
 
 
 class TablePipeline:
@@ -170,6 +183,7 @@ class TablePipeline:
         chain: ChainState = FIRST_MESSAGE,
         statistics: Statistics | None = None,
         set_alerts: Mapping[str, Mapping[str, Any]] | None = None,
+        taken_from: tuple[str, int, str] | None = None,
     ) -> None:
         self.settings = settings
         #: The table's statistics, fed each outcome; published on <base>/stats.
@@ -204,6 +218,15 @@ class TablePipeline:
         #: Where the chain of <base>/game messages stands: what the next one carries.
         self.chain = chain
         self._from_wheel = LineSplitter()
+        self._noise = NoiseMeter()
+        self._alarm_rate = AlarmRate()
+        #: Decisions made, not yet known kept: what ``committed`` derives from.
+        self._undone: list[tuple[GameRecord, GameEvent]] = []
+        #: The last result's rotor as the journal keeps it (alternation is judged by it).
+        self._kept_rotor = self.engine.state.last_result_rotor
+        #: The last marker of another controller this journal took the table over
+        #: from: (epoch, seq or game id, event); read again, it changes nothing.
+        self.taken_from = taken_from
         self._restore_alerts(set_alerts or {})
 
     def _restore_alerts(self, stored: Mapping[str, Mapping[str, Any]]) -> None:
@@ -271,20 +294,47 @@ class TablePipeline:
             self._fault(code, now, out, active=False)
 
     def on_bytes(self, data: bytes, now: float) -> Effects:
-        """Bytes from the wheel, heard at host time ``now``; every line goes to the journal."""
+        """Bytes from the wheel, heard at host time ``now``; every line goes to the journal.
+
+        A line that made no frame of the wheel's protocol is noise: measured
+        (``line_noise``), and journaled as a sample rather than whole.
+        """
         out = Effects()
+        noisy = 0
         for segment in _segments(data):
             before = self.engine.game_in_progress
             next_before = self.engine.state.next_game_id
+            frames_before = self._good_frames()
             self._on_segment(segment, now, out)
             # The game in progress when the line crossed, or the one it opened
             # (even if the launch was voided at once).
             game = before
             if game is None and self.engine.state.next_game_id != next_before:
                 game = self.engine.state.next_game_id - 1
+            noise = frames_before is not None and self._good_frames() == frames_before
             for line in self._from_wheel.feed(segment):
-                out.frames.append(FrameRecord(now, "<", line, game))
+                out.frames.append(FrameRecord(now, "<", line, game, noise))
+                if noise:
+                    noisy += len(line) + 1
+        if noisy:
+            self._noise.add(now, noisy)
+        if noisy or LINE_NOISE_FAULT in self.faults:
+            self._judge_noise(now, out)
         return self._frame_writes(out, now)
+
+    def _good_frames(self) -> int | None:
+        """The frames the decoder has read whole (its ``frames`` counter), None if it keeps none."""
+        count = getattr(self.decoder.counters, "frames", None)
+        return count if type(count) is int else None
+
+    def _judge_noise(self, now: float, out: Effects) -> None:
+        """``line_noise``: set past the threshold over the last minute, cleared under half."""
+        heard = self._noise.in_window(now)
+        threshold = self.settings.alerts.line_noise_bytes_per_minute
+        if heard > threshold:
+            self._fault(LINE_NOISE_FAULT, now, out, active=True, bytes_per_minute=heard)
+        elif heard <= threshold // 2:
+            self._fault(LINE_NOISE_FAULT, now, out, active=False)
 
     def _on_segment(self, data: bytes, now: float, out: Effects) -> None:
         decisions: list[Decision] = []
@@ -402,47 +452,145 @@ class TablePipeline:
         out.messages.append(self.wheel_message(now))
         return out
 
-    def _sequence_message(self, decision: GameEvent) -> Outgoing:
-        """``<base>/sequence``, retained: the last game id (and seq) this table published.
+    def _sequence_message(self, decision: GameEvent, message: dict[str, Any]) -> Outgoing:
+        """``<base>/sequence``, retained: the game message about to be published, whole.
 
-        What a daemon that lost its state directory, or a standby that takes the
-        table over with a journal of its own, reads before deciding anything: it
-        goes on past this game id and this seq, never reusing one a consumer saw.
+        Published before that message (intent first). A daemon that lost its
+        state directory, or a standby that takes the table over with a journal
+        of its own, reads it before deciding anything: it goes on past this
+        game id and this seq, never reusing one a consumer saw, and says the
+        message again (a repeat a consumer drops) rather than contradict it.
         """
-        said: dict[str, Any] = {"game_id": decision.game_id, "event": _PUBLISHED_AS[type(decision)]}
+        said: dict[str, Any] = {
+            "game_id": decision.game_id,
+            "event": _PUBLISHED_AS[type(decision)],
+            "epoch": self.settings.epoch,
+        }
         if self.signer is not None:
             said["seq"] = self.chain.seq - 1
             said["digest"] = self.chain.prev  # the next message's prev
-        said.update(table=self.settings.table, schema_version=SCHEMA_VERSION)
+        said.update(message=message, table=self.settings.table, schema_version=SCHEMA_VERSION)
         return Outgoing(f"{self._base}/sequence", json.dumps(said), retain=True)
 
     def on_broker_sequence(self, payload: bytes, now: float) -> Effects:
         """The broker's retained ``<base>/sequence``: game ids and seqs go on past it.
 
-        Read at start, before the first decision: a state directory lost whole,
-        or another journal (a standby machine's), would otherwise start ids or
-        seqs where a consumer has already seen them. A game the last daemon left
-        open there (launched, never ended) is void: its consumers wait for an end.
-        Another table's, or one that names no digest for its seq, moves nothing.
+        Read at start, before the first decision, and at every reconnect. The
+        marker names the last game message said for the table, before it went
+        out, whole. One this journal holds (or already took over from) changes
+        nothing. Another — a standby's, a lost state directory's, or one a
+        power cut took from ours — is a table another controller went on with:
+        its message is said again, word for word (a repeat consumers drop: it
+        may never have gone out); ids and seqs go on past it, the next
+        message's ``prev`` naming it; a game it launched is voided here, once;
+        the game open here at or before it is forgotten (it was the other
+        controller's to end); alternation goes on from the other's last
+        result; and what this journal still had to say of its games is let go
+        (``Effects.superseded``): it never went out, or the marker would say so.
+
+        Only a marker whose message is the one it names, signed by this table's
+        key (at an unsigned table: unsigned), moves anything: a marker is
+        retained state, and anyone allowed to publish there could forge one.
+        An older wheeld's marker (no epoch, no message) moves ids and seqs on.
         """
         out = Effects()
         body = self._broker_json(payload, "sequence", out)
         if body is None:
             return out
+        game, event, seq = body.get("game_id"), body.get("event"), body.get("seq")
+        if type(game) is not int or not 0 < game <= LAST_CONTINUABLE:
+            why = f"game_id {str(game)[:32]} is not one to go on from"
+            out.log("warning", "broker's retained sequence ignored", why=why)
+            return out
+        if "epoch" not in body:
+            return self._older_marker(body, game, now, out)
+        message = self._vouched(body, out)
+        if message is None:
+            return out
+        # Signed, the marker's seq is its message's (``_vouched``): the chain's place.
+        number = seq if self.signer is not None and type(seq) is int else None
+        ours = body["epoch"] == self.settings.epoch and (
+            number < self.chain.seq if number is not None else game < self.engine.state.next_game_id
+        )
+        said = (str(body["epoch"]), number if number is not None else game, str(event))
+        if ours or said == self.taken_from:
+            return out
+        self.taken_from = out.taken_from = said
+        out.superseded = True
+        body_text = _compact(message)
+        out.messages.append(Outgoing(f"{self._base}/game", body_text))
+        if event == "result":
+            out.messages.append(Outgoing(f"{self._base}/result", body_text, retain=True))
+        rotor = message.get("rotor_direction") if event == "result" else None
+        forgotten = self.engine.taken_over(game, rotor if rotor in ("cw", "ccw") else None)
+        if forgotten is not None:
+            out.log("warning", "game open here ended by another controller", game_id=forgotten)
+        digest_ = body.get("digest")
+        if number is not None and type(digest_) is str:
+            self._go_on_after(number, digest_, now, out)
+        self._floor_game_id(game, now, out)
+        voided: list[Decision] = []
+        if event in LAUNCHED:
+            voided.append(NoSpin(game, now, "controller_restart", ("controller_restart",)))
+        self._decide(voided, out)  # the engine state too, when it changed
+        return out
+
+    def _older_marker(self, body: dict[str, Any], game: int, now: float, out: Effects) -> Effects:
+        """An older wheeld's marker: the last message after it went out, by id and seq."""
+        left_open = body.get("event") in LAUNCHED and game >= self.engine.state.next_game_id
         digest_ = body.get("digest")
         if type(digest_) is str and len(digest_) == 43:
             self._floor_seq(body.get("seq"), digest_, now, out)
-        game, event = body.get("game_id"), body.get("event")
-        left_open = (
-            event in ("spinning", "no_more_bets")
-            and type(game) is int
-            and game >= self.engine.state.next_game_id  # not one this journal knows
-        )
         self._floor_game_id(game, now, out)
-        if left_open and type(game) is int and self.engine.state.next_game_id > game:
-            reasons: tuple[ReasonCode, ...] = ("controller_restart",)
-            self._decide([NoSpin(game, now, "controller_restart", reasons)], out)
+        voided: list[Decision] = []
+        if left_open and self.engine.state.next_game_id > game:
+            voided.append(NoSpin(game, now, "controller_restart", ("controller_restart",)))
+        self._decide(voided, out)
         return out
+
+    def _vouched(self, marker: dict[str, Any], out: Effects) -> dict[str, Any] | None:
+        """The game message a marker carries, when it is the one the marker names and this
+        table vouches for it; else None, with one log line."""
+        message = marker.get("message")
+        why = None
+        if not isinstance(message, dict):
+            why = "it carries no message"
+        elif (message.get("game_id"), message.get("event"), message.get("epoch")) != (
+            marker.get("game_id"),
+            marker.get("event"),
+            marker.get("epoch"),
+        ) or message.get("table") != self.settings.table:
+            why = "its message is not the one it names"
+        elif self.signer is not None:
+            why = signature_problem(message, self.signer.public_key)
+            if why is None and (message.get("seq"), digest(message)) != (
+                marker.get("seq"),
+                marker.get("digest"),
+            ):
+                why = "its seq or digest is not its message's"
+        elif "sig" in message:
+            why = "a signed message at a table that signs nothing"
+        if why is not None:
+            out.log("warning", "broker's retained sequence ignored", why=why)
+            return None
+        assert isinstance(message, dict)
+        return message
+
+    def _go_on_after(self, seq: int, digest_: str, now: float, out: Effects) -> None:
+        """The chain goes on after another controller's message ``seq`` (``digest_``): the
+        next message names it as ``prev``, its seq past both chains'."""
+        moved = self.chain.seq <= seq
+        self.chain = ChainState(max(self.chain.seq, seq + 1), digest_)
+        out.chain_floor = (self.chain.seq - 1, digest_)
+        if moved:
+            self._raise(
+                Alarm(
+                    now,
+                    "seq_behind_broker",
+                    {"severity": "critical", "broker_seq": seq, "next_seq": seq + 1},
+                ),
+                out,
+            )
 
     def on_broker_result(self, payload: bytes, now: float) -> Effects:
         """The broker's retained result: a game id (or seq) at or past ours would repeat.
@@ -488,6 +636,7 @@ class TablePipeline:
         if not self.chain.seq <= seen <= LAST_CONTINUABLE:
             return
         self.chain = ChainState(seen + 1, digest_)
+        out.chain_floor = (seen, digest_)
         self._raise(
             Alarm(
                 now,
@@ -537,6 +686,9 @@ class TablePipeline:
         """
         out = Effects()
         self.chain = self._chain_before(failed) or self.chain
+        # Nothing is derived from what was not kept; alternation goes on from what was.
+        self._undone = []
+        self.engine.state.last_result_rotor = self._kept_rotor
         for game in failed.games:
             if game.game_id not in self.unrecorded:
                 self.unrecorded.append(game.game_id)
@@ -718,34 +870,62 @@ class TablePipeline:
                     continue
                 self._raise(decision, out)
                 continue
-            body = game_payload(decision, table, layout).to_json()
+            body = game_payload(decision, table, layout, self.settings.epoch).to_json()
+            message: dict[str, Any] = json.loads(body)
             if self.signer is not None:
-                signed, self.chain = sign_into_chain(json.loads(body), self.chain, self.signer)
-                body = _compact(signed)
+                message, self.chain = sign_into_chain(message, self.chain, self.signer)
+                body = _compact(message)
             number = decision.number if isinstance(decision, Result) else None
-            out.games.append(GameRecord(decision.game_id, type(decision).__name__, body, number))
+            record = GameRecord(
+                decision.game_id, _PUBLISHED_AS[type(decision)], body, number, message
+            )
+            out.games.append(record)
+            # Intent first: the marker names the message before it goes out, so a
+            # successor that finds it knows what may have reached a consumer.
+            out.messages.append(self._sequence_message(decision, message))
             out.messages.append(Outgoing(f"{self._base}/game", body))
-            out.messages.append(self._sequence_message(decision))
             self._last_game = decision.game_id
             self._log_decision(decision, out)
             if number is not None:
-                self.history.appendleft(number)
                 out.messages.append(Outgoing(f"{self._base}/result", body, retain=True))
-                out.messages.append(self._history_message())
-            if self.statistics is not None:
-                # Launches and no-more-bets are timed (phases); outcomes refresh the figures.
-                self.statistics.add(json.loads(body))
-            if self.statistics is not None and isinstance(decision, Result | NoSpin):
-                figures = {**self.statistics.to_json(), "schema_version": SCHEMA_VERSION}
-                stats = json.dumps(figures)
-                out.messages.append(Outgoing(f"{self._base}/stats", stats, retain=True))
-            if isinstance(decision, Spinning):
-                self._judge_direction(decision, out)
-            if isinstance(decision, Result | NoSpin):
-                self._judge_alerts(decision, out)
+            self._undone.append((record, decision))
         if out.games or self.engine.state != self._saved_state:
             out.state = replace(self.engine.state)
             self._saved_state = out.state
+        if not self.settings.after_commit:
+            out.extend(self.committed())
+
+    def committed(self) -> Effects:
+        """What follows from decisions once the journal keeps them: the history, the
+        statistics, the alerts (the shell says so after its commit; with
+        ``TableSettings.after_commit`` off, ``_decide`` says so itself).
+
+        A decision the journal could not keep is voided when it can again, and
+        nothing was derived from it: not a number in the history, not a count.
+        """
+        out = Effects()
+        outcome = False
+        for record, decision in self._undone:
+            if record.message is None:
+                continue
+            if record.number is not None:
+                self.history.appendleft(record.number)
+            if self.statistics is not None:
+                # Launches and no-more-bets are timed (phases); outcomes refresh the figures.
+                self.statistics.add(record.message)
+            if isinstance(decision, Spinning):
+                self._judge_direction(decision, out)
+            if isinstance(decision, Result | NoSpin):
+                outcome = True
+                self._judge_alerts(decision, out)
+        if any(record.number is not None for record, _ in self._undone):
+            out.messages.append(self._history_message())
+        if outcome and self.statistics is not None:
+            figures = {**self.statistics.to_json(), "schema_version": SCHEMA_VERSION}
+            out.messages.append(Outgoing(f"{self._base}/stats", json.dumps(figures), retain=True))
+        self._undone = []
+        self._kept_rotor = self.engine.state.last_result_rotor
+        return out
 
     def _fault(self, code: str, now: float, out: Effects, *, active: bool, **detail: Any) -> None:
         """A fault that is set and later cleared: one alarm each way, the clear with both ends."""
@@ -883,9 +1063,19 @@ class TablePipeline:
         return out
 
     def _raise(self, alarm: Alarm, out: Effects) -> None:
-        """Journal (durably) and publish an alarm, and log it."""
-        message = self._alarm_message(alarm)
+        """Journal (durably) and publish an alarm, and log it.
+
+        A one-off alarm (no ``state``) past its code's rate is counted instead;
+        the next one said carries the count (``repeated``).
+        """
         state = alarm.detail.get("state")
+        if state is None:
+            said, held = self._alarm_rate.allow(alarm.code, alarm.at)
+            if not said:
+                return
+            if held:
+                alarm = Alarm(alarm.at, alarm.code, {**alarm.detail, "repeated": held})
+        message = self._alarm_message(alarm)
         kind = state if isinstance(state, str) else "raised"
         out.alarms.append(AlarmRecord(alarm.at, alarm.code, kind, message.payload))
         out.messages.append(message)

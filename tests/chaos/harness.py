@@ -42,6 +42,7 @@ from paho.mqtt.properties import Properties
 
 from tests.rig import Broker, DaemonProcess, Subscriber, make_signing_key, wait_for
 from wheeld.journal import JOURNAL_FILE, Journal
+from wheeld.journal.codec import unpack_payload
 from wheeld.signing import load_public_key, signature_problem
 
 TABLE = "CHAOS"
@@ -233,7 +234,7 @@ def _live_journal(path: Path) -> list[tuple[int, str, str]]:
         return []
     with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
         rows = db.execute("SELECT game_id, event, payload FROM decisions ORDER BY id").fetchall()
-    return [(int(row[0]), str(row[1]), str(row[2])) for row in rows]
+    return [(int(row[0]), str(row[1]), unpack_payload(row[2])) for row in rows]
 
 
 class ChaosRig:
@@ -254,6 +255,8 @@ class ChaosRig:
         self.operator: paho.Client | None = None
         self._replies: queue.Queue[tuple[str, Any]] = queue.Queue()
         self._replies_seen: list[tuple[str, Any]] = []
+        #: How many replies each command had before the last one of its kind was sent.
+        self._asked: dict[str, int] = {}
         self.wheels_started = 0
         #: Decisions of journals a fault moved aside or deleted, oldest first.
         self.retired: list[tuple[int, str, str]] = []
@@ -335,6 +338,8 @@ class ChaosRig:
         properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
         if not retain:
             properties.ResponseTopic = f"{REPLY_TOPIC}/{name}"
+            # Counted before it goes: its reply may come before anyone waits for it.
+            self._asked[name] = len(self.replies(name))
         info = operator.publish(
             f"{BASE}/command/{name}", payload, qos=1, retain=retain, properties=properties
         )
@@ -348,8 +353,8 @@ class ChaosRig:
         return [body for topic, body in self._replies_seen if topic == f"{REPLY_TOPIC}/{name}"]
 
     def wait_reply(self, name: str, timeout: float = 10) -> Any:
-        """The next reply to command ``name``."""
-        count = len(self.replies(name))
+        """The reply to the last command ``name`` sent."""
+        count = self._asked.get(name, 0)
         wait_for(lambda: len(self.replies(name)) > count, timeout, f"a reply to {name}")
         return self.replies(name)[count]
 

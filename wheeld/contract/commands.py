@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from wheeld.commands import DEFAULT_RECALL, MAX_NOTE, MAX_OPERATOR, MAX_RECALL
+from wheeld.commands import DEFAULT_RECALL, MAX_GAME_ID, MAX_NOTE, MAX_OPERATOR, MAX_RECALL
 from wheeld.contract.topics import Pocket, SchemaVersion, TableId, Timestamp
 
 #: The longest ``correlation_id`` a command may carry.
@@ -40,6 +40,8 @@ CorrelationId = Annotated[
     Field(max_length=MAX_CORRELATION_ID, description="echoed in the reply"),
 ]
 GameId = Annotated[int, Field(ge=1)]
+#: A game a command names: JSON's exact integers only, as ``wheeld.commands`` checks.
+CommandGameId = Annotated[int, Field(ge=1, le=MAX_GAME_ID)]
 
 
 class Command(BaseModel):
@@ -58,7 +60,7 @@ class NoSpinCommand(Command):
     note: Annotated[str, Field(max_length=MAX_NOTE)] = Field(
         default="", description="why: published as the no_spin's note"
     )
-    game_id: int | SkipJsonSchema[None] = Field(
+    game_id: CommandGameId | SkipJsonSchema[None] = Field(
         default=None, description="void only this game: a queued command cannot void a later one"
     )
 
@@ -75,7 +77,7 @@ class RecallCommand(Command):
     """``recall``: the last ``last`` games, ending with ``game_id`` when given."""
 
     last: Annotated[int, Field(ge=1, le=MAX_RECALL)] = DEFAULT_RECALL
-    game_id: GameId | SkipJsonSchema[None] = None
+    game_id: CommandGameId | SkipJsonSchema[None] = None
 
 
 class AckCommand(Command):
@@ -141,6 +143,11 @@ class RecalledGame(BaseModel):
     events: list[dict[str, Any]] = Field(
         description="the game's <base>/game payloads as published (older ones may predate "
         'schema_version; one the journal cannot read is {"unreadable": text})'
+    )
+    messages: list[dict[str, Any]] = Field(
+        description="the game's signed <base>/game payloads exactly as published (the same "
+        "JSON objects, member for member), for a consumer to verify and keep: the events the "
+        "journal can read"
     )
     frames: list[RecalledFrame]
 

@@ -72,12 +72,23 @@ class Chained(Signed):
 # -- <base>/game and <base>/result -------------------------------------------------------
 
 
+Epoch = Annotated[
+    Base64Url,
+    Field(
+        min_length=11,
+        description="the journal's epoch: a random id made with it; (table, epoch, game_id)"
+        " and (table, epoch, seq) never repeat",
+    ),
+]
+
+
 class _GameEvent(Chained):
     # What the builders default, the wire always carries: required here.
     game_id: Annotated[int, Field(ge=1)] = Field(
         description="the game's id: 1, 2, 3... for the table, never reused"
     )
     table: TableId
+    epoch: Epoch
     ts: Timestamp = Field(description="when it was decided (ISO-8601 UTC, milliseconds)")
     schema_version: SchemaVersion
 
@@ -153,13 +164,18 @@ class Status(Published):
 
 
 class Sequence(Published):
-    """``<base>/sequence`` (retained): the last game event the table published, by id and seq.
+    """``<base>/sequence`` (retained): the game message about to be published, whole.
 
-    A daemon reads it at start, before deciding anything: game ids and seqs go on
-    past it, so a lost state directory or a standby's journal never reuses one."""
+    Said before that message goes out (intent first). A daemon reads it at
+    start and at every reconnect, before deciding anything: game ids and seqs
+    go on past it, so a lost state directory or a standby's journal never
+    reuses one; when its journal does not hold that message, it says it again
+    (a repeat consumers drop) and voids the game it launched."""
 
     game_id: Annotated[int, Field(ge=1)]
     event: Literal["spinning", "no_more_bets", "result", "no_spin"]
+    epoch: Epoch
+    message: GameEvent = Field(description="the <base>/game message, as it is published")
     seq: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
         default=None, description="the seq of that message, when the daemon signs"
     )
@@ -245,6 +261,13 @@ class Alarm(Signed):
     games: Count | SkipJsonSchema[None] = None
     problem: str | SkipJsonSchema[None] = None
     topic: str | SkipJsonSchema[None] = None
+    bytes_per_minute: Count | SkipJsonSchema[None] = Field(
+        default=None, description="line_noise: noise bytes over the last minute"
+    )
+    repeated: Count | SkipJsonSchema[None] = Field(
+        default=None,
+        description="alarms of this code held back since the last one said (over its rate)",
+    )
     schema_version: SchemaVersion
 
 
@@ -281,6 +304,7 @@ class Info(Signed):
     """``<base>/info`` (retained): which software, drivers, wheel, key and settings decide."""
 
     table: TableId
+    epoch: Epoch
     software: Software
     drivers: dict[str, DriverIdentity] = Field(description="every installed driver, by name")
     driver: str

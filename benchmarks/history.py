@@ -1,0 +1,1913 @@
+"""A journal of years of play, built as the daemon writes it, then measured.
+
+    python -m benchmarks.history --games N [--frames-per-second F] [--out DIR] [--keep]
+
+**Build.** N games through the real ``TablePipeline`` (``wheeld.daemon.build_pipeline``,
+signed with a generated Ed25519 key) and the real ``Journal``, written as
+``Daemon._apply`` writes them (frames batched and flushed at 64 lines, after
+1 s or with an fsync'd commit; commands group-committed; alarms before the
+decisions; ``journal.record(..., chain=..., durable=...)``; the statistics
+kept every 200 decisions; a checkpoint every 600 s; ``<base>/wheel`` every
+60 s; every outbox entry acknowledged as the publisher does). The wheel is a
+scripted WRP/1 head (``wheeld_simulators.scripted``): each game's own traffic
+is real frames fed line by line at their host times; games come 60-90 an
+hour, 20 hours a day, the table closed (operator ``close`` / ``open``
+commands) the other 4 hours; heartbeats at F frames a second all the time
+and a rotor datum pass every 2.4 s while the table is open; the rotor is
+reversed between games; about 1 % of spins are voided (an object on the
+wheel). Game times end near the time of the build.
+
+What makes it fast without changing what the journal holds (``--check``
+builds a small journal both ways, the daemon's way line by line and this
+way, and compares every row of every table):
+
+- two processes: the pipeline (and the wheel) in one, the journal in the other;
+- the traffic between games (heartbeats, rotor passes, a closed table's
+  hours) is not decoded line by line: the decoder's frame count and sequence
+  number are moved on past it, and the journal gets those lines as sealed
+  frame blocks, encoded, compressed and chained with the journal's own code
+  (``encode_block``, ``block_hash``) rather than through ``frame_tail``; the
+  last seconds before each launch (a rotor pass, three after a no-spin) are
+  decoded, as the engine needs them;
+- ``<base>/stats`` (recomputed by the pipeline after every game, about 2 ms)
+  is computed for real only for the last game: the ones before it are
+  acknowledged and dropped from the outbox, and only the last is kept
+  (``retained``);
+- SQLite runs with ``synchronous=OFF`` (no fsync; the bytes written are the same).
+
+The build goes to ``--out`` (default ``/var/tmp/wheeld-history/games-N-fps-F``)
+with its signing key and a ``build.json``; a later run with the same N and F
+reuses it. The daemon is measured on a copy (it writes); ``--keep`` keeps
+the measuring work directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import math
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.queues
+import os
+import pickle
+import platform
+import random
+import shutil
+import sqlite3
+import statistics as stats_
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, cast
+
+from wheeld.capture import escape
+from wheeld.commands import OperatorCommand
+from wheeld.daemon import (
+    CHECKPOINT_EVERY_S,
+    FRAME_BATCH,
+    FRAME_FLUSH_S,
+    RETENTION_PAUSE_S,
+    STATISTICS_EVERY,
+    WHEEL_STATE_EVERY_S,
+    build_pipeline,
+    load_signer,
+)
+from wheeld.drivers.wrp import WrpDecoder
+from wheeld.effects import Effects, FrameRecord, Outgoing
+from wheeld.engine import EngineState
+from wheeld.journal import JOURNAL_FILE, UNHURRIED_EVENTS, Journal, outbox
+from wheeld.journal.chain import GENESIS, block_hash, put_heads
+from wheeld.journal.codec import BlockLine, encode_block
+from wheeld.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
+from wheeld.pipeline import TablePipeline
+from wheeld.signing import ChainState
+from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel, opposite
+
+if __package__ in (None, ""):  # pragma: no cover - run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+# -- the table's day ------------------------------------------------------------------------
+
+#: Hours the table is open a day; the rest of the day it is closed, the wheel still talking.
+OPEN_HOURS = 20.0
+CLOSED_HOURS = 4.0
+#: Games an hour, each hour drawn between these.
+RATE_PER_HOUR = (60.0, 90.0)
+#: A spin voided this often (an object on the wheel).
+VOID_RATE = 0.01
+#: The rotor's period (ms): a datum pass each turn while the table is open.
+ROTOR_PERIOD_MS = 2400
+#: The shortest time between a game's end and the next pick-up of the ball.
+MIN_GAP_MS = 12_000
+#: The wheel's clock (a 32-bit millisecond count) at its first line: it wraps an hour later.
+TICK_START = (1 << 32) - 3_600_000
+#: Who opens and closes the table.
+PIT_BOSS = "pit-boss"
+#: The format of ``build.json``; a build of another format is made again.
+BUILD_FORMAT = 1
+#: A year of a table: 60-90 games an hour, 20 hours a day.
+GAMES_PER_YEAR = 547_000
+#: The checkout: the daemons and the tools measured run from here.
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to build: N games, heartbeats at F a second, from a seed."""
+
+    games: int
+    fps: float
+    seed: int = 2026
+    #: Host time of the wheel's first line.
+    start: float = 0.0
+    open_hours: float = OPEN_HOURS
+    closed_hours: float = CLOSED_HOURS
+
+    @property
+    def heartbeat_ms(self) -> int:
+        return max(1, round(1000 / self.fps))
+
+    @staticmethod
+    def span_s(
+        games: int, open_hours: float = OPEN_HOURS, closed_hours: float = CLOSED_HOURS
+    ) -> float:
+        """About how long N games take at the table (75 an hour while open)."""
+        per_day = open_hours * sum(RATE_PER_HOUR) / 2
+        return games / per_day * (open_hours + closed_hours) * 3600
+
+
+# -- between the processes ---------------------------------------------------------------------
+#
+# The pipeline's process hands the journal's process items, in the order the
+# daemon would apply them:
+#   ("F", at, line, game_id)               a line of a game whose effects are that frame only
+#   ("E", at, effects, state, chain, kept) any other effects (state and chain for record())
+#   ("W", at, message)                     the 60 s refresh of <base>/wheel
+#   ("C", at, kept)                        the 600 s checkpoint
+#   ("I", message)                         <base>/info, when the wheel's identity changed
+#   ("RS",) / ("RE",)                      a run of lines between games begins / ends (fast)
+#   ("X", kept)                            the daemon stops
+# where ``kept`` is None or (statistics snapshot, last decision row) to keep.
+#
+# Fast build: the lines between games (game id None) go to a third process
+# instead, as runs: each part either a line decoded by the pipeline
+# (at, dir, line) or a ``Stretch`` of lines that were not; it generates them,
+# cuts the run into blocks as ``FrameTail`` does and encodes each block; the
+# journal's process chains and inserts them at the run's ``("RE",)``.
+
+Item = tuple[Any, ...]
+Kept = tuple[dict[str, Any], int] | None
+#: An encoded block of a run: first and last time, lines, stored data.
+Block = tuple[float, float, int, bytes]
+
+_WIRE = {"cw": "CW", "ccw": "CCW"}
+
+
+@dataclass(frozen=True, slots=True)
+class Stretch:
+    """Lines a wheel sends while nothing happens, not decoded: enough to make them again."""
+
+    start: float
+    tick: int
+    seq: int
+    rotor: str | None
+    rotor_period_ms: int
+    heartbeat_ms: int | None
+    next_rotor: int
+    next_heartbeat: int
+    ms: int
+    count: int
+
+    def lines(self) -> list[tuple[float, bytes]]:
+        wheel = QuickWheel(
+            start=self.start,
+            tick=self.tick,
+            seq=self.seq,
+            rotor=cast(Any, self.rotor),
+            rotor_period_ms=self.rotor_period_ms,
+            heartbeat_ms=self.heartbeat_ms,
+        )
+        wheel._next_rotor, wheel._next_heartbeat = self.next_rotor, self.next_heartbeat
+        wheel.advance(self.ms)
+        assert len(wheel.lines) == self.count, (len(wheel.lines), self.count)
+        return wheel.lines
+
+
+#: A part of a run of lines between games: a line decoded, or a stretch that was not.
+RunPart = tuple[float, str, bytes] | Stretch
+
+
+def _xor(data: bytes) -> int:
+    folded = 0
+    for byte in data:
+        folded ^= byte
+    return folded
+
+
+#: The XOR of the digits of 0-9999 as written, and as four digits (zero-padded).
+_XOR_DIGITS = [_xor(str(n).encode()) for n in range(10_000)]
+_XOR_FOUR = [_xor(b"%04d" % n) for n in range(10_000)]
+_TICK_MASK = (1 << 32) - 1
+
+
+def _xor_digits(n: int) -> int:
+    """The XOR of the digits of ``n`` written in decimal: its part of a WRP/1 checksum."""
+    if n < 10_000:
+        return _XOR_DIGITS[n]
+    return _xor_digits(n // 10_000) ^ _XOR_FOUR[n % 10_000]
+
+
+class QuickWheel(ScriptedWheel):
+    """``ScriptedWheel`` whose ``advance`` (heartbeats and rotor passes) writes the same
+    frames without an event object for each, and can ``skip`` time without writing
+    them (``--check`` compares it with ``ScriptedWheel``)."""
+
+    def advance(self, ms: int) -> None:
+        until = self.tick + ms
+        append = self.lines.append
+        start, seq = self.start, self.seq
+        rotor, period, every = self.rotor, self.rotor_period_ms, self.heartbeat_ms
+        # The frames ``wheeld.drivers.wrp.encode`` writes, the checksum folded from tables.
+        tail = b",%s,%d" % (_WIRE[rotor].encode(), period) if rotor is not None else b""
+        rotor_xor, beat_xor = _xor(b"WRROT,," + tail), _xor(b"WRHBT,,")
+        rotor_frame, beat_frame = b"$WRROT,%d,%d" + tail + b"*%02X", b"$WRHBT,%d,%d*%02X"
+        next_rotor, next_beat = self._next_rotor, self._next_heartbeat
+        while True:
+            step = until
+            if rotor is not None and next_rotor < step:
+                step = next_rotor
+            if every and next_beat < step:
+                step = next_beat
+            at = round(start + (step + 2) / 1000.0, 3)
+            tick = step & _TICK_MASK
+            if rotor is not None and step == next_rotor:
+                folded = rotor_xor ^ _xor_digits(seq) ^ _xor_digits(tick)
+                append((at, rotor_frame % (seq, tick, folded)))
+                seq = (seq + 1) % 65536
+                self.last_datum_tick = step
+                next_rotor += period
+            if every and step == next_beat:
+                folded = beat_xor ^ _xor_digits(seq) ^ _xor_digits(tick)
+                append((at, beat_frame % (seq, tick, folded)))
+                seq = (seq + 1) % 65536
+                next_beat += every
+            if step == until:
+                break
+        self.tick, self.seq = until, seq
+        self._next_rotor, self._next_heartbeat = next_rotor, next_beat
+
+    def skip(self, ms: int) -> Stretch:
+        """What ``advance(ms)`` does to the wheel, without the lines: how to make them."""
+        until = self.tick + ms
+        rotor, period, every = self.rotor, self.rotor_period_ms, self.heartbeat_ms
+        passes = beats = 0
+        if rotor is not None and self._next_rotor <= until:
+            passes = (until - self._next_rotor) // period + 1
+        if every and self._next_heartbeat <= until:
+            beats = (until - self._next_heartbeat) // every + 1
+        stretch = Stretch(
+            self.start,
+            self.tick,
+            self.seq,
+            rotor,
+            period,
+            every,
+            self._next_rotor,
+            self._next_heartbeat,
+            ms,
+            passes + beats,
+        )
+        if passes:
+            self.last_datum_tick = self._next_rotor + (passes - 1) * period
+            self._next_rotor += passes * period
+        if beats:
+            assert every is not None
+            self._next_heartbeat += beats * every
+        self.tick, self.seq = until, (self.seq + passes + beats) % 65536
+        return stretch
+
+
+def encode_run(parts: Sequence[RunPart]) -> list[Block]:
+    """A run of lines between games, cut into blocks as ``FrameTail.append`` cuts them
+    (at ``MAX_BLOCK_LINES`` lines or ``MAX_BLOCK_SPAN_S``), each encoded as ``seal`` does."""
+    lines: list[tuple[float, str, bytes]] = []
+    for part in parts:
+        if isinstance(part, Stretch):
+            lines += [(at, "<", line) for at, line in part.lines()]
+        else:
+            lines.append(part)
+    blocks: list[Block] = []
+    begun = 0
+    first_t = lines[0][0] if lines else 0.0
+    for index in range(len(lines) + 1):
+        if index < len(lines):
+            at = lines[index][0]
+            if index - begun < MAX_BLOCK_LINES and 0 <= at - first_t <= MAX_BLOCK_SPAN_S:
+                continue
+        block = lines[begun:index]
+        if block:
+            data = encode_block(
+                [BlockLine(round(t * 1000), cast(Any, d), escape(text)) for t, d, text in block]
+            )
+            blocks.append((block[0][0], block[-1][0], len(block), data))
+        if index < len(lines):
+            begun, first_t = index, lines[index][0]
+    return blocks
+
+
+class Shell:
+    """What ``Daemon._apply`` and the publisher do with effects, on the benchmark's clock.
+
+    ``runs``: the fast build's encoded runs of lines between games, in order
+    (None: every line comes through ``record_frames``, as in the daemon).
+    """
+
+    def __init__(self, journal: Journal, runs: Callable[[], list[Block]] | None = None) -> None:
+        self.journal = journal
+        self._runs = runs
+        self._frames: list[FrameRecord] = []
+        self._frames_due: float | None = None
+        self._commands: list[Any] = []
+        self._run_ended = False
+        self.decisions = 0
+
+    def handle(self, items: Sequence[Item]) -> None:
+        for item in items:
+            kind = item[0]
+            if kind == "F":
+                at = item[1]
+                if self._frames_due is not None and self._frames_due <= at:
+                    self._flush_frames()  # the frames' 1 s timer fired before this line
+                self._frames.append(FrameRecord(at, "<", item[2], item[3]))
+                if len(self._frames) >= FRAME_BATCH:
+                    self._flush_frames()
+                elif self._frames_due is None:
+                    self._frames_due = at + FRAME_FLUSH_S
+            elif kind == "E":
+                _, at, effects, state, chain, kept = item
+                self._due(at)
+                self.apply(effects, at, state, chain)
+                if kept is not None:
+                    self._keep(kept)
+            elif kind == "RS":
+                # The game's lines end where a run of lines between games begins.
+                self._flush_frames()
+                if self.journal._tail.pending:
+                    self.journal._seal()
+            elif kind == "RE":
+                # Sealed when the next game's lines reach the journal, as FrameTail seals it.
+                self._run_ended = True
+            elif kind == "W":
+                self._due(item[1])
+                self._enqueue([item[2]])
+            elif kind == "C":
+                self._due(item[1])
+                self.journal.checkpoint()
+                if item[2] is not None:
+                    self._keep(item[2])
+            elif kind == "I":
+                self._enqueue([item[1]])
+            elif kind == "X":
+                self.stop(item[1])
+            else:
+                raise ValueError(f"unknown item {kind!r}")
+
+    # -- Daemon._apply, minus the wheel, the log and the timer ---------------------------
+
+    def apply(
+        self, effects: Effects, at: float, state: EngineState | None, chain: ChainState | None
+    ) -> None:
+        journal = self.journal
+        self._frames += effects.frames
+        fsynced = effects.alarmed or any(g.event not in UNHURRIED_EVENTS for g in effects.games)
+        if self._frames and (fsynced or effects.commands or len(self._frames) >= FRAME_BATCH):
+            self._flush_frames()
+        elif self._frames and self._frames_due is None:
+            self._frames_due = at + FRAME_FLUSH_S
+        commands_later = False
+        if effects.commands:
+            self._commands += effects.commands
+            if effects.durable or effects.table_state is not None:
+                self._flush_commands()
+            else:
+                commands_later = True  # call_soon: once this turn of the loop is over
+        if effects.table_state is not None:
+            journal.save_table_state(effects.table_state)
+        if effects.chain_floor is not None:
+            journal.record_floor(*effects.chain_floor)
+        if effects.alarms or effects.set_alerts is not None:
+            journal.record_alarms(effects.alarms, effects.set_alerts)
+        enqueued = False
+        if effects.durable:
+            assert state is not None
+            durable = True if effects.alarmed else None
+            journal.record(effects.games, effects.messages, state, chain=chain, durable=durable)
+            self.decisions += len(effects.games)
+            enqueued = bool(effects.messages)
+        else:
+            if effects.state is not None:
+                journal.save_state(effects.state)
+            if effects.messages:
+                journal.enqueue(effects.messages)
+                enqueued = True
+        if commands_later:
+            self._flush_commands()
+        if enqueued:
+            self._acknowledge()
+
+    def _due(self, at: float) -> None:
+        if self._frames_due is not None and self._frames_due <= at:
+            self._flush_frames()
+
+    def _flush_frames(self) -> None:
+        self._frames_due = None
+        if self._frames:
+            frames, self._frames = self._frames, []
+            if self._run_ended:
+                self._write_run()
+            self.journal.record_frames(frames)
+
+    def _write_run(self) -> None:
+        """A run's blocks (encoded elsewhere), chained and inserted as ``FrameTail.seal`` does."""
+        assert self._runs is not None
+        self._run_ended = False
+        blocks = self._runs()
+        journal = self.journal
+        db = journal._db
+        heads = dict(journal._heads)
+        with journal._writing(durable=False):
+            for first_t, last_t, lines, data in blocks:
+                given = db.execute(
+                    "SELECT seq FROM sqlite_sequence WHERE name = 'frame_blocks'"
+                ).fetchone()
+                head_id, previous = heads.get("frame_blocks", GENESIS)
+                block_id = max(head_id, given[0] if given else 0) + 1
+                link = block_hash(previous, block_id, None, 0, data)
+                db.execute(
+                    "INSERT INTO frame_blocks (id, game_id, first_t, last_t, lines, dropped, data,"
+                    " hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (block_id, None, first_t, last_t, lines, 0, data, link),
+                )
+                heads["frame_blocks"] = (block_id, link)
+            put_heads(db, heads)
+        journal._heads = heads
+
+    def _flush_commands(self) -> None:
+        if self._commands:
+            self.journal.record_commands(self._commands)
+            self._commands = []
+
+    def _enqueue(self, messages: list[Outgoing]) -> None:
+        self.journal.enqueue(messages)
+        self._acknowledge()
+
+    def _acknowledge(self) -> None:
+        """The publisher: every pending entry delivered and acknowledged, in order.
+
+        The publisher acknowledges each in a transaction of its own; the fast
+        build, all of them in one (the same rows go, the same are kept).
+        """
+        journal = self.journal
+        if self._runs is None:
+            after = 0
+            while entries := journal.pending(after):
+                for entry in entries:
+                    after = entry.id
+                    journal.acknowledge(entry)
+            return
+        with journal._writing(durable=False):
+            while entries := journal.pending():
+                for entry in entries:
+                    outbox.acknowledge(journal._db, entry)
+
+    def _keep(self, kept: tuple[dict[str, Any], int]) -> None:
+        snapshot, last = kept
+        assert last == self.journal.last_decision_id(), (last, self.journal.last_decision_id())
+        self.journal.save_statistics(snapshot, last)
+
+    def stop(self, kept: Kept) -> None:
+        """``Daemon.run``'s end: commands, frames, statistics, then the journal closes."""
+        self._flush_commands()
+        self._flush_frames()
+        if self._run_ended:
+            self._write_run()  # what the journal's close seals
+        if kept is not None:
+            self._keep(kept)
+        self.journal.close()
+
+
+# -- the table: a scripted wheel and the pipeline ----------------------------------------------
+
+
+class _LazyStats:
+    """``Statistics.to_json`` computed only when ``real`` (the fast build's last game)."""
+
+    real = True
+    original: Callable[..., dict[str, Any]] | None = None
+
+    @classmethod
+    def install(cls) -> None:
+        from wheeld.stats import Statistics
+
+        cls.original = Statistics.to_json
+        cls.real = False
+
+        def to_json(self: Any) -> dict[str, Any]:
+            assert cls.original is not None
+            return cls.original(self) if cls.real else {}
+
+        setattr(Statistics, "to_json", to_json)  # noqa: B010
+
+
+class Table:
+    """Drives the pipeline with a scripted wheel over the plan's days; hands items on.
+
+    ``send(items, runs)``: items for the journal's process and, fast, the runs
+    of lines between games that ended meanwhile.
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        pipeline: TablePipeline,
+        *,
+        fast: bool,
+        send: Callable[[list[Item], list[list[RunPart]]], None],
+        info: Callable[[float], Outgoing],
+    ) -> None:
+        self.plan = plan
+        self.pipeline = pipeline
+        self.fast = fast
+        self._send = send
+        self._info = info
+        self.rng = random.Random(plan.seed)
+        # The wheel's 32-bit millisecond clock wraps an hour in.
+        self.wheel = QuickWheel(
+            start=plan.start - (TICK_START + 2) / 1000,
+            tick=TICK_START,
+            rotor="cw",
+            rotor_period_ms=ROTOR_PERIOD_MS,
+            heartbeat_ms=plan.heartbeat_ms,
+        )
+        self.items: list[Item] = []
+        self.runs: list[list[RunPart]] = []
+        self._run: list[RunPart] | None = None
+        statistics = pipeline.statistics
+        assert statistics is not None
+        self._statistics = statistics
+        self.decisions = 0
+        self._kept = 0
+        self._identity: tuple[Any, ...] | None = None
+        now = self.wheel.host_time()
+        self._next_wheel_state = now + WHEEL_STATE_EVERY_S
+        self._next_checkpoint = now + CHECKPOINT_EVERY_S
+        self._next_due = min(self._next_wheel_state, self._next_checkpoint)
+        #: The last line decoded, and the shortest silence that can void a game.
+        self._heard = 0.0
+        self._silence_s = pipeline.settings.rules.link_timeout_ms / 1000
+        self.first_game_at: float | None = None
+        self.last_game_at = 0.0
+        self.results = 0
+        self.no_spins = 0
+
+    # -- the daemon's side ---------------------------------------------------------------
+
+    def _kept_now(self, *, last: bool = False) -> Kept:
+        """What ``_keep_statistics`` keeps now, if anything.
+
+        Fast build: a placeholder, but for the last one kept (each replaces the one before).
+        """
+        if self.decisions == self._kept:
+            return None
+        self._kept = self.decisions
+        if self.fast and not last:
+            return {"format": "placeholder: replaced by the last one kept"}, self.decisions
+        return self._snapshot(), self.decisions
+
+    def _snapshot(self) -> dict[str, Any]:
+        return cast(dict[str, Any], self._statistics.snapshot())  # type: ignore[attr-defined]
+
+    def _timers(self, at: float) -> None:
+        """The daemon's repeating timers due before ``at``."""
+        if at < self._next_due:
+            return
+        while self._next_wheel_state <= at or self._next_checkpoint <= at:
+            if self._next_wheel_state <= self._next_checkpoint:
+                due = self._next_wheel_state
+                self._next_wheel_state += WHEEL_STATE_EVERY_S
+                self.items.append(("W", due, self.pipeline.wheel_message(due)))
+            else:
+                due = self._next_checkpoint
+                self._next_checkpoint += CHECKPOINT_EVERY_S
+                self.items.append(("C", due, self._kept_now()))
+        self._next_due = min(self._next_wheel_state, self._next_checkpoint)
+
+    def _runs_frames(self, frames: list[FrameRecord]) -> list[FrameRecord]:
+        """Fast: the lines between games join their run; the game's are returned."""
+        kept = []
+        for frame in frames:
+            if frame.game_id is None:
+                assert not frame.noise
+                self._open_run().append((frame.at, frame.direction, frame.line))
+            else:
+                if self._run is not None:
+                    self._close_run()
+                kept.append(frame)
+        return kept
+
+    def _open_run(self) -> list[RunPart]:
+        if self._run is None:
+            self._run = []
+            self.items.append(("RS",))
+        return self._run
+
+    def _close_run(self) -> None:
+        assert self._run is not None
+        self.runs.append(self._run)
+        self._run = None
+        self.items.append(("RE",))
+
+    def effects(self, at: float, effects: Effects) -> None:
+        """One input's effects, as ``_apply`` gets them."""
+        pipeline = self.pipeline
+        if self.fast and effects.frames:
+            effects.frames = self._runs_frames(effects.frames)
+        if (
+            len(effects.frames) <= 1
+            and not effects.games
+            and not effects.messages
+            and effects.state is None
+            and effects.table_state is None
+            and not effects.commands
+            and not effects.alarms
+            and effects.set_alerts is None
+            and not effects.alarmed
+            and effects.chain_floor is None
+        ):
+            if effects.frames:
+                frame = effects.frames[0]
+                self.items.append(("F", frame.at, frame.line, frame.game_id))
+            elif not self.fast:
+                self.items.append(("E", at, effects, None, None, None))
+            if self._identity is not None:
+                return
+        else:
+            state = chain = None
+            kept: Kept = None
+            if effects.durable:
+                state = effects.state or replace(pipeline.engine.state)
+                chain = pipeline.chain if pipeline.signer is not None else None
+                self.decisions += len(effects.games)
+                if self.decisions - self._kept >= STATISTICS_EVERY:
+                    kept = self._kept_now()
+            for game in effects.games:
+                if game.event in ("result", "no_spin"):
+                    self.last_game_at = at
+                    if game.event == "result":
+                        self.results += 1
+                    else:
+                        self.no_spins += 1
+            messages = bool(effects.messages)
+            effects.logs, effects.writes = [], []  # the log's and the wheel's, not the journal's
+            self.items.append(("E", at, effects, state, chain, kept))
+            if not messages and self._identity is not None:
+                return
+        # The identity changes with the wheel's hello, which comes with <base>/wheel.
+        info = pipeline.wheel_info
+        wheel: tuple[Any, ...] = (
+            info.get("model"),
+            info.get("firmware"),
+            info.get("serial"),
+            pipeline.engine.layout.pockets,
+        )
+        if wheel != self._identity:
+            self._identity = wheel
+            self.items.append(("I", self._info(at)))
+
+    def feed(self) -> None:
+        """Everything the wheel sent since the last call, decoded line by line."""
+        pipeline = self.pipeline
+        heard = self._heard
+        for at, frame in self.wheel.lines:
+            self._timers(at)
+            # The daemon's timer (``_rearm``): a deadline is the last line heard plus the
+            # link timeout, so none can be due before a silence that long.
+            if at - heard >= self._silence_s:
+                deadline = pipeline.next_deadline()
+                if deadline is not None and deadline <= at:
+                    self.effects(deadline, pipeline.on_timer(deadline))
+            self.effects(at, pipeline.on_bytes(frame + b"\r\n", at))
+            heard = at
+        self._heard = heard
+        self.wheel.lines.clear()
+
+    def pass_over(self, ms: int) -> None:
+        """``ms`` of the wheel's heartbeats and rotor passes with no game in progress.
+
+        Reference: sent and decoded line by line. Fast: not decoded, and not
+        even written here (the run's process writes them): the decoder's frame
+        count and sequence move on past them, as decoding them would (the
+        engine learns nothing from them that the lines before the next launch,
+        decoded, do not tell it again).
+        """
+        wheel = self.wheel
+        if not self.fast:
+            wheel.advance(ms)
+            self.feed()
+            return
+        assert self.pipeline.engine.game_in_progress is None
+        decoder = cast(WrpDecoder, self.pipeline.decoder)
+        until = wheel.tick + ms
+        while wheel.tick < until:
+            # Cut at the daemon's next timer: <base>/wheel carries the decoder's frame count.
+            due = min(self._next_wheel_state, self._next_checkpoint)
+            end = wheel.tick + math.floor((due - wheel.host_time()) * 1000)
+            while end > wheel.tick and wheel.host_time(end) >= due:
+                end -= 1
+            while wheel.host_time(end + 1) < due:
+                end += 1
+            stretch = wheel.skip(min(until, max(end, wheel.tick)) - wheel.tick)
+            if stretch.count:
+                self._open_run().append(stretch)
+                decoder.counters.frames += stretch.count
+            # Due before the next line the wheel sends: fired now, as a line would fire them.
+            self._timers(wheel.host_time(wheel.tick + 1))
+        decoder._last_seq = (wheel.seq - 1) % 65536
+
+    def command(self, name: str, at: float) -> None:
+        command = OperatorCommand(
+            name, json.dumps({"operator": PIT_BOSS}).encode(), sender=PIT_BOSS
+        )
+        self._timers(at)
+        reply, effects = self.pipeline.on_command(command, at)
+        assert reply["ok"], reply
+        self.effects(at, effects)
+
+    def flush(self) -> None:
+        if self.items or self.runs:
+            self._send(self.items, self.runs)
+            self.items, self.runs = [], []
+
+    # -- the table's days ----------------------------------------------------------------
+
+    def run(self) -> None:
+        plan, wheel, rng = self.plan, self.wheel, self.rng
+        now = wheel.host_time()
+        self.effects(now, self.pipeline.start(now))
+        self.effects(now, self.pipeline.on_link_up(now))
+        wheel.hello()
+        wheel.advance(3000)
+        self.feed()
+        day_open = wheel.host_time()
+        for number in range(plan.games):
+            if plan.games - number == 1:
+                _LazyStats.real = True  # the last game's <base>/stats is the one kept
+            hour_rate = rng.uniform(*RATE_PER_HOUR)
+            cycle_ms = 3_600_000 / hour_rate * rng.uniform(0.75, 1.25)
+            extra = rng.choice((0, 0, 1, 2, 3))
+            periods = [560, 580, 590][:extra] + list(DEFAULT_BALL_PERIODS)
+            bounces = [str(rng.randrange(37)) for _ in range(rng.choice((0, 1, 1, 2, 3)))]
+            game_ms = 700 + sum(periods) + 400 + 450 * len(bounces) + 1500
+            gap_ms = max(MIN_GAP_MS, round(cycle_ms - game_ms))
+            if wheel.host_time() + (gap_ms + game_ms) / 1000 > day_open + plan.open_hours * 3600:
+                self._close_for_the_night(rng)
+                day_open = wheel.host_time()
+            self._between_games(gap_ms)
+            result = str(rng.randrange(37))
+            if rng.random() >= VOID_RATE:
+                wheel.game(result, periods=periods, bounces=bounces)
+            else:  # an object on the wheel: the spin is void, the ball runs on
+                cut = rng.randrange(1, len(periods))
+                wheel.pocket(None)
+                wheel.advance(700)
+                direction = wheel.launch()
+                wheel.run_ball(direction, periods[:cut])
+                wheel.incident("object")
+                wheel.run_ball(direction, periods[cut:])
+                wheel.drop(*bounces, result)
+                wheel.advance(1500)
+            self.feed()
+            if self.first_game_at is None:
+                self.first_game_at = self.last_game_at
+            if number % 16 == 15:
+                self.flush()
+        if self._run is not None:
+            self._close_run()
+        kept = self._kept_now(last=True)
+        if kept is None and self.fast and self._kept:
+            kept = self._snapshot(), self._kept  # the last one kept, for real this time
+        self.items.append(("X", kept))
+        self.flush()
+
+    def _between_games(self, gap_ms: int) -> None:
+        """The dealer reverses the rotor (after a result); heartbeats and rotor passes until the
+        ball is picked up.
+
+        Decoded (fast build) from just before the rotor pass the launch needs,
+        or the three a re-spin needs after a no-spin.
+        """
+        wheel = self.wheel
+        passes = 1 if self.pipeline.engine.state.rotor_revolutions_since_no_spin is None else 3
+        if passes == 1:  # after a result; after a no-spin the ball is launched again as it was
+            wheel.set_rotor(opposite(wheel.rotor or "ccw"))
+        pick_up = wheel.tick + gap_ms
+        launch = pick_up + 700
+        period = wheel.rotor_period_ms
+        last = wheel._next_rotor + (launch - wheel._next_rotor) // period * period
+        first = last - (passes - 1) * period
+        assert first > wheel.tick, "the gap is too short for the rotor passes the launch needs"
+        self.pass_over(first - 1 - wheel.tick)
+        wheel.advance(pick_up - wheel.tick)
+        self.feed()
+
+    def _close_for_the_night(self, rng: random.Random) -> None:
+        wheel = self.wheel
+        self.pass_over(rng.randrange(20_000, 120_000))
+        self.command("close", wheel.host_time())
+        turning = wheel.rotor or "cw"
+        wheel.set_rotor(None)
+        self.pass_over(round(self.plan.closed_hours * 3_600_000))
+        wheel.set_rotor(turning)
+        self.command("open", wheel.host_time())
+        self.flush()
+
+
+# -- building -------------------------------------------------------------------------------
+
+
+def _quick_pickles() -> None:
+    """Pickle the effects' records as plain tuples (the default pickling of a slotted
+    dataclass asks ``dataclasses.fields`` for every object)."""
+    import copyreg
+    import dataclasses
+
+    from wheeld.effects import AlarmRecord, CommandRecord, GameRecord, LogRecord
+
+    for cls in (
+        Effects,
+        FrameRecord,
+        Outgoing,
+        GameRecord,
+        CommandRecord,
+        AlarmRecord,
+        LogRecord,
+        EngineState,
+        ChainState,
+        Stretch,
+    ):
+        names = tuple(f.name for f in dataclasses.fields(cls))
+
+        def reduce(obj: Any, cls: type = cls, names: tuple[str, ...] = names) -> Any:
+            return cls, tuple(getattr(obj, name) for name in names)
+
+        copyreg.pickle(cls, reduce)
+
+
+class _UnsyncedConnection(sqlite3.Connection):
+    """``synchronous=OFF`` whatever the journal asks: no fsync, the same bytes."""
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql.startswith("PRAGMA synchronous"):
+            sql = "PRAGMA synchronous=OFF"
+        return super().execute(sql, *args)
+
+
+def _unsynced_sqlite() -> None:
+    connect = sqlite3.connect
+
+    def unsynced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        kwargs["factory"] = _UnsyncedConnection
+        return cast(sqlite3.Connection, connect(*args, **kwargs))
+
+    sqlite3.connect = unsynced  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    seconds: float
+    first_game_at: float
+    last_game_at: float
+    results: int
+    no_spins: int
+    decisions: int
+    #: CPU seconds of each process: the pipeline's (the whole build's when in one), the
+    #: journal's, and the one that encodes the runs of lines between games.
+    pipeline_cpu: float = 0.0
+    journal_cpu: float = 0.0
+    runs_cpu: float = 0.0
+
+
+def _encoder(
+    conn: multiprocessing.connection.Connection, out: multiprocessing.queues.Queue[Any]
+) -> None:
+    """The runs' process: runs of lines between games in, encoded blocks out, in order."""
+    while True:
+        runs = pickle.loads(conn.recv_bytes())
+        if runs is None:
+            break
+        for run in runs:
+            out.put(encode_run(run))
+    out.put(time.process_time())
+    out.close()
+    out.join_thread()
+
+
+def _writer(
+    state_dir: Path,
+    conn: multiprocessing.connection.Connection,
+    runs: multiprocessing.queues.Queue[Any],
+) -> None:
+    """The journal's process: items in, the daemon's writes out."""
+    _unsynced_sqlite()
+    journal = Journal(state_dir / JOURNAL_FILE)
+    shell = Shell(journal, runs.get)
+    while True:
+        batch = pickle.loads(conn.recv_bytes())
+        if batch is None:
+            break
+        shell.handle(batch)
+    conn.send((shell.decisions, time.process_time(), runs.get()))
+    conn.close()
+
+
+def build(
+    directory: Path, plan: Plan, *, fast: bool = True, epoch: str | None = None
+) -> BuildReport:
+    """Build ``plan``'s journal in ``directory``: ``state/``, ``signing.key``, ``wheeld.toml``."""
+    from tests.rig import write_config
+    from wheeld.config import load
+
+    _unsynced_sqlite()
+    if epoch is not None:
+        import wheeld.journal.store
+
+        wheeld.journal.store.secrets.token_urlsafe = lambda n=None: epoch  # type: ignore[attr-defined]
+    started, cpu = time.perf_counter(), time.process_time()
+    directory.mkdir(parents=True, exist_ok=True)
+    state_dir = directory / "state"
+    config_path = write_config(
+        directory / "wheeld.toml", port="/dev/ttyUSB0", broker=1883, state=state_dir
+    )
+    config = load(config_path)
+    signer = load_signer(config)
+    journal = Journal(state_dir / JOURNAL_FILE)
+    journal.claim_table(config.table.id)
+    pipeline = build_pipeline(config, journal, signer)
+
+    def info(now: float) -> Outgoing:
+        from wheeld import identity
+
+        assert signer is not None
+        payload = identity.info_payload(
+            config,
+            wheel={
+                "model": pipeline.wheel_info.get("model"),
+                "firmware": pipeline.wheel_info.get("firmware"),
+                "serial": pipeline.wheel_info.get("serial"),
+                "pockets": pipeline.engine.layout.pockets,
+            },
+            kid=signer.kid,
+            public_key_pem=signer.public_pem().decode("ascii"),
+            now=now,
+            epoch=pipeline.settings.epoch,
+        )
+        return Outgoing(
+            f"{pipeline.settings.base_topic}/info", json.dumps(signer.sign(payload)), retain=True
+        )
+
+    runs_cpu = journal_cpu = 0.0
+    if not fast:
+        shell = Shell(journal)
+        table = Table(
+            plan, pipeline, fast=False, send=lambda items, _: shell.handle(items), info=info
+        )
+        table.run()
+        decisions = shell.decisions
+    else:
+        # The journal is opened again by its own process (a connection is not carried over fork).
+        journal.close()
+        _LazyStats.install()
+        _quick_pickles()
+        context = multiprocessing.get_context("fork")
+        encoded: multiprocessing.queues.Queue[Any] = context.Queue()
+        to_journal, journal_end = context.Pipe()
+        to_runs, runs_end = context.Pipe()
+        writer = context.Process(
+            target=_writer, args=(state_dir, journal_end, encoded), name="journal"
+        )
+        encoder = context.Process(target=_encoder, args=(runs_end, encoded), name="runs")
+        writer.start()
+        encoder.start()
+        journal_end.close()
+        runs_end.close()
+
+        def send(items: list[Item], runs: list[list[RunPart]]) -> None:
+            if runs:  # first: the journal's process waits for them at their ("RE",)
+                to_runs.send_bytes(pickle.dumps(runs, protocol=pickle.HIGHEST_PROTOCOL))
+            to_journal.send_bytes(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
+
+        table = Table(plan, pipeline, fast=True, send=send, info=info)
+        table.run()
+        to_runs.send_bytes(pickle.dumps(None))
+        to_journal.send_bytes(pickle.dumps(None))
+        decisions, journal_cpu, runs_cpu = to_journal.recv()
+        writer.join()
+        encoder.join()
+        if writer.exitcode != 0 or encoder.exitcode != 0:
+            raise RuntimeError(
+                f"a build process failed (journal: exit {writer.exitcode},"
+                f" runs: exit {encoder.exitcode})"
+            )
+    assert decisions == table.decisions, (decisions, table.decisions)
+    return BuildReport(
+        time.perf_counter() - started,
+        table.first_game_at or 0.0,
+        table.last_game_at,
+        table.results,
+        table.no_spins,
+        decisions,
+        time.process_time() - cpu,
+        journal_cpu,
+        runs_cpu,
+    )
+
+
+# -- the check: the fast build against the daemon's way -----------------------------------------
+
+
+def journal_rows(path: Path) -> Iterator[tuple[str, tuple[Any, ...]]]:
+    """Every row of every table of a journal (SQLite's own sequences too), table by table."""
+    with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+        names = [
+            row[0]
+            for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        for name in names:
+            for row in db.execute(f"SELECT * FROM {name} ORDER BY rowid"):
+                yield name, tuple(row)
+
+
+def check_wheel(trials: int = 200) -> None:
+    """``QuickWheel`` writes what ``ScriptedWheel`` writes; ``skip`` leaves it as ``advance``."""
+    rng = random.Random(5)
+    for _ in range(trials):
+        settings: dict[str, Any] = {
+            "start": 1.7e9 + rng.random(),
+            "tick": rng.randrange(1, 1 << 33),
+            "seq": rng.randrange(65536),
+            "rotor": rng.choice(["cw", "ccw", None]),
+            "rotor_period_ms": rng.choice([1000, 2400, 2399]),
+            "heartbeat_ms": rng.choice([250, 100, 333, None]),
+        }
+        slow, quick, skipping = (
+            ScriptedWheel(**settings),
+            QuickWheel(**settings),
+            QuickWheel(**settings),
+        )
+        for _ in range(20):
+            ms = rng.randrange(0, 20_000)
+            if rng.random() < 0.2:
+                turning = rng.choice(["cw", "ccw", None])
+                for wheel in (slow, quick, skipping):
+                    wheel.set_rotor(cast(Any, turning))
+            slow.advance(ms)
+            quick.advance(ms)
+            stretch = skipping.skip(ms)
+            assert stretch.lines() == quick.lines[len(quick.lines) - stretch.count :]
+            for wheel in (quick, skipping):
+                assert (wheel.tick, wheel.seq, wheel._next_rotor, wheel._next_heartbeat) == (
+                    slow.tick,
+                    slow.seq,
+                    slow._next_rotor,
+                    slow._next_heartbeat,
+                )
+                assert wheel.last_datum_tick == slow.last_datum_tick
+        assert slow.lines == quick.lines
+
+
+def compare(games: int, fps: float, work: Path) -> list[str]:
+    """Build ``games`` both ways (short days: 2 h open, 1 h closed); where the journals differ."""
+    span = Plan.span_s(games, 2, 1)
+    plan = Plan(games, fps, start=time.time() - span - 3600, open_hours=2, closed_hours=1)
+    site = work / "table"  # both built here in turn: the paths in <base>/info are the same
+    for name, fast in (("reference", False), ("fast", True)):
+        if fast:  # the same key: signatures are deterministic
+            site.mkdir(parents=True)
+            for key in ("signing.key", "signing.pub"):
+                shutil.copy2(work / "reference" / key, site / key)
+        report = _in_child(functools.partial(build, site, plan, fast=fast, epoch="check-0"))
+        print(
+            f"  {name}: {report.results} results, {report.no_spins} no-spins,"
+            f" {report.seconds:.1f} s"
+        )
+        site.rename(work / name)
+    differences = []
+    files = [work / name / "state" / JOURNAL_FILE for name in ("reference", "fast")]
+    rows = 0
+    for left, right in zip(journal_rows(files[0]), journal_rows(files[1]), strict=False):
+        rows += 1
+        if left != right:
+            differences.append(f"{str(left)[:200]} != {str(right)[:200]}")
+            if len(differences) >= 5:
+                break
+    counts = [sum(1 for _ in journal_rows(file)) for file in files]
+    if counts[0] != counts[1]:
+        differences.append(f"{counts[0]} rows against {counts[1]}")
+    marks = [(work / name / "state" / "game-ids").read_text() for name in ("reference", "fast")]
+    if marks[0] != marks[1]:
+        differences.append(f"game-ids: {marks[0]!r} != {marks[1]!r}")
+    sizes = [file.stat().st_size for file in files]
+    print(f"  {rows} rows compared; file sizes {sizes[0]:,} (reference) / {sizes[1]:,} (fast) B")
+    return differences
+
+
+def _in_child(action: Callable[[], Any]) -> Any:
+    """Run ``action`` in a forked process (its patches stay there); its result."""
+    context = multiprocessing.get_context("fork")
+    ours, theirs = context.Pipe()
+
+    def run() -> None:
+        try:
+            theirs.send(("ok", action()))
+        except BaseException as exc:
+            theirs.send(("error", f"{type(exc).__name__}: {exc}"))
+            raise
+
+    child = context.Process(target=run)
+    child.start()
+    status, result = ours.recv()
+    child.join()
+    if status != "ok":
+        raise RuntimeError(result)
+    return result
+
+
+# -- the machine and the built journal ---------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    memory = 0
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        memory = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+    mosquitto = subprocess.run(
+        ["mosquitto", "-h"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "memory_gib": round(memory / 2**30, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "mosquitto": mosquitto[0] if mosquitto else "?",
+        "load": os.getloadavg(),
+    }
+
+
+def built(out: Path, games: int, fps: float) -> dict[str, Any]:
+    """The journal of ``games`` at ``fps`` in ``out``: reused when there, else built."""
+    described = out / "build.json"
+    wanted = {"format": BUILD_FORMAT, "games": games, "fps": fps}
+    if described.exists():
+        found = json.loads(described.read_text())
+        if {key: found.get(key) for key in wanted} == wanted:
+            print(f"reusing the journal built in {out} ({found['built']})")
+            return cast(dict[str, Any], found)
+        print(f"{out} holds another build ({ {k: found.get(k) for k in wanted} }): building again")
+    for name in ("state", "build.json", "wheeld.toml", "signing.key", "signing.pub"):
+        target = out / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    span = Plan.span_s(games)
+    plan = Plan(games, fps, start=math.floor(time.time() - span * 1.01 - 60))
+    print(f"building {games:,} games at {fps:g} frames/s into {out} ...", flush=True)
+    load = os.getloadavg()
+    report: BuildReport = _in_child(lambda: build(out, plan))
+    found = {
+        **wanted,
+        "built": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "seed": plan.seed,
+        "start": plan.start,
+        "seconds": round(report.seconds, 1),
+        "games_per_s": round(games / report.seconds, 1) if report.seconds else None,
+        "cpu_s": {
+            "pipeline": round(report.pipeline_cpu, 1),
+            "journal": round(report.journal_cpu, 1),
+            "runs": round(report.runs_cpu, 1),
+        },
+        "load_before": load,
+        "load_after": os.getloadavg(),
+        "first_game_at": report.first_game_at,
+        "last_game_at": report.last_game_at,
+        "results": report.results,
+        "no_spins": report.no_spins,
+        "decisions": report.decisions,
+    }
+    described.write_text(json.dumps(found, indent=1) + "\n")
+    return found
+
+
+def journal_size(state_dir: Path, games: int, days: float) -> dict[str, Any]:
+    """Bytes on disk (database and write-ahead log, after the last close's checkpoint), and
+    where they go (SQLite's ``dbstat``)."""
+    path = state_dir / JOURNAL_FILE
+    wal = path.with_name(path.name + "-wal")
+    total = path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    where: dict[str, int] = {}
+    with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+        for name, size in db.execute(
+            "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+        ):
+            where[name] = int(size)
+        blocks = db.execute(
+            "SELECT game_id IS NULL, COUNT(*), SUM(lines), SUM(LENGTH(data)) FROM frame_blocks"
+            " GROUP BY 1"
+        ).fetchall()
+        decisions = db.execute("SELECT COUNT(*), SUM(LENGTH(payload)) FROM decisions").fetchone()
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        page = db.execute("PRAGMA page_size").fetchone()[0]
+    per_game = total / games if games else 0.0
+    return {
+        "bytes": total,
+        "per_game": per_game,
+        "per_day": total / days if days else 0.0,
+        "per_year": per_game * GAMES_PER_YEAR,
+        "tables": where,
+        "free_bytes": free * page,
+        "blocks": {
+            "between games" if between else "games": {
+                "blocks": count,
+                "lines": lines,
+                "data_bytes": data,
+            }
+            for between, count, lines, data in blocks
+        },
+        "decisions": {"rows": decisions[0], "payload_bytes": decisions[1]},
+    }
+
+
+# -- the daemon on the built journal -----------------------------------------------------------
+
+
+def _daemon_config(path: Path, *, state: Path, port: Path, broker: int, key: Path) -> Path:
+    """The table's configuration, retention far off (nothing of the built journal goes)."""
+    path.write_text(
+        '[table]\nid = "T9"\n'
+        f'[wheel]\ndriver = "wrp"\nport = "{port}"\n'
+        f'[mqtt]\nhost = "127.0.0.1"\nport = {broker}\nkeepalive_s = 5\n'
+        f'[state]\ndir = "{state}"\ndecisions_days = 36500\nframes_days = 36500\n'
+        '[log]\nformat = "json"\nlevel = "warning"\n'
+        f"[signing]\nkey_file = {json.dumps(str(key))}\n"
+    )
+    return path
+
+
+def evict(state: Path) -> str:
+    """The journal's files out of the page cache; how (``drop_caches`` when writable)."""
+    os.sync()
+    for path in state.iterdir():
+        if not path.is_file():
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    except OSError:
+        return "posix_fadvise(DONTNEED)"
+    return "posix_fadvise(DONTNEED) and drop_caches"
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1])
+    return 0
+
+
+class Session:
+    """A mosquitto, a pty wheel and a notify socket; ``wheeld run`` started on a state dir."""
+
+    def __init__(self, work: Path, key: Path) -> None:
+        from tests.rig import Broker, NotifySocket, PtyWheel
+
+        self.work = work
+        self.key = key
+        self.broker = Broker(work)
+        self.broker.start()
+        self.pty = PtyWheel(work / "wheel")
+        self.notify = NotifySocket(work / "notify.sock")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, state: Path, *, cold: bool = False) -> float:
+        """Start the daemon on ``state``; seconds to READY=1 (after evicting the journal: cold)."""
+        config = _daemon_config(
+            self.work / "wheeld.toml",
+            state=state,
+            port=self.work / "wheel",
+            broker=self.broker.port,
+            key=self.key,
+        )
+        if cold:
+            evict(state)
+        sock = self.notify.sock
+        with contextlib.suppress(TimeoutError, BlockingIOError):  # what an earlier run said
+            sock.settimeout(0.001)
+            while True:
+                sock.recv(4096)
+        with (self.work / "wheeld.log").open("ab") as log:
+            started = time.monotonic()
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "wheeld", "run", "--config", str(config)],
+                env={**os.environ, "NOTIFY_SOCKET": str(self.notify.path)},
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                cwd=REPO,
+            )
+        deadline = started + 120
+        while True:
+            sock.settimeout(0.2)
+            try:
+                said = sock.recv(4096)
+            except TimeoutError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"wheeld run exited {self.process.returncode}: see {self.work}/wheeld.log"
+                    ) from None
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            if b"READY=1" in said:
+                return time.monotonic() - started
+
+    def memory(self) -> tuple[int, int]:
+        """The daemon's peak and current resident memory (VmHWM, VmRSS), KiB."""
+        assert self.process is not None
+        return _status_kib(self.process.pid, "VmHWM:"), _status_kib(self.process.pid, "VmRSS:")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+            self.process = None
+
+    def close(self) -> None:
+        self.stop()
+        self.pty.close()
+        self.notify.close()
+        self.broker.stop()
+
+
+def measure_ready(session: Session, states: dict[str, Path], repeats: int) -> dict[str, Any]:
+    """READY warm and cold (medians of ``repeats``) and peak memory for each of ``states``,
+    their starts interleaved (the machine's load drifts)."""
+    found: dict[str, dict[str, list[float]]] = {
+        name: {"warm": [], "cold": [], "vmhwm": []} for name in states
+    }
+    for _ in range(repeats):
+        for kind in ("warm", "cold"):
+            for name, state in states.items():
+                found[name][kind].append(session.start(state, cold=kind == "cold"))
+                time.sleep(2.0)  # online, the broker's memory read, the first retention batch
+                found[name]["vmhwm"].append(session.memory()[0])
+                session.stop()
+    return {
+        name: {
+            "warm_s": stats_.median(times["warm"]),
+            "cold_s": stats_.median(times["cold"]),
+            "warm_all": times["warm"],
+            "cold_all": times["cold"],
+            "vmhwm_kib": max(times["vmhwm"]),
+        }
+        for name, times in found.items()
+    }
+
+
+class Operator:
+    """Sends commands (MQTT 5, an ``operator`` user property each) and reads their replies
+    through ``mosquitto_sub`` (topic and length a line), so that receiving them costs the
+    measuring process nothing while it times ``spinning``."""
+
+    def __init__(self, port: int) -> None:
+        import paho.mqtt.client as paho
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.replies = subprocess.Popen(
+            [
+                "mosquitto_sub",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "-q",
+                "1",
+                "-V",
+                "mqttv311",
+                "-t",
+                "wheeld-replies/bench/#",
+                "-F",
+                "%t %l",
+            ],
+            stdout=subprocess.PIPE,
+        )
+        self.client = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+        self.sent = 0
+        self._pending = b""
+        time.sleep(0.5)  # both subscribed and connected
+
+    def recall(self, body: dict[str, Any]) -> None:
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        self.sent += 1
+        # One sender each of 16: ten recalls a round stay under each sender's rate.
+        properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        properties.UserProperty = [("operator", f"bench-{self.sent % 16}")]
+        payload = {**body, "reply_to": f"wheeld-replies/bench/{self.sent}"}
+        self.client.publish(
+            "wheeld/T9/command/recall", json.dumps(payload), qos=1, properties=properties
+        )
+
+    def reply(self, timeout: float = 60) -> int:
+        """The next reply's length in bytes."""
+        import select
+
+        stdout = self.replies.stdout
+        assert stdout is not None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([stdout], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("no recall reply")
+            chunk = os.read(stdout.fileno(), 65536)
+            if not chunk:
+                raise RuntimeError("mosquitto_sub ended")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return int(line.split()[1])
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+        self.replies.terminate()
+        self.replies.wait(10)
+
+
+def _percentile(samples: list[float], percent: int) -> float:
+    if len(samples) < 2:
+        return samples[0] if samples else math.nan
+    return stats_.quantiles(samples, n=100, method="inclusive")[percent - 1]
+
+
+def measure_recall(
+    session: Session, state: Path, games: int, rounds: int, last_rotor: str | None
+) -> dict[str, Any]:
+    """``recall`` times, and ``spinning`` latency with and without 10 recalls running."""
+    from tests.rig import Subscriber
+
+    session.start(state)
+    status = Subscriber(session.broker.port, "wheeld/T9/status")
+    status.wait("wheeld/T9/status", lambda body: body.get("state") == "online", timeout=30)
+    status.close()
+    game_topic = "wheeld/T9/game"
+    games_seen = Subscriber(session.broker.port, game_topic)
+    operator = Operator(session.broker.port)
+    found: dict[str, Any] = {}
+    # A launch must be valid: the rotor turns the other way from the last result's.
+    wheel = ScriptedWheel(
+        start=time.time(), rotor=cast(Any, opposite(cast(Any, last_rotor or "ccw")))
+    )
+    wheel.hello()
+    wheel.advance(3000)
+    session.pty.write(wheel.wire())
+
+    def timed(body: dict[str, Any]) -> tuple[float, int]:
+        sent = time.monotonic()
+        operator.recall(body)
+        size = operator.reply()
+        return time.monotonic() - sent, size
+
+    try:
+        if games:
+            middle = max(1, games // 2)
+            for name, body in (
+                ("last_10", {"last": 10}),
+                ("middle_10", {"last": 10, "game_id": middle}),
+                ("middle_1", {"last": 1, "game_id": middle}),
+            ):
+                evict(state)
+                first, size = timed(body)
+                warm = [timed(body)[0] for _ in range(5)]
+                found[name] = {
+                    "cold_s": first,
+                    "warm_s": stats_.median(warm),
+                    "reply_bytes": size,
+                }
+        spread = 10 * found["last_10"]["warm_s"] if games else 0.0
+        rng = random.Random(7)
+        latencies: dict[str, list[float]] = {"without": [], "with": []}
+
+        def arrival(wanted: bytes, timeout: float = 30) -> float:
+            deadline = time.monotonic() + timeout
+            while True:
+                topic, payload, _ = games_seen.messages.get(
+                    timeout=max(0.0, deadline - time.monotonic())
+                )
+                if topic == game_topic and wanted in payload:
+                    return time.monotonic()
+
+        for index in range(2 * rounds):
+            busy = bool(games) and index % 2 == 1
+            wheel.lines.clear()
+            wheel.pocket(None)
+            wheel.advance(300)
+            before = len(wheel.lines)
+            wheel.launch()
+            wheel.incident("object")  # void at once: the next launch can follow
+            wheel.advance(wheel.rotor_period_ms * 3 + 100)
+            session.pty.write(b"".join(frame + b"\r\n" for _, frame in wheel.lines[:before]))
+            if busy:
+                for _ in range(10):
+                    operator.recall({"last": 10})
+                time.sleep(rng.uniform(0, spread))
+            sent = time.monotonic()
+            session.pty.write(wheel.lines[before][1] + b"\r\n")
+            arrived = arrival(b'"event":"spinning"')
+            latencies["with" if busy else "without"].append((arrived - sent) * 1000)
+            session.pty.write(b"".join(frame + b"\r\n" for _, frame in wheel.lines[before + 1 :]))
+            arrival(b'"event":"no_spin"')
+            if busy:
+                for _ in range(10):
+                    operator.reply()
+        for kind, samples in latencies.items():
+            if samples:
+                found[f"spinning_{kind}"] = {
+                    "p50_ms": stats_.median(samples),
+                    "p99_ms": _percentile(samples, 99),
+                    "max_ms": max(samples),
+                    "n": len(samples),
+                }
+        found["vmhwm_kib"] = session.memory()[0]
+    finally:
+        operator.close()
+        games_seen.close()
+        session.stop()
+    return found
+
+
+# -- wheeld verify, export and stats; retention ------------------------------------------------
+
+
+#: ``wheeld stats --state-dir`` as it reads the journal, but reading the decisions before
+#: the view is closed (on this branch ``_journal_events`` closes it before iterating them:
+#: the command fails on any journal with a decision).
+STATS_READ_IN_TIME = """
+import json, sys
+from pathlib import Path
+from wheeld.journal import JournalView
+from wheeld.stats import Statistics
+view = JournalView(Path(sys.argv[1]))
+events = [json.loads(payload) for _, _, payload in view.decisions()]
+pockets = view.wheel_pockets()
+view.close()
+events = [event for event in events if isinstance(event, dict)]
+if any(event.get("number") == "00" for event in events):
+    pockets = 38
+print(json.dumps(Statistics.from_events(events, pockets).to_json()))
+"""
+
+
+#: Past this many games the statistics read in time (every payload in memory) are not run.
+STATS_IN_MEMORY_UP_TO = 200_000
+
+
+def measure_tool(args: Sequence[str], state: Path, out: Path) -> dict[str, Any]:
+    """A ``python`` command (``-m wheeld ...``) after evicting the journal: wall time, peak
+    memory (the child's own ``ru_maxrss``), exit status and last line."""
+    evict(state)
+    with out.open("wb") as sink:
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [sys.executable, *args], stdout=sink, stderr=subprocess.STDOUT, cwd=REPO
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.monotonic() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    text = out.read_bytes()
+    last = text.strip().splitlines()[-1].decode("utf-8", "replace")[:160] if text.strip() else ""
+    return {
+        "wall_s": wall,
+        "maxrss_kib": usage.ru_maxrss,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "exit": process.returncode,
+        "last_line": last,
+        "output_bytes": len(text),
+    }
+
+
+def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
+    """The first retention run over the journal aged so that 3/4 of its lines and half its
+    decisions are past their days (a year's journal at frames_days = 90 loses 3/4)."""
+    from wheeld.journal import Retention
+    from wheeld.journal.retention import DAY_S
+
+    span_days = max(last - first, 1.0) / DAY_S
+    retention = Retention(decisions_days=span_days * 0.5, frames_days=span_days * 0.25)
+    path = state / JOURNAL_FILE
+    size_before = path.stat().st_size
+    opened = time.perf_counter()
+    journal = Journal(path)
+    open_s = time.perf_counter() - opened
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    tables = ("frame_blocks", "decisions", "commands", "alarms")
+
+    def lowest() -> tuple[Any, ...]:
+        return tuple(db.execute(f"SELECT MIN(id) FROM {t}").fetchone()[0] for t in tables)
+
+    pruner = journal.pruner(retention)
+    steps: dict[str, list[float]] = {table: [] for table in tables}
+    rows: dict[str, int] = dict.fromkeys(tables, 0)
+    now = last + 60
+    before = lowest()
+    while True:
+        started = time.perf_counter()
+        deleted = pruner.step(now)
+        took = time.perf_counter() - started
+        if not deleted:
+            break
+        after = lowest()
+        table = next((t for t, b, a in zip(tables, before, after, strict=True) if b != a), "?")
+        before = after
+        steps.setdefault(table, []).append(took)
+        rows[table] = rows.get(table, 0) + deleted
+    db.close()
+    journal.close()
+    every = [took for taken in steps.values() for took in taken]
+    return {
+        "frames_days": retention.frames_days,
+        "decisions_days": retention.decisions_days,
+        "open_s": open_s,
+        "steps": len(every),
+        "rows": rows,
+        "seconds": sum(every),
+        "daemon_wall_s": sum(every) + len(every) * RETENTION_PAUSE_S,
+        "longest_ms": max(every, default=0.0) * 1000,
+        "p99_ms": _percentile(every, 99) * 1000 if every else 0.0,
+        "over_10ms": sum(1 for took in every if took > 0.010),
+        "by_table": {
+            table: {"steps": len(taken), "longest_ms": max(taken) * 1000}
+            for table, taken in steps.items()
+            if taken
+        },
+        "size_before": size_before,
+        "size_after": path.stat().st_size,
+    }
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def report(games: int, found: dict[str, Any]) -> list[str]:
+    """Each figure beside its target, one line each."""
+    lines: list[str] = []
+    size = found.get("size")
+    if size and games:
+        lines.append(
+            f"journal: {size['per_game']:,.0f} B/game ({size['bytes'] / 2**20:,.1f} MiB for"
+            f" {games:,} games; {size['per_day'] / 2**20:,.1f} MiB/day,"
+            f" {size['per_year'] / 2**30:,.2f} GiB/year) - target <= 2 KiB/game at 4 frames/s:"
+            f" {_met(size['per_game'] <= 2048)}"
+        )
+    ready, empty = found.get("ready"), found.get("ready_empty")
+    if ready and empty:
+        for kind in ("warm", "cold"):
+            ratio = ready[f"{kind}_s"] / empty[f"{kind}_s"]
+            lines.append(
+                f"READY {kind}: {ready[f'{kind}_s'] * 1000:,.0f} ms against"
+                f" {empty[f'{kind}_s'] * 1000:,.0f} ms on an empty journal, x{ratio:.2f}"
+                f" - target <= x1.2: {_met(ratio <= 1.2)}"
+            )
+        growth = ready["vmhwm_kib"] / empty["vmhwm_kib"]
+        lines.append(
+            f"daemon peak memory (VmHWM) after start: {ready['vmhwm_kib'] / 1024:,.1f} MiB against"
+            f" {empty['vmhwm_kib'] / 1024:,.1f} MiB empty, x{growth:.2f} - target flat:"
+            f" {_met(growth <= 1.1)}"
+        )
+    recall = found.get("recall") or {}
+    for name, label in (
+        ("last_10", "the last 10 games"),
+        ("middle_10", "10 games ending mid-journal"),
+        ("middle_1", "1 game mid-journal"),
+    ):
+        if name in recall:
+            figure = recall[name]
+            lines.append(
+                f"recall {label}: {figure['cold_s'] * 1000:,.0f} ms cold,"
+                f" {figure['warm_s'] * 1000:,.0f} ms warm (median of 5);"
+                f" reply {figure['reply_bytes'] / 1024:,.0f} KiB"
+            )
+    if "spinning_without" in recall:
+        quiet = recall["spinning_without"]
+        text = (
+            f"spinning latency p99: {quiet['p99_ms']:.2f} ms (p50 {quiet['p50_ms']:.2f},"
+            f" max {quiet['max_ms']:.2f}, n {quiet['n']})"
+        )
+        if "spinning_with" in recall:
+            busy = recall["spinning_with"]
+            extra = busy["p99_ms"] - quiet["p99_ms"]
+            text += (
+                f"; with 10 recalls running {busy['p99_ms']:.2f} ms (p50 {busy['p50_ms']:.2f},"
+                f" max {busy['max_ms']:.2f}): {extra:+.2f} ms - target <= +1 ms: {_met(extra <= 1)}"
+            )
+        lines.append(text)
+        lines.append(
+            f"daemon peak memory (VmHWM) after the recalls: {recall['vmhwm_kib'] / 1024:,.1f} MiB"
+        )
+    for name, figure in (found.get("tools") or {}).items():
+        year = figure["wall_s"] * GAMES_PER_YEAR / games if games else 0.0
+        memory = figure["maxrss_kib"] / 1024
+        text = (
+            f"wheeld {name}: {figure['wall_s']:,.1f} s, peak {memory:,.0f} MiB (exit"
+            f" {figure['exit']}: {figure['last_line'][:70]!r}) - target <= 200 MB:"
+            f" {_met(figure['maxrss_kib'] * 1024 <= 200e6)}"
+        )
+        if name in ("verify", "export") and games >= 10_000:
+            text += (
+                f"; a year at this rate {year / 60:,.1f} min - target <= 5 min: {_met(year <= 300)}"
+            )
+        lines.append(text)
+    prune = found.get("prune")
+    if prune:
+        lines.append(
+            f"first retention run (frames_days {prune['frames_days']:.2f},"
+            f" decisions_days {prune['decisions_days']:.2f}): {prune['steps']:,} steps,"
+            f" {sum(prune['rows'].values()):,} rows, {prune['seconds']:,.1f} s of work"
+            f" ({prune['daemon_wall_s']:,.0f} s in the daemon with its pauses); longest step"
+            f" {prune['longest_ms']:.1f} ms, p99 {prune['p99_ms']:.1f} ms,"
+            f" {prune['over_10ms']} over 10 ms - target: no step over 10 ms:"
+            f" {_met(prune['longest_ms'] <= 10)}; file {prune['size_before'] / 2**20:,.1f} ->"
+            f" {prune['size_after'] / 2**20:,.1f} MiB"
+        )
+    return lines
+
+
+def _last_result_rotor(state: Path) -> str | None:
+    with contextlib.closing(sqlite3.connect(state / JOURNAL_FILE)) as db:
+        row = db.execute("SELECT value FROM state WHERE key = 'engine'").fetchone()
+    rotor = json.loads(row[0]).get("last_result_rotor") if row else None
+    return rotor if isinstance(rotor, str) else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.history", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--games", type=int, required=True, help="games in the journal")
+    parser.add_argument(
+        "--frames-per-second", type=float, default=4.0, dest="fps", help="heartbeats a second"
+    )
+    parser.add_argument("--out", type=Path, help="where the journal is built (and reused)")
+    parser.add_argument("--keep", action="store_true", help="keep the measuring work directory")
+    parser.add_argument(
+        "--build-only", action="store_true", help="build (or find) it, measure nothing"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="build --games both the daemon's way and the fast way (short days) and compare",
+    )
+    parser.add_argument("--rounds", type=int, default=150, help="launches timed each way")
+    parser.add_argument("--repeats", type=int, default=5, help="starts timed each way")
+    args = parser.parse_args(argv)
+    games, fps = args.games, args.fps
+    if args.check:
+        check_wheel()
+        print("QuickWheel writes what ScriptedWheel writes: ok")
+        work = Path(tempfile.mkdtemp(prefix="wheeld-history-check-"))
+        differences = compare(games, fps, work)
+        for line in differences:
+            print(f"  DIFFERS: {line}")
+        print("the journals are the same, row for row" if not differences else "they differ")
+        if not args.keep:
+            shutil.rmtree(work)
+        return 1 if differences else 0
+    out = args.out or Path(f"/var/tmp/wheeld-history/games-{games}-fps-{fps:g}")
+    found: dict[str, Any] = {"machine": machine()}
+    box = found["machine"]
+    print(
+        f"machine: nproc {box['nproc']}, {box['cpu']}, {box['memory_gib']} GiB, Linux"
+        f" {box['kernel']}, Python {box['python']}, SQLite {box['sqlite']}; load"
+        f" {' '.join(f'{x:.2f}' for x in box['load'])}"
+    )
+    built_info = found["build"] = built(out, games, fps)
+    cpu = built_info["cpu_s"]
+    print(
+        f"build: {built_info['seconds']:,.0f} s, {built_info['games_per_s'] or 0:,.0f} games/s"
+        f" (CPU: pipeline {cpu['pipeline']:,.0f} s, journal {cpu['journal']:,.0f} s, runs"
+        f" {cpu['runs']:,.0f} s; load {built_info['load_before'][0]:.1f} ->"
+        f" {built_info['load_after'][0]:.1f}); {built_info['results']:,} results,"
+        f" {built_info['no_spins']:,} no-spins",
+        flush=True,
+    )
+    if args.build_only:
+        return 0
+    first, last = built_info["first_game_at"], built_info["last_game_at"]
+    days = max(last - built_info["start"], 1.0) / 86_400
+    found["size"] = journal_size(out / "state", games, days)
+    print(*report(games, {"size": found["size"]}), sep="\n", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="wheeld-history-"))
+    state = work / "state"
+    state.mkdir()
+    for path in (out / "state").iterdir():
+        if path.name != "lock" and path.is_file():
+            shutil.copy2(path, state / path.name)
+    try:
+        if games:
+            found["tools"] = {}
+            pub = out / "signing.pub"
+            exported = work / "export.jsonl"
+            wheeld = ["-m", "wheeld"]
+            for name, command in (
+                ("verify", [*wheeld, "verify", "--key", str(pub), "--state-dir", str(state)]),
+                ("export", [*wheeld, "export", "--state-dir", str(state), "--out", str(exported)]),
+                ("stats", [*wheeld, "stats", "--state-dir", str(state), "--json"]),
+                ("stats, read in time", ["-c", STATS_READ_IN_TIME, str(state / JOURNAL_FILE)]),
+            ):
+                if name == "stats, read in time" and games > STATS_IN_MEMORY_UP_TO:
+                    continue  # it holds every payload: 675 MiB at 100,000 games
+                found["tools"][name] = measure_tool(command, state, work / f"{name}.out")
+                print(*report(games, {"tools": {name: found["tools"][name]}}), sep="\n", flush=True)
+            found["tools"]["export"]["file_bytes"] = (
+                exported.stat().st_size if exported.exists() else 0
+            )
+            exported.unlink(missing_ok=True)
+        session = Session(work, out / "signing.key")
+        try:
+            empty = work / "empty"
+            session.start(empty)  # the first start makes the journal
+            time.sleep(1.0)
+            session.stop()
+            ready = measure_ready(session, {"empty": empty, "built": state}, args.repeats)
+            found["ready_empty"], found["ready"] = ready["empty"], ready["built"]
+            print(
+                *(line for line in report(games, found) if line.startswith(("READY", "daemon"))),
+                sep="\n",
+                flush=True,
+            )
+            found["recall"] = measure_recall(
+                session, state, games, args.rounds, _last_result_rotor(state)
+            )
+        finally:
+            session.close()
+        if games:
+            found["prune"] = measure_prune(state, first, last)
+        found["machine"]["load_after"] = os.getloadavg()
+        print("\n== history benchmark, " + time.strftime("%Y-%m-%d %H:%M %Z"))
+        print(f"{games:,} games at {fps:g} frames/s, built in {out}")
+        print(*report(games, found), sep="\n")
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        (out / f"results-{stamp}.json").write_text(json.dumps(found, indent=1, default=str) + "\n")
+        print(f"(figures kept in {out}/results-{stamp}.json)")
+    finally:
+        if args.keep:
+            print(f"work directory kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
