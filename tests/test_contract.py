@@ -21,9 +21,11 @@ from wheeld.config import Config
 from wheeld.contract import asyncapi
 from wheeld.contract.commands import COMMANDS, Recalled, Refused, Reply
 from wheeld.contract.topics import TOPICS, SchemaVersion, undeclared
+from wheeld.drivers.wrp import WrpDecoder
 from wheeld.effects import Effects
 from wheeld.messages import SCHEMA_VERSION
-from wheeld.signing import Signer
+from wheeld.pipeline import TablePipeline, TableSettings
+from wheeld.signing import Signer, signature_problem
 
 API = Path(__file__).parents[1] / "docs" / "api"
 #: Members a driver adds to its game events (the Cammegh SS2's own spin number).
@@ -143,6 +145,24 @@ def test_the_table_status_alarms_and_replies_of_a_pipeline_match_the_contract() 
     assert statuses == [
         {"state": "fault", "fault": "journal_unwritable", "schema_version": SCHEMA_VERSION}
     ]
+
+
+def test_the_shells_own_alarm_is_built_signed_and_versioned_as_the_others() -> None:
+    """``broker_refused`` (raised by the publisher, not journaled) once went out bare:
+    no ``schema_version``, no signature, though the contract promised both."""
+    signer = Signer.from_file(TEST_KEY)
+    pipeline = TablePipeline(
+        TableSettings(table="T9", base_topic="wheeld/T9", driver="wrp", epoch="e"),
+        WrpDecoder(),
+        signer=signer,
+    )
+    detail = {"topic": "wheeld/T9/game", "reason": "Not authorized"}
+    message = pipeline.unjournaled_alarm(1.0, "broker_refused", detail)
+    assert message.topic == "wheeld/T9/alarm"
+    _valid(TOPICS["alarm"], message.payload)
+    payload = json.loads(message.payload)
+    assert payload["schema_version"] == SCHEMA_VERSION
+    assert signature_problem(payload, signer.public_key) is None
 
 
 @pytest.mark.parametrize("signed", [False, True])

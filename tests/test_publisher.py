@@ -25,10 +25,14 @@ from tests.rig import Broker, Subscriber
 from wheeld import publisher as publisher_module
 from wheeld.commands import OperatorCommand
 from wheeld.config import Config
+from wheeld.drivers.wrp import WrpDecoder
 from wheeld.effects import Outgoing
 from wheeld.journal import Journal
+from wheeld.messages import SCHEMA_VERSION
 from wheeld.mqtt_client import MAX_PACKET_BYTES
+from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld.publisher import MAX_SENDER, Publisher, reply_topic_refusal
+from wheeld.signing import Signer, signature_problem
 
 BASE = "wheeld/T9"
 GAME = f"{BASE}/game"
@@ -300,7 +304,19 @@ async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_
             ]
         )
         log = Log()
-        publisher = Publisher(config(broker.port), journal, on_command=no_command, log=log)
+        signer = Signer.generate()
+        pipeline = TablePipeline(
+            TableSettings(table="T9", base_topic=BASE, driver="wrp", epoch="e"),
+            WrpDecoder(),
+            signer=signer,
+        )
+        publisher = Publisher(
+            config(broker.port),
+            journal,
+            on_command=no_command,
+            log=log,
+            alarm_message=pipeline.unjournaled_alarm,  # as the daemon wires it
+        )
         try:
             async with running(publisher):
                 alarm = await until(lambda: watcher.on(f"{BASE}/alarm"), "the alarm")
@@ -323,6 +339,8 @@ async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_
     assert alarm[0]["alarm"] == "broker_refused"
     assert (alarm[0]["topic"], alarm[0]["table"]) == (GAME, "T9")
     assert alarm[0]["reason"] == "Not authorized" and alarm[0]["ts"].endswith("Z")
+    assert alarm[0]["schema_version"] == SCHEMA_VERSION
+    assert signature_problem(alarm[0], signer.public_key) is None  # signed as every alarm
     assert games == [{"game_id": 1}, {"game_id": 2}]  # in order
     assert len(log.at("error", "broker refused a message")) == 1
     assert not log.at("warning", "broker unavailable")

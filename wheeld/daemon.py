@@ -273,6 +273,7 @@ class Daemon:
             instance=f"{socket.gethostname()}:{config.state.dir.resolve()}",
             on_retained_result=self._on_retained_result,
             on_rival=self._stand_down,
+            alarm_message=self.pipeline.unjournaled_alarm,
             **publisher_hooks,
         )
         self._heartbeat = Heartbeat(config.metrics.health_interval_s)

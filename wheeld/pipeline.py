@@ -699,7 +699,7 @@ class TablePipeline:
             self.journal_failed = True
             self.faults[JOURNAL_FAULT] = now
             detail = {"state": "set", "since": iso_utc(now), "error": error}
-            out.messages.append(self._alarm_message(Alarm(now, JOURNAL_FAULT, detail)))
+            out.messages.append(self.alarm_message(Alarm(now, JOURNAL_FAULT, detail)))
             out.messages.append(self.status_message())
             out.log("error", "journal unwritable: no game is decided until it is", error=error)
         return out
@@ -1075,14 +1075,25 @@ class TablePipeline:
                 return
             if held:
                 alarm = Alarm(alarm.at, alarm.code, {**alarm.detail, "repeated": held})
-        message = self._alarm_message(alarm)
+        message = self.alarm_message(alarm)
         kind = state if isinstance(state, str) else "raised"
         out.alarms.append(AlarmRecord(alarm.at, alarm.code, kind, message.payload))
         out.messages.append(message)
         out.alarmed = True
         out.log("warning", "alarm", alarm=alarm.code, **alarm.detail)
 
-    def _alarm_message(self, alarm: Alarm) -> Outgoing:
+    def unjournaled_alarm(self, at: float, code: str, detail: dict[str, Any]) -> Outgoing:
+        """An alarm the shell raises about its own delivery (``broker_refused``): not
+        journaled (it must not become an outbox entry that can be refused in turn),
+        but built, and signed, as every other alarm."""
+        return self.alarm_message(Alarm(at, code, detail))
+
+    def alarm_message(self, alarm: Alarm) -> Outgoing:
+        """``<base>/alarm`` for ``alarm``: the contract's payload, signed when the table signs.
+
+        The one builder of alarms: the publisher's own (``broker_refused``) comes
+        here too, so every alarm carries ``schema_version`` and a signature.
+        """
         payload = {
             "alarm": alarm.code,
             "table": self.settings.table,

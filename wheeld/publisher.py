@@ -287,6 +287,22 @@ class _Refusal:
     delay_s: float
 
 
+def _unsigned_alarm(config: Config) -> Callable[[float, str, dict[str, Any]], Outgoing]:
+    """An alarm builder for a publisher without a pipeline: the contract's fields, unsigned."""
+
+    def build(at: float, code: str, detail: dict[str, Any]) -> Outgoing:
+        payload = {
+            "alarm": code,
+            "table": config.table.id,
+            "ts": iso_utc(at),
+            **detail,
+            "schema_version": SCHEMA_VERSION,
+        }
+        return Outgoing(f"{config.base_topic}/alarm", json.dumps(payload))
+
+    return build
+
+
 class Publisher:
     """Owns the broker connection for the daemon's whole life.
 
@@ -309,6 +325,7 @@ class Publisher:
         instance: str = "",
         on_acknowledged: Callable[[OutboxEntry], None] | None = None,
         on_rival: Callable[[str], None] | None = None,
+        alarm_message: Callable[[float, str, dict[str, Any]], Outgoing] | None = None,
     ) -> None:
         self._config = config
         self._journal = journal
@@ -319,6 +336,9 @@ class Publisher:
         self._on_acknowledged = on_acknowledged
         #: Told the instance of another wheeld this one stands down for (exit 78).
         self._on_rival = on_rival
+        #: Builds an alarm as the pipeline does (schema_version, signature); the
+        #: bare payload when the publisher runs without a pipeline (its tests).
+        self._alarm_message = alarm_message or _unsigned_alarm(config)
         self._standing_down = False
         #: Subscribed to the table's commands on the broker connected to.
         self.listening = False
@@ -655,15 +675,11 @@ class Publisher:
         )
         # Best effort and not journalled: an alarm about a refusal must not
         # itself become an outbox entry that can be refused, and so on.
-        alarm = {
-            "alarm": "broker_refused",
-            "topic": entry.message.topic,
-            "reason": str(code),
-            "table": self._config.table.id,
-            "ts": iso_utc(since),
-        }
+        alarm = self._alarm_message(
+            since, "broker_refused", {"topic": entry.message.topic, "reason": str(code)}
+        )
         alarm_code = await client.publish_acknowledged(
-            f"{self._base}/alarm", json.dumps(alarm), properties=self._json_properties()
+            alarm.topic, alarm.payload, properties=self._json_properties()
         )
         if alarm_code.is_failure:
             self._log.error("broker refused the alarm as well", reason=str(alarm_code))
