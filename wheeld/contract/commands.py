@@ -14,11 +14,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from wheeld.commands import DEFAULT_RECALL, MAX_GAME_ID, MAX_NOTE, MAX_OPERATOR, MAX_RECALL
+from wheeld import commands as judged
+from wheeld.commands import (
+    DEFAULT_RECALL,
+    MAX_CORRELATION_ID,
+    MAX_GAME_ID,
+    MAX_NOTE,
+    MAX_OPERATOR,
+    MAX_RECALL,
+)
 from wheeld.contract.topics import Pocket, SchemaVersion, TableId, Timestamp
-
-#: The longest ``correlation_id`` a command may carry.
-MAX_CORRELATION_ID = 128
 
 Operator = Annotated[
     str,
@@ -159,11 +164,18 @@ class Recalled(Reply):
     games: list[RecalledGame]
 
 
-#: Each command: its payload's model and the replies it can get.
-COMMANDS: dict[str, tuple[type[Command], tuple[type[Reply], ...]]] = {
+_MODELS: dict[str, tuple[type[Command], tuple[type[Reply], ...]]] = {
     "no_spin": (NoSpinCommand, (NoSpinDone, Refused)),
     "open": (OpenCommand, (TableSet, Refused)),
     "close": (CloseCommand, (TableSet, Refused)),
     "recall": (RecallCommand, (Recalled, Refused)),
     "ack": (AckCommand, (Acknowledged, Refused)),
 }
+#: Each command wheeld obeys (``wheeld.commands.COMMANDS``, the one list of names):
+#: its payload's model and the replies it can get. A name without models fails here,
+#: at import, rather than as a command missing from the contract.
+COMMANDS: dict[str, tuple[type[Command], tuple[type[Reply], ...]]] = {
+    name: _MODELS[name] for name in judged.COMMANDS
+}
+if set(_MODELS) != set(COMMANDS):
+    raise ImportError(f"models for commands wheeld does not obey: {set(_MODELS) - set(COMMANDS)}")
