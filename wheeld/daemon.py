@@ -363,7 +363,7 @@ class Daemon:
         ]
         self._publisher_task = tasks[1]
         self._every(WHEEL_STATE_EVERY_S, self._refresh_wheel_state)
-        self._every(RETENTION_EVERY_S, self._retain)
+        self._every(RETENTION_EVERY_S, self._prune_journal)
         self._every(CHECKPOINT_EVERY_S, self._checkpoint)
         self.journal.checkpoint_elsewhere()
         self._every(WAL_CHECKPOINT_S, self._checkpoint_wal)
@@ -467,7 +467,7 @@ class Daemon:
                 )
             )
         self._apply(started)
-        self._retain()
+        self._prune_journal()
         held, self._held = self._held or [], None
         for heard in held:
             heard()
@@ -514,7 +514,7 @@ class Daemon:
 
         self._repeating.append(loop.call_later(interval, tick))
 
-    def _retain(self) -> None:
+    def _prune_journal(self) -> None:
         """Journal retention: one batch now, the next once the loop has had its turn."""
         self._pruning = None
         try:
@@ -525,7 +525,7 @@ class Daemon:
         self._pruned += deleted
         if deleted:
             loop = asyncio.get_running_loop()
-            self._pruning = loop.call_later(RETENTION_PAUSE_S, self._retain)
+            self._pruning = loop.call_later(RETENTION_PAUSE_S, self._prune_journal)
         elif self._pruned:
             self.log.info("journal retention", deleted_rows=self._pruned)
             self._pruned = 0
