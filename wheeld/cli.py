@@ -779,27 +779,55 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from wheeld.config import ConfigError, load
+    from wheeld.config import ConfigError
+    from wheeld.readiness import config_warnings, load_for_run, state_dir_holder
 
     try:
-        config = load(args.file)
+        config = load_for_run(args.file, live=True)
     except ConfigError as exc:
         for report in exc.reports:
             print(report, file=sys.stderr)
         return EXIT_FAILURE
-    # Nothing set, by the file or the environment: likely the wrong file.
-    note = "" if config.model_fields_set else " (empty: every value is a default)"
+    warnings = config_warnings(config)
+    holder = state_dir_holder(config.state.dir)
+    if holder is not None:
+        warnings.append(
+            f"state.dir: {config.state.dir}: {holder} is using it now "
+            "(wheeld run would stop while it runs; its metrics address was not tried)"
+        )
+    for warning in warnings:
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    # A file that sets nothing is likely the wrong file, whatever the environment sets.
+    note = " (empty: every value is a default)" if _sets_nothing(args.file) else ""
     print(f"{args.file}: ok{note}")
     return 0
+
+
+def _sets_nothing(path: Path) -> bool:
+    import tomllib
+
+    try:
+        return not tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
 
 
 def _run(args: argparse.Namespace) -> int:
     import asyncio
 
     from wheeld import logs
+    from wheeld.config import ConfigError
+    from wheeld.readiness import config_warnings, load_for_run
 
-    config = _load_config(args.config)
+    try:
+        config = load_for_run(args.config)
+    except ConfigError as exc:
+        # As check-config says them: one line a problem, never joined.
+        raise CommandError("\n".join(str(report) for report in exc.reports)) from None
     logs.configure(config.log.level, config.log.format)
+    log = logs.get().bind(table=config.table.id)
+    for warning in config_warnings(config):
+        log.warning("configuration", problem=warning)
     from wheeld.daemon import Daemon
     from wheeld.journal import JournalError
     from wheeld.link import LinkOpenError
@@ -960,7 +988,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return command(args)
     except CommandError as exc:
-        print(f"wheeld {args.command}: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"wheeld {args.command}: {line}", file=sys.stderr)
         return exc.status
     except BrokenPipeError:
         # `wheeld replay ... | head` is normal use, not an error.

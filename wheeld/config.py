@@ -16,7 +16,7 @@ import ssl
 import stat
 import tomllib
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from wheeld.config_words import did_you_mean, explain, section_model
 from wheeld.rules import RulesConfig
 
 #: A configuration is a few kilobytes; anything bigger is the wrong file.
@@ -646,30 +647,37 @@ class ArchiveSettings(_Section):
     log: LogConfig = LogConfig()
 
 
-def _consistency(config: Config) -> list[tuple[str, str]]:
-    """Problems between keys of different sections, as ``(dotted key, message)``."""
+def _consistency(sections: Mapping[str, BaseModel]) -> list[tuple[str, str]]:
+    """Problems between keys of different sections, as ``(dotted key, message)``: those
+    of the sections that are valid on their own (a wrong section hides nothing else)."""
     problems = []
-    # Command senders are allowed to read the reply topics: were they the
-    # table's own topics (or above them), the broker's ACL could not keep the
-    # two apart, and a reply could land on <base>/result.
-    base, prefix = config.base_topic + "/", config.mqtt.reply_prefix
-    if base.startswith(prefix) or prefix.startswith(base):
-        problems.append(
-            (
-                "mqtt.reply_prefix",
-                f"must not be the base topic {config.base_topic!r}, under it or above it",
+    table, mqtt = sections.get("table"), sections.get("mqtt")
+    if isinstance(table, TableConfig) and isinstance(mqtt, MqttConfig):
+        # Command senders are allowed to read the reply topics: were they the
+        # table's own topics (or above them), the broker's ACL could not keep the
+        # two apart, and a reply could land on <base>/result.
+        base_topic = mqtt.base_topic or f"wheeld/{table.id}"
+        base, prefix = base_topic + "/", mqtt.reply_prefix
+        if base.startswith(prefix) or prefix.startswith(base):
+            problems.append(
+                (
+                    "mqtt.reply_prefix",
+                    f"must not be the base topic {base_topic!r}, under it or above it",
+                )
             )
-        )
-    both = {"host", "port"} & config.mqtt.model_fields_set
-    if config.mqtt.servers is not None and both:
-        problems.append(
-            (
-                "mqtt.servers",
-                "give mqtt.servers or mqtt.host/mqtt.port, not both "
-                f"(mqtt.{sorted(both)[0]} is set too)",
+    if isinstance(mqtt, MqttConfig):
+        both = {"host", "port"} & mqtt.model_fields_set
+        if mqtt.servers is not None and both:
+            problems.append(
+                (
+                    "mqtt.servers",
+                    "give mqtt.servers or mqtt.host/mqtt.port, not both "
+                    f"(mqtt.{sorted(both)[0]} is set too)",
+                )
             )
-        )
-    problems += _driver_problems(config)
+    wheel, rules = sections.get("wheel"), sections.get("rules")
+    if isinstance(wheel, WheelConfig):
+        problems += _driver_problems(wheel, rules if isinstance(rules, RulesConfig) else None)
     return problems
 
 
@@ -686,20 +694,21 @@ def _blame(key: tuple[str, ...], origins: Origins, source: str) -> str:
     return source
 
 
-def describe(error: ValidationError, source: str, origins: Origins | None = None) -> list[Problem]:
-    """One problem per error, each naming its dotted key, blamed where it was set."""
+def describe(
+    error: ValidationError,
+    source: str,
+    origins: Origins | None = None,
+    model: type[BaseModel] | None = None,
+) -> list[Problem]:
+    """One problem per error, each naming its dotted key, blamed where it was set, in
+    plain words (``config_words.explain``): the value written and the form expected."""
     problems = []
     for item in error.errors():
         key = tuple(str(part) for part in item["loc"])
         if item["type"] == "cross_field":
             key += tuple(str(item.get("ctx", {})["key"]).split("."))
         name = ".".join(key) or "(top level)"
-        if item["type"] == "extra_forbidden":
-            text = "unknown key"
-        elif item["type"] == "value_error":
-            text = str(item.get("ctx", {})["error"])  # without pydantic's "Value error, "
-        else:
-            text = item["msg"]
+        text = explain(item, model or Config)
         problems.append(Problem(_blame(key, origins or {}, source), f"{name}: {text}"))
     return problems
 
@@ -770,28 +779,31 @@ def _read_password(path: Path, environ: Mapping[str, str], base: Path) -> str:
 
 
 def _resolve_files(
-    config: Config, environ: Mapping[str, str], base: Path, *, signing_key: bool = True
-) -> Config:
-    """Read the password file, and make every TLS path and the signing key absolute and checked.
-
-    Problems are returned keyed by dotted key, in a ConfigError whose source is
-    left for the caller to blame.
-    """
-    mqtt, problems = _resolve_mqtt_files(config.mqtt, environ, base)
-    key_path: Path | None = None
-    if signing_key and config.signing.key_file is not None:
+    sections: Mapping[str, BaseModel],
+    environ: Mapping[str, str],
+    base: Path,
+    *,
+    signing_key: bool,
+) -> tuple[dict[str, BaseModel], list[str]]:
+    """The valid sections whose secret and TLS files were found, read and checked, and
+    the problems as ``dotted key: message``: the password file read, the TLS files
+    loaded as the MQTT client will, the signing key's file found."""
+    updates: dict[str, BaseModel] = {}
+    problems: list[str] = []
+    mqtt = sections.get("mqtt")
+    if isinstance(mqtt, MqttConfig):
+        resolved, problems = _resolve_mqtt_files(mqtt, environ, base)
+        if resolved is not mqtt:
+            updates["mqtt"] = resolved
+    signing = sections.get("signing")
+    if signing_key and isinstance(signing, SigningConfig) and signing.key_file is not None:
         try:
-            key_path = find_secret(config.signing.key_file, environ, base)
+            key_path = find_secret(signing.key_file, environ, base)
         except (FileNotFoundError, ValueError) as exc:
             problems.append(f"signing.key_file: {exc}")
-    if problems:
-        raise ConfigError("configuration", problems)
-    if key_path is not None:
-        signing = config.signing.model_copy(update={"key_file": key_path})
-        config = config.model_copy(update={"signing": signing})
-    if mqtt is config.mqtt:
-        return config  # untouched: an empty file still reads as every value a default
-    return config.model_copy(update={"mqtt": mqtt})
+        else:
+            updates["signing"] = signing.model_copy(update={"key_file": key_path})
+    return updates, problems
 
 
 def _resolve_mqtt_files(
@@ -887,41 +899,49 @@ def driver_settings(config: Config) -> Any:
     return driver.settings.model_validate(raw)
 
 
-def _driver_problems(config: Config) -> list[tuple[str, str]]:
-    """Keys under ``[wheel]`` that belong to no field: the chosen driver's section or errors."""
+def _driver_problems(wheel: WheelConfig, rules: RulesConfig | None) -> list[tuple[str, str]]:
+    """Keys under ``[wheel]`` that belong to no field: the chosen driver's section or errors
+    (its checks against ``[rules]`` only when those are valid)."""
     from wheeld.drivers import driver_named
 
-    driver = driver_named(config.wheel.driver)
+    driver = driver_named(wheel.driver)
     problems: list[tuple[str, str]] = []
-    for key, value in (config.wheel.model_extra or {}).items():
+    known = [*WheelConfig.model_fields, *([driver.section] if driver.section else [])]
+    for key, value in (wheel.model_extra or {}).items():
         if key != driver.section or driver.settings is None:
-            problems.append((f"wheel.{key}", f"unknown key (driver {driver.name!r})"))
+            unknown = f"unknown key (driver {driver.name!r})" + did_you_mean(key, known)
+            problems.append((f"wheel.{key}", unknown))
             continue
         try:
             settings = driver.settings.model_validate(value)
         except ValidationError as exc:
             for item in exc.errors():
                 where = ".".join(str(part) for part in ("wheel", key, *item["loc"]))
-                text = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
-                problems.append((where, text))
+                problems.append((where, explain(item, driver.settings)))
             continue
-        if driver.check is not None:
-            problems += driver.check(settings, config.rules)
+        if driver.check is not None and rules is not None:
+            problems += driver.check(settings, rules)
     return problems
 
 
-def _validate(data: dict[str, Any], source: str, origins: Origins) -> Config:
+def _sections(
+    data: dict[str, Any], source: str, origins: Origins
+) -> tuple[Config | None, dict[str, BaseModel], list[Problem]]:
+    """The whole configuration (None when any of it is wrong), every section that is
+    valid on its own, and every problem of the model."""
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, describe(exc, source, origins)) from None
-    problems = [
-        Problem(_blame(tuple(key.split(".")), origins, source), f"{key}: {message}")
-        for key, message in _consistency(config)
-    ]
-    if problems:
-        raise ConfigError(source, problems)
-    return config
+        failed = {str(item["loc"][0]) for item in exc.errors() if item["loc"]}
+        sections: dict[str, BaseModel] = {}
+        for name, field in Config.model_fields.items():
+            model = section_model(field.annotation)
+            if name in failed or model is None:
+                continue
+            with contextlib.suppress(ValidationError):
+                sections[name] = model.model_validate(data.get(name, {}))
+        return None, sections, describe(exc, source, origins)
+    return config, {name: getattr(config, name) for name in Config.model_fields}, []
 
 
 def _parse_file(path: Path) -> dict[str, Any]:
@@ -938,33 +958,47 @@ def _parse_file(path: Path) -> dict[str, Any]:
 
 
 def load(
-    path: Path, environ: Mapping[str, str] | None = None, *, signing_key: bool = True
+    path: Path,
+    environ: Mapping[str, str] | None = None,
+    *,
+    signing_key: bool = True,
+    checks: Callable[[Mapping[str, BaseModel]], list[str]] | None = None,
 ) -> Config:
     """Read and validate a configuration file, with environment overrides and secrets.
 
     ``signing_key=False`` leaves ``signing.key_file`` unread: the board and the
     displays share the table's configuration but must never need its private key.
+    ``checks`` judges the sections that are valid (their files found) further, each
+    problem as ``dotted key: message``: ``wheeld.readiness.load_for_run`` asks there
+    what ``wheeld run`` needs of this machine.
+
     Raises ConfigError listing every problem, each naming its key and blamed on
-    the file or on the environment variable that set it.
+    the file or on the environment variable that set it: every problem at once, a
+    wrong section hiding nothing of the others.
     """
     env = os.environ if environ is None else environ
     source = str(path)
     data = _parse_file(path)
     env_problems, origins = apply_environment(data, env)
-    try:
-        config = _validate(data, source, origins)
-    except ConfigError as exc:
-        raise ConfigError(source, env_problems + exc.reports) from None
-    if env_problems:
-        raise ConfigError(source, env_problems)
-    try:
-        return _resolve_files(config, env, path.parent, signing_key=signing_key)
-    except ConfigError as exc:
-        blamed = [
+    config, sections, problems = _sections(data, source, origins)
+    keyed = [f"{key}: {message}" for key, message in _consistency(sections)]
+    updates, file_problems = _resolve_files(sections, env, path.parent, signing_key=signing_key)
+    keyed += file_problems
+    if checks is not None:
+        keyed += checks({**sections, **updates})
+    reports = (
+        env_problems
+        + problems
+        + [
             Problem(_blame(tuple(text.partition(":")[0].split(".")), origins, source), text)
-            for text in exc.problems
+            for text in keyed
         ]
-        raise ConfigError(source, blamed) from None
+    )
+    if reports or config is None:
+        raise ConfigError(source, reports)
+    if not updates:
+        return config  # untouched: an empty file still reads as every value a default
+    return config.model_copy(update=updates)
 
 
 def load_archive(path: Path, environ: Mapping[str, str] | None = None) -> ArchiveSettings:
@@ -978,7 +1012,9 @@ def load_archive(path: Path, environ: Mapping[str, str] | None = None) -> Archiv
     try:
         settings = ArchiveSettings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, env_problems + describe(exc, source, origins)) from None
+        raise ConfigError(
+            source, env_problems + describe(exc, source, origins, ArchiveSettings)
+        ) from None
     if env_problems:
         raise ConfigError(source, env_problems)
     mqtt, problems = _resolve_mqtt_files(settings.mqtt, env, path.parent)

@@ -44,6 +44,7 @@ from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
 from wheeld.publisher import BrokerMemory, Publisher, RawJSON, RivalDaemon, read_broker_memory
 from wheeld.ratelimit import RATE_PER_S, CommandRate
+from wheeld.readiness import KEY_NOT_SET
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 from wheeld.stats import Statistics
@@ -102,10 +103,7 @@ def load_signer(config: Config) -> Signer | None:
     signing = config.signing
     if signing.key_file is None:
         if signing.required:
-            raise SigningError(
-                "signing.key_file: not set; every game message is signed "
-                "(wheeld keygen --out DIR makes a key; signing.required = false runs unsigned)"
-            )
+            raise SigningError(KEY_NOT_SET)
         return None
     try:
         return Signer.from_file(signing.key_file)
