@@ -385,7 +385,7 @@ def _recall(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from wheeld.journal import JournalError
-    from wheeld.recall import ExportError, export_lines
+    from wheeld.recall import ExportError, ExportSummary, export_lines
     from wheeld.signing import SigningError, load_public_key
 
     if (args.from_game or args.to_game) and (args.since or args.until):
@@ -398,7 +398,7 @@ def _export(args: argparse.Namespace) -> int:
         except (SigningError, OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
     view = _journal_view(args.state_dir)
-    written = 0
+    summary = ExportSummary()
     # Written beside the file, then renamed over it: a failed export leaves no half file.
     partial = args.out.with_name(f".{args.out.name}.partial")
     try:
@@ -410,10 +410,10 @@ def _export(args: argparse.Namespace) -> int:
                 since=args.since,
                 until=args.until,
                 public_key_pem=pem,
+                summary=summary,
             ):
                 out.write(line)
                 out.write("\n")
-                written += 1
         partial.replace(args.out)
     except (JournalError, ExportError) as exc:
         partial.unlink(missing_ok=True)
@@ -423,7 +423,7 @@ def _export(args: argparse.Namespace) -> int:
         raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
     finally:
         view.close()
-    print(f"{args.out}: {written} lines")
+    print(f"{args.out}: {summary.describe()}")
     return 0
 
 

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wheeld import identity, logs
-from wheeld.commands import CommandError, OperatorCommand, Recall, claimed_operator, parse
+from wheeld.commands import (
+    CommandError,
+    OperatorCommand,
+    Recall,
+    claimed_operator,
+    named_operator,
+    parse,
+)
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
 from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
@@ -719,10 +726,9 @@ class Daemon:
             record = CommandRecord(now, command.name, asked.operator, text, True, "recalled")
         except (CommandError, JournalError) as exc:
             reply = {"ok": False, "error": str(exc)}
-            record = CommandRecord(now, command.name, command.sender, text, False, str(exc))
-            self.log.warning(
-                "command refused", command=command.name, sender=command.sender, error=str(exc)
-            )
+            sender = named_operator(command)
+            record = CommandRecord(now, command.name, sender, text, False, str(exc))
+            self.log.warning("command refused", command=command.name, sender=sender, error=str(exc))
         self._apply(Effects(commands=[record]))
         return {**reply, "schema_version": SCHEMA_VERSION}
 
