@@ -67,9 +67,11 @@ def _number(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
-def limits(field: FieldInfo) -> str:
-    """The field's bounds in words: "5 to 3,600", "at least 365", "above 0, at most 0.05"."""
+def limits(field: FieldInfo, unit: str = "") -> str:
+    """The field's bounds in words: "5 to 3,600", "at least 365", "above 0, at most 0.05";
+    ``unit`` after bounds of length ("at most 64 characters")."""
     low = high = ""
+    sized = False
     for item in field.metadata:
         if isinstance(item, Ge):
             low = _number(item.ge)
@@ -80,18 +82,21 @@ def limits(field: FieldInfo) -> str:
         elif isinstance(item, Lt):
             high = f"below {_number(item.lt)}"
         elif isinstance(item, MinLen) and item.min_length > 0:
-            low = f"{item.min_length}"
+            low, sized = str(item.min_length), True
         elif isinstance(item, MaxLen):
-            high = f"{item.max_length}"
+            high, sized = str(item.max_length), True
     if low and high:
         if low.startswith("above") or high.startswith("below"):
-            return f"{low}, {'at most ' if not high.startswith('below') else ''}{high}"
-        return f"{low} to {high}"
-    if low:
-        return low if low.startswith("above") else f"at least {low}"
-    if high:
-        return high if high.startswith("below") else f"at most {high}"
-    return ""
+            text = f"{low}, {'' if high.startswith('below') else 'at most '}{high}"
+        else:
+            text = f"{low} to {high}"
+    elif low:
+        text = low if low.startswith("above") else f"at least {low}"
+    elif high:
+        text = high if high.startswith("below") else f"at most {high}"
+    else:
+        return ""
+    return f"{text} {unit}" if sized and unit else text
 
 
 def choices(annotation: Any) -> tuple[Any, ...]:
