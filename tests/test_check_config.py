@@ -329,3 +329,34 @@ def test_a_state_directory_this_user_cannot_make_is_refused(
     finally:
         shutil.rmtree(locked, ignore_errors=True)
     assert "state.dir: " in capsys.readouterr().err
+
+
+def test_a_key_not_found_without_the_credentials_says_where_systemd_has_it(
+    tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CREDENTIALS_DIRECTORY", raising=False)
+    sections = _good(tmp_path, wheel)
+    sections["signing"]["key_file"] = "signing.key"  # as the units name it
+    path = tmp_path / "wheeld.toml"
+    path.write_text(_toml(sections))
+    assert wheeld(["check-config", str(path)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"{path}: signing.key_file: no such file: {tmp_path / 'signing.key'} (under systemd the "
+        "unit passes it as a credential: run check-config with "
+        "CREDENTIALS_DIRECTORY=/etc/wheeld/credentials/<table>, as docs/operations.md shows)"
+    )
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(tmp_path / "keys"))
+    assert wheeld(["check-config", str(path)]) == 0
+
+
+def test_a_key_beside_the_file_not_among_the_credentials_is_a_warning(
+    tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
+    path = tmp_path / "wheeld.toml"
+    path.write_text(_toml(_good(tmp_path, wheel)))
+    assert wheeld(["check-config", str(path)]) == 0
+    assert "the units pass the key as the credential 'signing.key'" in capsys.readouterr().err

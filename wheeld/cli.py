@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from wheeld.capture import Capture
-    from wheeld.config import Config
+    from wheeld.config import Config, ConfigError
     from wheeld.journal import JournalView
     from wheeld.pipeline import TablePipeline
     from wheeld.signing import Signer
@@ -660,7 +660,12 @@ def _load_config(path: Path | None, *, signing_key: bool = True) -> Config:
     try:
         return load(path, signing_key=signing_key)
     except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(_lines(exc)) from None
+
+
+def _lines(error: ConfigError) -> str:
+    """A configuration's problems as check-config says them: one line each, never joined."""
+    return "\n".join(str(report) for report in error.reports)
 
 
 def _capture_pipeline(
@@ -822,8 +827,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         config = load_for_run(args.config)
     except ConfigError as exc:
-        # As check-config says them: one line a problem, never joined.
-        raise CommandError("\n".join(str(report) for report in exc.reports)) from None
+        raise CommandError(_lines(exc)) from None
     logs.configure(config.log.level, config.log.format)
     log = logs.get().bind(table=config.table.id)
     for warning in config_warnings(config):

@@ -1056,11 +1056,27 @@ def _resolve_files(
     if signing_key and isinstance(signing, SigningConfig) and signing.key_file is not None:
         try:
             key_path = find_secret(signing.key_file, environ, base)
-        except (FileNotFoundError, ValueError) as exc:
+        except FileNotFoundError as exc:
+            problems.append(f"signing.key_file: {exc}{_credential_hint(signing.key_file, environ)}")
+        except ValueError as exc:
             problems.append(f"signing.key_file: {exc}")
         else:
             updates["signing"] = signing.model_copy(update={"key_file": key_path})
     return updates, problems
+
+
+#: The name the units pass the signing key under (``LoadCredential=signing.key:...``).
+SIGNING_CREDENTIAL = "signing.key"
+
+
+def _credential_hint(path: Path, environ: Mapping[str, str]) -> str:
+    """Where a relative key not found would be under systemd, when that is the likely cause."""
+    if path.is_absolute() or environ.get("CREDENTIALS_DIRECTORY"):
+        return ""
+    return (
+        " (under systemd the unit passes it as a credential: run check-config with "
+        "CREDENTIALS_DIRECTORY=/etc/wheeld/credentials/<table>, as docs/operations.md shows)"
+    )
 
 
 def _resolve_mqtt_files(

@@ -28,6 +28,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from wheeld.config import (
+    SIGNING_CREDENTIAL,
     Config,
     MetricsConfig,
     MqttConfig,
@@ -246,6 +247,15 @@ def broker_problems(mqtt: MqttConfig) -> list[str]:
 def config_warnings(config: Config) -> list[str]:
     """What is allowed but likely a mistake, as ``dotted key: message``."""
     warnings = []
+    key = config.signing.key_file
+    credentials = os.environ.get("CREDENTIALS_DIRECTORY")
+    if key is not None and credentials and not key.is_relative_to(credentials):
+        # Found beside the file, not among the credentials: not what the units pass.
+        warnings.append(
+            f"signing.key_file: {key} is not in $CREDENTIALS_DIRECTORY ({credentials}): the "
+            f"units pass the key as the credential {SIGNING_CREDENTIAL!r} "
+            f'(key_file = "{SIGNING_CREDENTIAL}")'
+        )
     base = config.mqtt.base_topic
     if base is not None and config.table.id not in base.split("/"):
         warnings.append(
