@@ -248,6 +248,11 @@ def test_a_wrong_section_hides_nothing_of_the_others(
         ("[table]\nid = 12\n", "table.id: must be a string in quotes, not 12 (an integer)"),
         ('[mqtt]\nservers = "a:1"\n', "mqtt.servers: must be a list in brackets"),
         ("marquee = 5\n", "marquee: must be a section ([marquee])"),
+        (
+            '[alerts]\ndeviation_p_value = "0.01"\n',
+            'alerts.deviation_p_value: must be a number, not "0.01" (a string): '
+            "write deviation_p_value = 0.01, without quotes",
+        ),
     ],
 )
 def test_a_bad_value_says_the_form_expected(

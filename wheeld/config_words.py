@@ -10,6 +10,7 @@ the known one it most looks like. The configuration reference
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import types
@@ -181,7 +182,8 @@ def explain(item: ErrorDetails, model: type[BaseModel]) -> str:
     if kind in ("float_type", "float_parsing"):
         text = f"must be a number, {given} ({kind_of(value)})"
         if isinstance(value, str):
-            text += ", without quotes"
+            with contextlib.suppress(ValueError):
+                text += f": write {name} = {float(value.strip())!r}, without quotes"
         return text
     if kind in ("bool_type", "bool_parsing"):
         return f"must be true or false (without quotes), {given} ({kind_of(value)})"
