@@ -30,6 +30,17 @@ def credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return directory
 
 
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What ``run`` needs of the machine, given by the environment: no key required, the
+    wheel waited for, a state directory of the test's own (returned)."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("WHEELD_SIGNING__REQUIRED", "false")
+    monkeypatch.setenv("WHEELD_WHEEL__WAIT_FOR_DEVICE", "true")
+    monkeypatch.setenv("WHEELD_STATE__DIR", str(state))
+    return state
+
+
 def test_the_example_configuration_is_valid(credentials: Path) -> None:
     config = load(EXAMPLE)
     assert config.table.id == "T1"
@@ -74,7 +85,7 @@ def test_a_bad_value_names_its_key(tmp_path: Path, text: str, key: str) -> None:
 
 
 def test_check_config_reports_every_problem(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], machine: Path
 ) -> None:
     path = tmp_path / "c.toml"
     path.write_text("[rules]\nmin_ball_revolutions = 1\nsettle_ms = -1\n[mqtt]\nport = 70000\n")
@@ -85,8 +96,14 @@ def test_check_config_reports_every_problem(
 
 
 def test_check_config_accepts_a_good_file(
-    capsys: pytest.CaptureFixture[str], credentials: Path
+    capsys: pytest.CaptureFixture[str],
+    credentials: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The machine as the unit gives it: the state directory, a wheel to wait for.
+    monkeypatch.setenv("WHEELD_STATE__DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("WHEELD_WHEEL__WAIT_FOR_DEVICE", "true")
     assert wheeld(["check-config", str(EXAMPLE)]) == 0
     assert "ok" in capsys.readouterr().out
 
@@ -301,7 +318,7 @@ def test_no_valid_rules_void_every_game(rules: RulesConfig) -> None:
         ("$SYS/wheeld", None, "mqtt.base_topic: must not start with '$'"),
         ("a/#", None, "mqtt.base_topic: must be MQTT topic levels joined by"),
         ("a/", None, "mqtt.base_topic: must be MQTT topic levels joined by"),
-        ("x" * 201, None, "mqtt.base_topic: String should have at most 200 characters"),
+        ("x" * 201, None, "mqtt.base_topic: must be at most 200 characters long, not"),
         (None, "replies", "mqtt.reply_prefix: must end with '/'"),
         (None, "$replies/", "mqtt.reply_prefix: must not start with '$'"),
         (None, "re/+/", "mqtt.reply_prefix: must be MQTT topic levels joined by"),
@@ -343,9 +360,10 @@ def test_an_environment_error_is_blamed_on_the_variable(tmp_path: Path) -> None:
     assert sorted(lines) == sorted(
         [
             "WHEELD_X__: not of the form WHEELD_<SECTION>__<KEY>",
-            "WHEELD_MQTT__PORT: mqtt.port: Input should be a valid integer",
-            "WHEELD_MQTT__TLS__NOPE: mqtt.tls.nope: unknown key",
-            f"{path}: rules.settle_ms: Input should be a valid integer",
+            "WHEELD_MQTT__PORT: mqtt.port: must be a whole number, not true (a boolean)",
+            "WHEELD_MQTT__TLS__NOPE: mqtt.tls.nope: unknown key "
+            "(known here: ca_file, cert_file, insecure, key_file)",
+            f"{path}: rules.settle_ms: must be a whole number, not true (a boolean)",
         ]
     )
 
@@ -356,7 +374,10 @@ def test_a_secret_file_named_by_the_environment_is_blamed_on_it(tmp_path: Path) 
 
 
 def test_check_config_blames_the_variable(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    machine: Path,
 ) -> None:
     path = tmp_path / "c.toml"
     path.write_text("")
@@ -429,7 +450,7 @@ def test_run_refuses_the_same_files(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_check_config_says_when_every_value_is_a_default(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], machine: Path
 ) -> None:
     empty = tmp_path / "empty.toml"
     empty.write_text("# nothing set yet\n")

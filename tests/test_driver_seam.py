@@ -213,7 +213,11 @@ def test_without_the_ss2_distribution_its_driver_is_refused_in_one_line(
 ) -> None:
     installed(remove=(SS2,))
     assert sorted(registry.drivers()) == ["wrp"]
-    config = _config(tmp_path, f'[wheel]\ndriver = "{SS2}"\n')
+    config = _config(
+        tmp_path,
+        f'[wheel]\ndriver = "{SS2}"\nport = "socket://127.0.0.1:1"\n'
+        f'[signing]\nrequired = false\n[state]\ndir = "{tmp_path / "state"}"\n',
+    )
     assert wheeld(["check-config", str(config)]) != 0
     out, err = capsys.readouterr()
     (line,) = (out + err).splitlines()

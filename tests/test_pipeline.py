@@ -117,6 +117,26 @@ def test_a_valid_no_spin_voids_the_game_and_is_journaled_with_its_operator() -> 
     assert record.accepted and record.sender == "boss-7"
 
 
+@pytest.mark.parametrize(
+    ("payload", "sender", "journaled"),
+    [
+        (b'{"alert": "no_such_alert", "operator": "boss-7"}', None, "boss-7"),
+        (b'{"alert": 5, "operator": "boss-7"}', None, "boss-7"),
+        (b'{"alert": "deviation", "operator": "boss-7", "extra": 1}', "mqtt-user", "boss-7"),
+        (b'{"alert": 5}', "mqtt-user", "mqtt-user"),
+        (b"not json", None, None),
+    ],
+)
+def test_a_refused_command_is_journaled_with_whom_it_names(
+    payload: bytes, sender: str | None, journaled: str | None
+) -> None:
+    table = Table()
+    reply, effects = table.command("ack", payload, sender=sender)
+    assert reply["ok"] is False
+    (record,) = effects.commands
+    assert not record.accepted and record.sender == journaled
+
+
 def test_open_and_close_refuse_fields_and_retained_messages() -> None:
     table = Table()
     assert table.command("close", b'{"why": "x"}')[0]["ok"] is False

@@ -52,7 +52,8 @@ def test_recall_reads_as_a_table(tmp_path: Path, capsys: Any) -> None:
     lines = out.splitlines()
     assert lines[0] == "game 2: result 17 black"
     assert lines[1].startswith("  2025-01-02T10:02:00.000Z  spinning  (rotor_direction cw")
-    assert lines[-1] == "    1006.000 < $X,1*00"
+    # Frame times as the events': ISO 8601 UTC to the millisecond, never epoch seconds.
+    assert lines[-1] == "    1970-01-01T00:16:46.000Z < $X,1*00"
     assert "sig" not in out
 
 

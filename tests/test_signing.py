@@ -350,7 +350,11 @@ def _run_once(config: Path) -> subprocess.CompletedProcess[str]:
 
 def test_run_without_a_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
     config = write_config(
-        tmp_path / "c.toml", port=tmp_path / "wheel", broker=1, state=tmp_path / "s", signing=""
+        tmp_path / "c.toml",
+        port="socket://127.0.0.1:1",
+        broker=1,
+        state=tmp_path / "s",
+        signing="",
     )
     done = _run_once(config)
     assert done.returncode == 1
@@ -364,7 +368,7 @@ def test_run_with_an_unusable_key_refuses_to_start_in_one_line(tmp_path: Path) -
     bad.write_text("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
     config = write_config(
         tmp_path / "c.toml",
-        port=tmp_path / "wheel",
+        port="socket://127.0.0.1:1",
         broker=1,
         state=tmp_path / "s",
         signing=f"[signing]\nkey_file = {json.dumps(str(bad))}",

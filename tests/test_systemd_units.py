@@ -182,6 +182,8 @@ def test_documented_check_config_passes(tmp_path: Path) -> None:
     documented = {
         "CREDENTIALS_DIRECTORY": environ["CREDENTIALS_DIRECTORY"],
         "WHEELD_TABLE__ID": "T1",
+        # As the unit gives it (StateDirectory=): the docs' line names /var/lib/wheeld/T1.
+        "WHEELD_STATE__DIR": str(tmp_path / "state" / "T1"),
     }
     out = subprocess.run(
         [sys.executable, "-m", "wheeld", "check-config", str(config_file)],

@@ -450,8 +450,14 @@ def test_an_export_verifies_and_its_ends_are_anchored(
         )
         == 0
     )
-    capsys.readouterr()
+    said = capsys.readouterr().out
     lines = out.read_text().splitlines()
+    # The count is the file's, and the times are ISO, as the messages have them.
+    assert out.read_bytes().count(b"\n") == len(lines) == 19
+    assert said == (
+        f"{out}: 19 lines: games 2-4, 9 messages and 9 serial lines, "
+        "2025-01-02T10:02:00.000Z to 2025-01-02T10:04:00.000Z\n"
+    )
     header = json.loads(lines[0])["export"]
     assert header["games"] == [2, 4] and header["kid"] == SIGNER.kid
     assert header["anchor"]["start"]["seq"] == 4

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from wheeld.capture import Capture
-    from wheeld.config import Config
+    from wheeld.config import Config, ConfigError
     from wheeld.journal import JournalView
     from wheeld.pipeline import TablePipeline
     from wheeld.signing import Signer
@@ -385,7 +385,7 @@ def _recall(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from wheeld.journal import JournalError
-    from wheeld.recall import ExportError, export_lines
+    from wheeld.recall import ExportError, ExportSummary, export_lines
     from wheeld.signing import SigningError, load_public_key
 
     if (args.from_game or args.to_game) and (args.since or args.until):
@@ -398,7 +398,7 @@ def _export(args: argparse.Namespace) -> int:
         except (SigningError, OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
     view = _journal_view(args.state_dir)
-    written = 0
+    summary = ExportSummary()
     # Written beside the file, then renamed over it: a failed export leaves no half file.
     partial = args.out.with_name(f".{args.out.name}.partial")
     try:
@@ -410,10 +410,10 @@ def _export(args: argparse.Namespace) -> int:
                 since=args.since,
                 until=args.until,
                 public_key_pem=pem,
+                summary=summary,
             ):
                 out.write(line)
                 out.write("\n")
-                written += 1
         partial.replace(args.out)
     except (JournalError, ExportError) as exc:
         partial.unlink(missing_ok=True)
@@ -423,7 +423,7 @@ def _export(args: argparse.Namespace) -> int:
         raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
     finally:
         view.close()
-    print(f"{args.out}: {written} lines")
+    print(f"{args.out}: {summary.describe()}")
     return 0
 
 
@@ -660,7 +660,12 @@ def _load_config(path: Path | None, *, signing_key: bool = True) -> Config:
     try:
         return load(path, signing_key=signing_key)
     except ConfigError as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(_lines(exc)) from None
+
+
+def _lines(error: ConfigError) -> str:
+    """A configuration's problems as check-config says them: one line each, never joined."""
+    return "\n".join(str(report) for report in error.reports)
 
 
 def _capture_pipeline(
@@ -779,27 +784,54 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from wheeld.config import ConfigError, load
+    from wheeld.config import ConfigError
+    from wheeld.readiness import config_warnings, load_for_run, state_dir_holder
 
     try:
-        config = load(args.file)
+        config = load_for_run(args.file, live=True)
     except ConfigError as exc:
         for report in exc.reports:
             print(report, file=sys.stderr)
         return EXIT_FAILURE
-    # Nothing set, by the file or the environment: likely the wrong file.
-    note = "" if config.model_fields_set else " (empty: every value is a default)"
+    warnings = config_warnings(config)
+    holder = state_dir_holder(config.state.dir)
+    if holder is not None:
+        warnings.append(
+            f"state.dir: {config.state.dir}: {holder} is using it now "
+            "(wheeld run would stop while it runs; its metrics address was not tried)"
+        )
+    for warning in warnings:
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
+    # A file that sets nothing is likely the wrong file, whatever the environment sets.
+    note = " (empty: every value is a default)" if _sets_nothing(args.file) else ""
     print(f"{args.file}: ok{note}")
     return 0
+
+
+def _sets_nothing(path: Path) -> bool:
+    import tomllib
+
+    try:
+        return not tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
 
 
 def _run(args: argparse.Namespace) -> int:
     import asyncio
 
     from wheeld import logs
+    from wheeld.config import ConfigError
+    from wheeld.readiness import config_warnings, load_for_run
 
-    config = _load_config(args.config)
+    try:
+        config = load_for_run(args.config)
+    except ConfigError as exc:
+        raise CommandError(_lines(exc)) from None
     logs.configure(config.log.level, config.log.format)
+    log = logs.get().bind(table=config.table.id)
+    for warning in config_warnings(config):
+        log.warning("configuration", problem=warning)
     from wheeld.daemon import Daemon
     from wheeld.journal import JournalError
     from wheeld.link import LinkOpenError
@@ -960,7 +992,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return command(args)
     except CommandError as exc:
-        print(f"wheeld {args.command}: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines():
+            print(f"wheeld {args.command}: {line}", file=sys.stderr)
         return exc.status
     except BrokenPipeError:
         # `wheeld replay ... | head` is normal use, not an error.

@@ -25,6 +25,7 @@ the refusal can be answered.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,14 +134,29 @@ def claimed_operator(command: OperatorCommand) -> str:
     else the payload's ``operator`` (MQTT 3.1.1 has no property), else "" (nobody)."""
     if command.sender:
         return command.sender
+    return _payload_operator(command) or ""
+
+
+def named_operator(command: OperatorCommand) -> str | None:
+    """Who a command names, for the journal, refused or not: the payload's ``operator``
+    (as an accepted command is journaled), else the MQTT 5 user property, else None."""
+    return _payload_operator(command) or command.sender or None
+
+
+def _payload_operator(command: OperatorCommand) -> str | None:
+    """The payload's ``operator`` when it is a string (cut to its longest), read leniently:
+    a command refused for another reason still names who sent it."""
     if len(command.payload) <= 4096:
         try:
             body = json.loads(command.payload)
         except (UnicodeDecodeError, ValueError, RecursionError):
-            return ""
-        if isinstance(body, dict) and isinstance(body.get("operator"), str):
-            return str(body["operator"])[:MAX_OPERATOR]
-    return ""
+            return None
+        named = body.get("operator") if isinstance(body, dict) else None
+        if isinstance(named, str) and named.strip():
+            with contextlib.suppress(CommandError):
+                _unicode("operator", named)  # a lone surrogate names nobody
+                return named[:MAX_OPERATOR]
+    return None
 
 
 def parse(command: OperatorCommand) -> Command:

@@ -16,7 +16,7 @@ import ssl
 import stat
 import tomllib
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -31,6 +31,7 @@ from pydantic import (
     field_validator,
 )
 
+from wheeld.config_words import did_you_mean, explain, section_model
 from wheeld.rules import RulesConfig
 
 #: A configuration is a few kilobytes; anything bigger is the wrong file.
@@ -194,17 +195,32 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-def _path(default: Path | None = None) -> Any:
-    return Field(default=default, strict=False)
+def _path(default: Path | None = None, description: str | None = None) -> Any:
+    return Field(default=default, strict=False, description=description)
 
 
 class TableConfig(_Section):
-    id: str = Field(default="T1", max_length=MAX_TABLE_ID_CHARS)
-    name: str | None = None
+    """``[table]``: which table this is."""
+
+    id: str = Field(
+        default="T1",
+        max_length=MAX_TABLE_ID_CHARS,
+        description="The table's id. Every message carries it, and it is the default MQTT "
+        "topic level (`wheeld/<table.id>`) and client id (`wheeld-<table.id>`): no `+`, `#`, "
+        "`/` or control characters, not starting with `$` (a topic level); under "
+        "`wheeld@T1` the unit sets it to the instance.",
+    )
+    name: str | None = Field(default=None, description="A longer name for displays.")
     #: Table limits, shown on the marquee.
-    min_bet: float | None = Field(default=None, ge=0)
-    max_bet: float | None = Field(default=None, ge=0)
-    currency: str = ""
+    min_bet: float | None = Field(
+        default=None, ge=0, description="The table's minimum bet, shown on the marquee."
+    )
+    max_bet: float | None = Field(
+        default=None, ge=0, description="The table's maximum bet, shown on the marquee."
+    )
+    currency: str = Field(
+        default="", description="The currency the bets are in, shown beside them (`EUR`)."
+    )
 
     @field_validator("id")
     @classmethod
@@ -216,21 +232,59 @@ class TableConfig(_Section):
 
 
 class WheelConfig(BaseModel):
+    """``[wheel]``: the wheel, its protocol and its serial link."""
+
     # Extra keys are the driver's own section (``[wheel.<Driver.section>]``),
     # checked against the driver's model in _driver_problems.
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
-    #: An installed driver's name (``wheeld.drivers`` entry points).
-    driver: str = "wrp"
-    port: str = Field(default="/dev/ttyUSB0", min_length=1)
-    baudrate: int | None = Field(default=None, ge=50, le=4_000_000)
-    #: None: take the count from the wheel's own hello (37 until it says).
-    pockets: Literal[37, 38] | None = None
-    #: At start-up, wait for a missing port instead of exiting with an error.
-    wait_for_device: bool = False
-    #: Reset the USB serial adapter behind the port (with pyusb) when it wedges:
-    #: silent, or failing to open three times in a row. Device paths only.
-    usb_reset: bool = False
+    driver: str = Field(
+        default="wrp",
+        description="The wheel's protocol: an installed driver (`wheeld.drivers` entry "
+        "points). `wrp` ships with wheeld; `cammegh-ss2` comes with `wheeld-cammegh-ss2`. "
+        "`check-config` names the installed ones when this is not one of them.",
+    )
+    port: str = Field(
+        default="/dev/ttyUSB0",
+        min_length=1,
+        description="The wheel's serial port. A device path, a pty, `socket://HOST:PORT` "
+        "(a wheel behind a raw TCP serial server, or `wheeld simulate --target tcp`) or "
+        "`hwgrep://PATTERN` (the first serial device whose USB ids or description match). "
+        "Other pyserial URLs are refused: `loop://` is a loopback, not a wheel; "
+        "`rfc2217://` and `cp2110://` give the event loop no file descriptor to watch, so "
+        "nothing would ever be read (serve the port as raw TCP, as ser2net does, and use "
+        "`socket://`); `spy://` and `alt://` wrap a device path that can be given as it is. "
+        "A device path must be there at start (unless `wait_for_device`), a character "
+        "device this user may read and write.",
+    )
+    baudrate: int | None = Field(
+        default=None,
+        ge=50,
+        le=4_000_000,
+        description="The line speed. Unset: the driver's own (`wrp` 115200, `cammegh-ss2` 9600).",
+        json_schema_extra={"shown_default": "the driver's"},
+    )
+    pockets: Literal[37, 38] | None = Field(
+        default=None,
+        description="37 single zero, 38 double zero. Unset: the wheel's hello says (37 "
+        "until it does).",
+        json_schema_extra={"shown_default": "from the wheel"},
+    )
+    wait_for_device: bool = Field(
+        default=False,
+        description="At start-up, wait for a missing port instead of exiting with an error. "
+        "A port that goes away *later* is always retried, 0.2 s after the first failure and "
+        "twice as long after each next one, up to 5 s; a port lost within a second of "
+        "opening counts as a failure, so one that accepts and hangs up at once is not "
+        "reopened in a tight loop.",
+    )
+    usb_reset: bool = Field(
+        default=False,
+        description="Reset the USB serial adapter behind `port` when it wedges. After the "
+        "port is closed for silence, or fails to open 3 times in a row; once until data "
+        "flows again, at most once a minute. A device path only (never a pty or a URL); "
+        "under systemd it needs the additions in docs/operations.md.",
+    )
 
     _port = field_validator("port")(check_port)
 
@@ -247,12 +301,28 @@ class WheelConfig(BaseModel):
 
 
 class TlsConfig(_Section):
-    #: CA bundle that signs the broker's certificate; setting any key turns TLS on.
-    ca_file: Path | None = _path()
-    cert_file: Path | None = _path()
-    #: Client key; a secret, so a relative path is looked up in $CREDENTIALS_DIRECTORY.
-    key_file: Path | None = _path()
-    insecure: bool = False
+    """``[mqtt.tls]``: setting any of its files turns TLS on."""
+
+    ca_file: Path | None = _path(
+        description="The CA bundle that signs the broker's certificate; setting it turns TLS "
+        "on. A relative path is beside the configuration file. Loaded when the "
+        "configuration is read, as the MQTT client will load it: a file holding no PEM "
+        "certificate is one line naming this key, not a `run` that retries the broker for "
+        "ever."
+    )
+    cert_file: Path | None = _path(
+        description="The client certificate (PEM); setting it turns TLS on. A relative path "
+        "is beside the configuration file. It must load with its key (`key_file`, else the "
+        "key in this file itself) when the configuration is read."
+    )
+    key_file: Path | None = _path(
+        description="The client certificate's private key. A secret: a relative path is "
+        "looked up in `$CREDENTIALS_DIRECTORY` first, like `mqtt.password_file`; "
+        "unencrypted (the client has no passphrase to give: an encrypted key is refused)."
+    )
+    insecure: bool = Field(
+        default=False, description="Skip the broker host name check. For testing only."
+    )
 
 
 def split_server(value: str) -> tuple[str, int]:
@@ -288,26 +358,90 @@ def join_server(host: str, port: int) -> str:
 
 
 class MqttConfig(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(default=1883, ge=1, le=65535)
-    #: Brokers tried in order ("host:port", "[::1]:1883"), instead of host and port.
-    servers: list[str] | None = None
-    base_topic: str | None = Field(default=None, max_length=MAX_TOPIC_CHARS)
-    #: Where replies to operator commands may go (checked against the base).
-    reply_prefix: str = Field(default="wheeld-replies/", max_length=MAX_TOPIC_CHARS)
-    #: Stable client id, so the broker keeps the session; default "wheeld-<table.id>".
-    client_id: str | None = Field(default=None, min_length=1, max_length=128)
-    protocol: Literal["5", "3.1.1"] = "5"
-    keepalive_s: int = Field(default=30, ge=5, le=3600)
-    #: How long the broker keeps the session while wheeld is away (MQTT 5).
-    session_expiry_s: int = Field(default=86_400, ge=0, le=4_294_967_295)
-    username: str | None = None
-    password: str | None = Field(default=None, repr=False)
-    #: Read the password from this file; relative: $CREDENTIALS_DIRECTORY first.
-    password_file: Path | None = _path()
+    """``[mqtt]``: the broker, and the topics the table publishes under."""
+
+    host: str = Field(
+        default="127.0.0.1",
+        description="The broker's host name or IP address. No scheme, brackets or port (the "
+        "port is `mqtt.port`); `check-config` says when it does not resolve.",
+    )
+    port: int = Field(default=1883, ge=1, le=65535, description="The broker's port.")
+    servers: list[str] | None = Field(
+        default=None,
+        description="Several brokers, tried in order, instead of `host` and `port`. Giving "
+        'both is an error; `["broker-a:1883", "10.0.0.7:1883", "[fd00::7]:1883"]`, each '
+        "`HOST:PORT` with the host checked as `mqtt.host` and an IPv6 address in brackets; "
+        "not empty, none twice. The daemon, `wheeld marquee` and `wheeld display` connect "
+        "to the first that answers, move to the next when it goes, and always start again "
+        'from the first (docs/mqtt.md, "Several brokers"). TLS, user name and password are '
+        "the same for all.",
+    )
+    base_topic: str | None = Field(
+        default=None,
+        max_length=MAX_TOPIC_CHARS,
+        description="The topic prefix every message goes under (`<base>`). Leave it out: "
+        "it follows `table.id`, so one file serves every table; one that does not name "
+        "`table.id` is a warning (another table's topics?). At most 200 characters (room "
+        "under MQTT's limits for the levels wheeld adds, and short enough for a broker's "
+        "ACL), no wildcards, no empty levels, not starting with `$` (the broker's own `$SYS` "
+        "topics).",
+        json_schema_extra={"shown_default": '"wheeld/<table.id>"'},
+    )
+    reply_prefix: str = Field(
+        default="wheeld-replies/",
+        max_length=MAX_TOPIC_CHARS,
+        description="Where replies to operator commands may go (the MQTT 5 response topic or "
+        "the payload's `reply_to`). It ends with `/`, has no wildcards or empty levels, does "
+        "not start with `$`, and is neither `<base>`, under it, nor above it: the broker's "
+        "ACL lets command senders read the replies, and must not let them read or write the "
+        "table's own topics through it.",
+    )
+    client_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="The MQTT client id: stable, so the broker keeps the session.",
+        json_schema_extra={"shown_default": '"wheeld-<table.id>"'},
+    )
+    protocol: Literal["5", "3.1.1"] = Field(
+        default="5", description='The MQTT version, a string: `"5"` or `"3.1.1"`.'
+    )
+    keepalive_s: int = Field(
+        default=30,
+        ge=5,
+        le=3600,
+        description="The keepalive, in seconds. The broker publishes the last will after "
+        "1.5 times this without traffic (and only then may a replacement daemon start: "
+        'docs/mqtt.md, "One table, one daemon").',
+    )
+    session_expiry_s: int = Field(
+        default=86_400,
+        ge=0,
+        le=4_294_967_295,
+        description="How long the broker keeps the session while wheeld is away (MQTT 5), "
+        "in seconds. The most MQTT can say is 4,294,967,295 (never expires).",
+    )
+    username: str | None = Field(
+        default=None, description="The user name. At most 65,535 bytes (MQTT's limit)."
+    )
+    password: str | None = Field(
+        default=None,
+        repr=False,
+        description="The password; prefer `password_file`. At most 65,535 bytes.",
+    )
+    password_file: Path | None = _path(
+        description="A regular file holding the password (surrounding whitespace dropped; "
+        "at most 65,535 bytes, MQTT's limit). A relative path is looked up in "
+        "`$CREDENTIALS_DIRECTORY` (systemd `LoadCredential=`) first, then beside the "
+        "configuration file."
+    )
     tls: TlsConfig = TlsConfig()
-    #: How many winning numbers <base>/history carries.
-    history_length: int = Field(default=100, ge=1, le=1000)
+    history_length: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="How many winning numbers `<base>/history` carries.",
+    )
 
     _host = field_validator("host")(check_host)
 
@@ -387,15 +521,38 @@ def check_state_dir(value: Path) -> Path:
 
 
 class StateConfig(_Section):
-    dir: Path = _path(Path("/var/lib/wheeld"))
-    #: Days the journal keeps game decisions, operator commands and alarms: at
-    #: least a year, so a year's audit and a dispute raised within it find
-    #: every signed message (docs/operations.md, "Retention").
-    decisions_days: int = Field(default=400, ge=365, le=36_500)
-    #: Days it keeps the serial lines behind them: a quarter, for disputes.
-    frames_days: int = Field(default=90, ge=1, le=36_500)
-    #: Besides: nothing of a game older than the last N games (None: no such bound).
-    keep_games: int | None = Field(default=None, ge=10, le=10_000_000)
+    """``[state]``: the journal, and how long it keeps what."""
+
+    dir: Path = _path(
+        Path("/var/lib/wheeld"),
+        description="The journal's directory (`journal.sqlite3`, `game-ids`, `lock`). An "
+        "absolute path (not empty, never relative to wherever the daemon starts), not under "
+        "`/dev`, `/proc` or `/sys` (also through a symlink), and a directory or a path one "
+        "can be made at, by this user; a journal there must be this table's. Under "
+        "`wheeld@T1` the unit sets it to `/var/lib/wheeld/T1`.",
+    )
+    decisions_days: int = Field(
+        default=400,
+        ge=365,
+        le=36_500,
+        description="Days the journal keeps game decisions, operator commands and alarms. "
+        "At least a year, for the year's audit and any dispute raised within it; applied "
+        "at start and hourly, a small batch at a time, an anchor keeping what is left "
+        'verifiable (docs/operations.md, "Retention").',
+    )
+    frames_days: int = Field(
+        default=90,
+        ge=1,
+        le=36_500,
+        description="Days it keeps the serial lines behind the games. They are the "
+        "evidence of a disputed game, and disputes are raised within days.",
+    )
+    keep_games: int | None = Field(
+        default=None,
+        ge=10,
+        le=10_000_000,
+        description="Besides: nothing of a game older than the last N games. Unset: no such bound.",
+    )
 
     @field_validator("dir", mode="before")
     @classmethod
@@ -411,26 +568,54 @@ class StateConfig(_Section):
 class SigningConfig(_Section):
     """``[signing]``: the Ed25519 key every ``<base>/game`` message and alarm is signed with."""
 
-    #: PKCS#8 PEM (``wheeld keygen``); a secret, so a relative path is looked up in
-    #: $CREDENTIALS_DIRECTORY first (systemd ``LoadCredential=``).
-    key_file: Path | None = _path()
-    #: ``wheeld run`` refuses to start without a usable key unless this is false.
-    required: bool = True
+    key_file: Path | None = _path(
+        description="The table's Ed25519 private key, which signs every `<base>/game` "
+        "message and alarm. PKCS#8 PEM, as `wheeld keygen --out DIR` writes it "
+        "(`signing.key`, never its public half `signing.pub`); a secret, looked up like "
+        "`mqtt.password_file` (`$CREDENTIALS_DIRECTORY` first: the units pass it as the "
+        "credential `signing.key`). Never logged, never published, never on a command "
+        "line. `run` and `check-config` load it: a missing, unreadable or malformed key is "
+        "one line naming this key. `wheeld replay` signs with it too."
+    )
+    required: bool = Field(
+        default=True,
+        description="Refuse to run without `key_file`. `false` runs unsigned (one warning "
+        "in the log): consumers that verify will then refuse every message.",
+    )
 
 
 class MarqueeConfig(_Section):
     """``[marquee]``: the winning-number display board (``wheeld marquee``)."""
 
-    listen: str = "127.0.0.1:8080"
-    language: Literal["es", "en"] = "es"
-    #: Games the hot/cold numbers and percentages are taken over.
-    stats_games: int = Field(default=100, ge=1, le=1000)
-    #: Games in that window before hot and cold numbers are shown: with fewer,
-    #: one or two draws make a number "hot". 37 is one game per pocket; a value
-    #: above ``stats_games`` means the whole window.
-    stats_min_games: int = Field(default=37, ge=1, le=1000)
-    #: How many of the last numbers the board's strip holds (as many as fit are shown).
-    history_shown: int = Field(default=18, ge=1, le=100)
+    listen: str = Field(
+        default="127.0.0.1:8080",
+        description="Where `wheeld marquee` serves the board: `HOST:PORT` (`[v6]:PORT`). "
+        "`--listen` overrides it.",
+    )
+    language: Literal["es", "en"] = Field(
+        default="es", description="The board's language: Spanish or English."
+    )
+    stats_games: int = Field(
+        default=100,
+        ge=1,
+        le=1000,
+        description="Games the hot and cold numbers and the percentages are taken over.",
+    )
+    stats_min_games: int = Field(
+        default=37,
+        ge=1,
+        le=1000,
+        description="Games in that window before hot and cold numbers are shown. With "
+        'fewer, one or two draws make a number "hot"; 37 is one game a pocket; a value '
+        "above `stats_games` means the whole window.",
+    )
+    history_shown: int = Field(
+        default=18,
+        ge=1,
+        le=100,
+        description="How many of the last numbers the board's strip holds. As many as fit "
+        "are shown.",
+    )
 
     @field_validator("listen")
     @classmethod
@@ -472,11 +657,21 @@ def is_loopback(host: str) -> bool:
 class MetricsConfig(_Section):
     """``[metrics]``: the OpenMetrics endpoint and the ``<base>/health`` heartbeat."""
 
-    #: HOST:PORT the endpoint listens on; "" (the default) serves none, and
-    #: prometheus_client is then never imported.
-    listen: str = ""
-    #: ``<base>/health`` is published on every change, and at least this often.
-    health_interval_s: float = Field(default=30.0, ge=5, le=3600)
+    listen: str = Field(
+        default="",
+        description="`HOST:PORT` (`[v6]:PORT`) to serve OpenMetrics on, at `/metrics` "
+        '(docs/metrics.md). `""` serves none, and `prometheus_client` is never imported. '
+        "The host is checked like `mqtt.host`; a non-loopback address is allowed, with a "
+        "warning at start; a port in use is one line naming this key, from `check-config` "
+        "and from `run`.",
+    )
+    health_interval_s: float = Field(
+        default=30.0,
+        ge=5,
+        le=3600,
+        description="`<base>/health` is published on every change and at least this often, "
+        "in seconds, as a heartbeat.",
+    )
 
     @field_validator("listen")
     @classmethod
@@ -487,38 +682,101 @@ class MetricsConfig(_Section):
 
 
 class LogConfig(_Section):
-    level: Literal["debug", "info", "warning", "error"] = "info"
-    #: "auto": readable lines on a terminal, JSON lines otherwise (journald).
-    format: Literal["auto", "json", "console"] = "auto"
+    """``[log]``: what the daemon writes on stderr."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="The least severe lines written."
+    )
+    format: Literal["auto", "json", "console"] = Field(
+        default="auto",
+        description="`auto`: readable lines on a terminal, JSON lines otherwise (journald).",
+    )
 
 
 class AlertsConfig(_Section):
     """``[alerts]``: when the table's figures call for an engineer (docs/statistics.md)."""
 
-    #: A chi-squared p-value under this, over the whole series, is a deviation
-    #: (judged only once every expected count is at least 5).
-    deviation_p_value: float = Field(default=0.001, gt=0, le=0.05)
-    #: This many no-spins of one cause in a row.
-    repeated_no_spins: int = Field(default=3, ge=2, le=100)
-    #: The recent rate of play (games per hour over the last 30 games, pauses
-    #: left out) below or above these; unset: not judged.
-    games_per_hour_min: float | None = Field(default=None, gt=0, le=200)
-    games_per_hour_max: float | None = Field(default=None, gt=0, le=200)
-    #: The rotor's speed at launch (rpm), where the wheel reports it.
-    rotor_rpm_min: float | None = Field(default=None, gt=0, le=100)
-    rotor_rpm_max: float | None = Field(default=None, gt=0, le=100)
-    #: The most-hit arc's p-value (Bonferroni-corrected) under this; unset: not judged.
-    sector_p_value: float | None = Field(default=None, gt=0, le=0.05)
-    #: Results a series needs (all, or one rotor direction) before its arcs are judged.
-    sector_min_games: int = Field(default=370, ge=37, le=1_000_000)
-    #: The sizes of the arcs of neighbouring pockets reported and judged.
-    sector_arcs: list[int] = Field(default_factory=lambda: [3, 5, 9], min_length=1, max_length=8)
-    #: This many launches in a row with the rotor turning as at the last result.
-    direction_unchanged: int | None = Field(default=None, ge=1, le=100)
-    #: Bytes of line noise (no frame of the wheel's protocol) in a minute past which
-    #: ``line_noise`` is set (cleared under half of it): a minute of garbage at 9600
-    #: baud is 57,600 bytes; a healthy wheel sends a stray byte a day.
-    line_noise_bytes_per_minute: int = Field(default=2048, ge=64, le=10_000_000)
+    deviation_p_value: float = Field(
+        default=0.001,
+        gt=0,
+        le=0.05,
+        description="A chi-squared p-value under this, over the whole result series, sets "
+        "the `deviation` alert. Judged only once every expected count is at least 5 "
+        "(docs/statistics.md); above 0.05 it would be set on a fair wheel one time in "
+        "twenty.",
+    )
+    repeated_no_spins: int = Field(
+        default=3,
+        ge=2,
+        le=100,
+        description="This many no-spins of one cause in a row set the `repeated_no_spins` alert.",
+    )
+    games_per_hour_min: float | None = Field(
+        default=None,
+        gt=0,
+        le=200,
+        description="The rate of play under this sets the `games_per_hour` alert. Games an "
+        "hour over the last 30 games, pauses over 15 minutes left out; unset: not judged.",
+    )
+    games_per_hour_max: float | None = Field(
+        default=None,
+        gt=0,
+        le=200,
+        description="The rate of play over this sets the `games_per_hour` alert. Above "
+        "`games_per_hour_min`; unset: not judged.",
+    )
+    rotor_rpm_min: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="The rotor's speed at launch under this sets the `rotor_speed` alert. "
+        "Where the wheel reports it (`rotor_rpm`: the Cammegh SS2 does, WRP/1 does not); "
+        "unset: not judged.",
+    )
+    rotor_rpm_max: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="The rotor's speed at launch over this sets the `rotor_speed` alert. "
+        "Above `rotor_rpm_min`; unset: not judged.",
+    )
+    sector_p_value: float | None = Field(
+        default=None,
+        gt=0,
+        le=0.05,
+        description="The most-hit arc's p-value under this sets the `sector_concentration` "
+        "alert. An exact binomial test, Bonferroni-corrected; unset: not judged.",
+    )
+    sector_min_games: int = Field(
+        default=370,
+        ge=37,
+        le=1_000_000,
+        description="Results a series (all, or one rotor direction) needs before its arcs "
+        "are judged. At least one game a pocket.",
+    )
+    sector_arcs: list[int] = Field(
+        default_factory=lambda: [3, 5, 9],
+        min_length=1,
+        max_length=8,
+        description="The sizes of the arcs of neighbouring pockets `wheeld stats` and "
+        "`<base>/stats` report and the alert judges. 1 to 36 pockets each, each size once.",
+    )
+    direction_unchanged: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="This many launches in a row with the rotor turning as at the last "
+        "result set the `direction_unchanged` alert. Unset: not judged.",
+    )
+    line_noise_bytes_per_minute: int = Field(
+        default=2048,
+        ge=64,
+        le=10_000_000,
+        description="Bytes of line noise in a minute past which the `line_noise` fault is "
+        "set. Lines that are no frame of the wheel's protocol; cleared under half of it. A "
+        "minute of garbage at 9600 baud is 57,600 bytes; a healthy wheel sends a stray byte "
+        "a day.",
+    )
 
     @field_validator("sector_arcs")
     @classmethod
@@ -646,30 +904,37 @@ class ArchiveSettings(_Section):
     log: LogConfig = LogConfig()
 
 
-def _consistency(config: Config) -> list[tuple[str, str]]:
-    """Problems between keys of different sections, as ``(dotted key, message)``."""
+def _consistency(sections: Mapping[str, BaseModel]) -> list[tuple[str, str]]:
+    """Problems between keys of different sections, as ``(dotted key, message)``: those
+    of the sections that are valid on their own (a wrong section hides nothing else)."""
     problems = []
-    # Command senders are allowed to read the reply topics: were they the
-    # table's own topics (or above them), the broker's ACL could not keep the
-    # two apart, and a reply could land on <base>/result.
-    base, prefix = config.base_topic + "/", config.mqtt.reply_prefix
-    if base.startswith(prefix) or prefix.startswith(base):
-        problems.append(
-            (
-                "mqtt.reply_prefix",
-                f"must not be the base topic {config.base_topic!r}, under it or above it",
+    table, mqtt = sections.get("table"), sections.get("mqtt")
+    if isinstance(table, TableConfig) and isinstance(mqtt, MqttConfig):
+        # Command senders are allowed to read the reply topics: were they the
+        # table's own topics (or above them), the broker's ACL could not keep the
+        # two apart, and a reply could land on <base>/result.
+        base_topic = mqtt.base_topic or f"wheeld/{table.id}"
+        base, prefix = base_topic + "/", mqtt.reply_prefix
+        if base.startswith(prefix) or prefix.startswith(base):
+            problems.append(
+                (
+                    "mqtt.reply_prefix",
+                    f"must not be the base topic {base_topic!r}, under it or above it",
+                )
             )
-        )
-    both = {"host", "port"} & config.mqtt.model_fields_set
-    if config.mqtt.servers is not None and both:
-        problems.append(
-            (
-                "mqtt.servers",
-                "give mqtt.servers or mqtt.host/mqtt.port, not both "
-                f"(mqtt.{sorted(both)[0]} is set too)",
+    if isinstance(mqtt, MqttConfig):
+        both = {"host", "port"} & mqtt.model_fields_set
+        if mqtt.servers is not None and both:
+            problems.append(
+                (
+                    "mqtt.servers",
+                    "give mqtt.servers or mqtt.host/mqtt.port, not both "
+                    f"(mqtt.{sorted(both)[0]} is set too)",
+                )
             )
-        )
-    problems += _driver_problems(config)
+    wheel, rules = sections.get("wheel"), sections.get("rules")
+    if isinstance(wheel, WheelConfig):
+        problems += _driver_problems(wheel, rules if isinstance(rules, RulesConfig) else None)
     return problems
 
 
@@ -686,20 +951,21 @@ def _blame(key: tuple[str, ...], origins: Origins, source: str) -> str:
     return source
 
 
-def describe(error: ValidationError, source: str, origins: Origins | None = None) -> list[Problem]:
-    """One problem per error, each naming its dotted key, blamed where it was set."""
+def describe(
+    error: ValidationError,
+    source: str,
+    origins: Origins | None = None,
+    model: type[BaseModel] | None = None,
+) -> list[Problem]:
+    """One problem per error, each naming its dotted key, blamed where it was set, in
+    plain words (``config_words.explain``): the value written and the form expected."""
     problems = []
     for item in error.errors():
         key = tuple(str(part) for part in item["loc"])
         if item["type"] == "cross_field":
             key += tuple(str(item.get("ctx", {})["key"]).split("."))
         name = ".".join(key) or "(top level)"
-        if item["type"] == "extra_forbidden":
-            text = "unknown key"
-        elif item["type"] == "value_error":
-            text = str(item.get("ctx", {})["error"])  # without pydantic's "Value error, "
-        else:
-            text = item["msg"]
+        text = explain(item, model or Config)
         problems.append(Problem(_blame(key, origins or {}, source), f"{name}: {text}"))
     return problems
 
@@ -770,28 +1036,47 @@ def _read_password(path: Path, environ: Mapping[str, str], base: Path) -> str:
 
 
 def _resolve_files(
-    config: Config, environ: Mapping[str, str], base: Path, *, signing_key: bool = True
-) -> Config:
-    """Read the password file, and make every TLS path and the signing key absolute and checked.
-
-    Problems are returned keyed by dotted key, in a ConfigError whose source is
-    left for the caller to blame.
-    """
-    mqtt, problems = _resolve_mqtt_files(config.mqtt, environ, base)
-    key_path: Path | None = None
-    if signing_key and config.signing.key_file is not None:
+    sections: Mapping[str, BaseModel],
+    environ: Mapping[str, str],
+    base: Path,
+    *,
+    signing_key: bool,
+) -> tuple[dict[str, BaseModel], list[str]]:
+    """The valid sections whose secret and TLS files were found, read and checked, and
+    the problems as ``dotted key: message``: the password file read, the TLS files
+    loaded as the MQTT client will, the signing key's file found."""
+    updates: dict[str, BaseModel] = {}
+    problems: list[str] = []
+    mqtt = sections.get("mqtt")
+    if isinstance(mqtt, MqttConfig):
+        resolved, problems = _resolve_mqtt_files(mqtt, environ, base)
+        if resolved is not mqtt:
+            updates["mqtt"] = resolved
+    signing = sections.get("signing")
+    if signing_key and isinstance(signing, SigningConfig) and signing.key_file is not None:
         try:
-            key_path = find_secret(config.signing.key_file, environ, base)
-        except (FileNotFoundError, ValueError) as exc:
+            key_path = find_secret(signing.key_file, environ, base)
+        except FileNotFoundError as exc:
+            problems.append(f"signing.key_file: {exc}{_credential_hint(signing.key_file, environ)}")
+        except ValueError as exc:
             problems.append(f"signing.key_file: {exc}")
-    if problems:
-        raise ConfigError("configuration", problems)
-    if key_path is not None:
-        signing = config.signing.model_copy(update={"key_file": key_path})
-        config = config.model_copy(update={"signing": signing})
-    if mqtt is config.mqtt:
-        return config  # untouched: an empty file still reads as every value a default
-    return config.model_copy(update={"mqtt": mqtt})
+        else:
+            updates["signing"] = signing.model_copy(update={"key_file": key_path})
+    return updates, problems
+
+
+#: The name the units pass the signing key under (``LoadCredential=signing.key:...``).
+SIGNING_CREDENTIAL = "signing.key"
+
+
+def _credential_hint(path: Path, environ: Mapping[str, str]) -> str:
+    """Where a relative key not found would be under systemd, when that is the likely cause."""
+    if path.is_absolute() or environ.get("CREDENTIALS_DIRECTORY"):
+        return ""
+    return (
+        " (under systemd the unit passes it as a credential: run check-config with "
+        "CREDENTIALS_DIRECTORY=/etc/wheeld/credentials/<table>, as docs/operations.md shows)"
+    )
 
 
 def _resolve_mqtt_files(
@@ -887,41 +1172,49 @@ def driver_settings(config: Config) -> Any:
     return driver.settings.model_validate(raw)
 
 
-def _driver_problems(config: Config) -> list[tuple[str, str]]:
-    """Keys under ``[wheel]`` that belong to no field: the chosen driver's section or errors."""
+def _driver_problems(wheel: WheelConfig, rules: RulesConfig | None) -> list[tuple[str, str]]:
+    """Keys under ``[wheel]`` that belong to no field: the chosen driver's section or errors
+    (its checks against ``[rules]`` only when those are valid)."""
     from wheeld.drivers import driver_named
 
-    driver = driver_named(config.wheel.driver)
+    driver = driver_named(wheel.driver)
     problems: list[tuple[str, str]] = []
-    for key, value in (config.wheel.model_extra or {}).items():
+    known = [*WheelConfig.model_fields, *([driver.section] if driver.section else [])]
+    for key, value in (wheel.model_extra or {}).items():
         if key != driver.section or driver.settings is None:
-            problems.append((f"wheel.{key}", f"unknown key (driver {driver.name!r})"))
+            unknown = f"unknown key (driver {driver.name!r})" + did_you_mean(key, known)
+            problems.append((f"wheel.{key}", unknown))
             continue
         try:
             settings = driver.settings.model_validate(value)
         except ValidationError as exc:
             for item in exc.errors():
                 where = ".".join(str(part) for part in ("wheel", key, *item["loc"]))
-                text = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
-                problems.append((where, text))
+                problems.append((where, explain(item, driver.settings)))
             continue
-        if driver.check is not None:
-            problems += driver.check(settings, config.rules)
+        if driver.check is not None and rules is not None:
+            problems += driver.check(settings, rules)
     return problems
 
 
-def _validate(data: dict[str, Any], source: str, origins: Origins) -> Config:
+def _sections(
+    data: dict[str, Any], source: str, origins: Origins
+) -> tuple[Config | None, dict[str, BaseModel], list[Problem]]:
+    """The whole configuration (None when any of it is wrong), every section that is
+    valid on its own, and every problem of the model."""
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, describe(exc, source, origins)) from None
-    problems = [
-        Problem(_blame(tuple(key.split(".")), origins, source), f"{key}: {message}")
-        for key, message in _consistency(config)
-    ]
-    if problems:
-        raise ConfigError(source, problems)
-    return config
+        failed = {str(item["loc"][0]) for item in exc.errors() if item["loc"]}
+        sections: dict[str, BaseModel] = {}
+        for name, field in Config.model_fields.items():
+            model = section_model(field.annotation)
+            if name in failed or model is None:
+                continue
+            with contextlib.suppress(ValidationError):
+                sections[name] = model.model_validate(data.get(name, {}))
+        return None, sections, describe(exc, source, origins)
+    return config, {name: getattr(config, name) for name in Config.model_fields}, []
 
 
 def _parse_file(path: Path) -> dict[str, Any]:
@@ -938,33 +1231,47 @@ def _parse_file(path: Path) -> dict[str, Any]:
 
 
 def load(
-    path: Path, environ: Mapping[str, str] | None = None, *, signing_key: bool = True
+    path: Path,
+    environ: Mapping[str, str] | None = None,
+    *,
+    signing_key: bool = True,
+    checks: Callable[[Mapping[str, BaseModel]], list[str]] | None = None,
 ) -> Config:
     """Read and validate a configuration file, with environment overrides and secrets.
 
     ``signing_key=False`` leaves ``signing.key_file`` unread: the board and the
     displays share the table's configuration but must never need its private key.
+    ``checks`` judges the sections that are valid (their files found) further, each
+    problem as ``dotted key: message``: ``wheeld.readiness.load_for_run`` asks there
+    what ``wheeld run`` needs of this machine.
+
     Raises ConfigError listing every problem, each naming its key and blamed on
-    the file or on the environment variable that set it.
+    the file or on the environment variable that set it: every problem at once, a
+    wrong section hiding nothing of the others.
     """
     env = os.environ if environ is None else environ
     source = str(path)
     data = _parse_file(path)
     env_problems, origins = apply_environment(data, env)
-    try:
-        config = _validate(data, source, origins)
-    except ConfigError as exc:
-        raise ConfigError(source, env_problems + exc.reports) from None
-    if env_problems:
-        raise ConfigError(source, env_problems)
-    try:
-        return _resolve_files(config, env, path.parent, signing_key=signing_key)
-    except ConfigError as exc:
-        blamed = [
+    config, sections, problems = _sections(data, source, origins)
+    keyed = [f"{key}: {message}" for key, message in _consistency(sections)]
+    updates, file_problems = _resolve_files(sections, env, path.parent, signing_key=signing_key)
+    keyed += file_problems
+    if checks is not None:
+        keyed += checks({**sections, **updates})
+    reports = (
+        env_problems
+        + problems
+        + [
             Problem(_blame(tuple(text.partition(":")[0].split(".")), origins, source), text)
-            for text in exc.problems
+            for text in keyed
         ]
-        raise ConfigError(source, blamed) from None
+    )
+    if reports or config is None:
+        raise ConfigError(source, reports)
+    if not updates:
+        return config  # untouched: an empty file still reads as every value a default
+    return config.model_copy(update=updates)
 
 
 def load_archive(path: Path, environ: Mapping[str, str] | None = None) -> ArchiveSettings:
@@ -978,7 +1285,9 @@ def load_archive(path: Path, environ: Mapping[str, str] | None = None) -> Archiv
     try:
         settings = ArchiveSettings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, env_problems + describe(exc, source, origins)) from None
+        raise ConfigError(
+            source, env_problems + describe(exc, source, origins, ArchiveSettings)
+        ) from None
     if env_problems:
         raise ConfigError(source, env_problems)
     mqtt, problems = _resolve_mqtt_files(settings.mqtt, env, path.parent)

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wheeld import identity, logs
-from wheeld.commands import CommandError, OperatorCommand, Recall, claimed_operator, parse
+from wheeld.commands import (
+    CommandError,
+    OperatorCommand,
+    Recall,
+    claimed_operator,
+    named_operator,
+    parse,
+)
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
 from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
@@ -44,6 +51,7 @@ from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
 from wheeld.publisher import BrokerMemory, Publisher, RawJSON, RivalDaemon, read_broker_memory
 from wheeld.ratelimit import RATE_PER_S, CommandRate
+from wheeld.readiness import KEY_NOT_SET
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
 from wheeld.stats import Statistics
@@ -102,10 +110,7 @@ def load_signer(config: Config) -> Signer | None:
     signing = config.signing
     if signing.key_file is None:
         if signing.required:
-            raise SigningError(
-                "signing.key_file: not set; every game message is signed "
-                "(wheeld keygen --out DIR makes a key; signing.required = false runs unsigned)"
-            )
+            raise SigningError(KEY_NOT_SET)
         return None
     try:
         return Signer.from_file(signing.key_file)
@@ -722,10 +727,9 @@ class Daemon:
             record = CommandRecord(now, command.name, asked.operator, text, True, "recalled")
         except (CommandError, JournalError) as exc:
             reply = {"ok": False, "error": str(exc)}
-            record = CommandRecord(now, command.name, command.sender, text, False, str(exc))
-            self.log.warning(
-                "command refused", command=command.name, sender=command.sender, error=str(exc)
-            )
+            sender = named_operator(command)
+            record = CommandRecord(now, command.name, sender, text, False, str(exc))
+            self.log.warning("command refused", command=command.name, sender=sender, error=str(exc))
         self._apply(Effects(commands=[record]))
         return {**reply, "schema_version": SCHEMA_VERSION}
 

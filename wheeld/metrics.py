@@ -23,7 +23,6 @@ there are.
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -47,6 +46,7 @@ from wheeld.health import HEALTH_STATES, LINK_STATES, Readings
 from wheeld.http_server import Answer, HttpServer, Limits, Request
 from wheeld.journal import OutboxEntry
 from wheeld.pipeline import TablePipeline
+from wheeld.readiness import listen_refusal
 
 #: From a decision journaled to its PUBACK: milliseconds on a LAN, minutes while
 #: the broker is away (the outbox keeps it), so the buckets span both.
@@ -277,10 +277,7 @@ class MetricsEndpoint:
         try:
             await self.server.start(host, port)
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                why = "the port is in use (another wheeld? each needs its own metrics.listen)"
-            else:
-                why = (exc.strerror or str(exc)).lower()
+            why = listen_refusal(exc.errno, exc.strerror or str(exc))
             raise OSError(f"metrics.listen: {self.listen}: {why}") from None
         if not is_loopback(host):
             self._log.warning(

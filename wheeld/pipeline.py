@@ -25,6 +25,7 @@ from wheeld.commands import (
     DeclareNoSpin,
     OperatorCommand,
     SetTable,
+    named_operator,
     parse,
 )
 from wheeld.drivers import DriverSession, WheelDecoder
@@ -744,16 +745,10 @@ class TablePipeline:
                 raise CommandError("recall is answered by the daemon, not the table")
         except CommandError as refusal:
             reason = str(refusal)
-            out.commands.append(
-                CommandRecord(now, command.name, command.sender, text, False, reason)
-            )
-            out.log(
-                "warning",
-                "command refused",
-                command=command.name,
-                sender=command.sender,
-                error=reason,
-            )
+            # Refused, it is journaled with whom it names all the same.
+            sender = named_operator(command)
+            out.commands.append(CommandRecord(now, command.name, sender, text, False, reason))
+            out.log("warning", "command refused", command=command.name, sender=sender, error=reason)
             return {"ok": False, "error": reason}, out
         who = asked.operator
         out.commands.append(CommandRecord(now, command.name, who, text, True, json.dumps(reply)))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheeld.commands import MAX_GAME_ID
 from wheeld.journal import JournalError
+from wheeld.messages import iso_utc
 from wheeld.signing import ChainState, digest
 from wheeld.verify import EXPORT_FORMAT
 
@@ -60,7 +61,8 @@ class RecalledGame:
                 f"  ({details})" if details else ""
             )
         for frame in self.frames:
-            yield f"    {frame.t:.3f} {frame.dir} {frame.line}"
+            # Host time as the events' own: ISO 8601 UTC, to the millisecond.
+            yield f"    {iso_utc(frame.t)} {frame.dir} {frame.line}"
 
 
 #: Members the readable recall leaves out: the same in every event, or the chain's.
@@ -106,6 +108,27 @@ class ExportError(Exception):
     """Nothing to export in the range asked for; the message says so in one line."""
 
 
+@dataclass(slots=True)
+class ExportSummary:
+    """What an export wrote, counted as it was written: for the line ``export`` prints."""
+
+    lines: int = 0
+    messages: int = 0
+    frames: int = 0
+    games: tuple[Any, Any] = (None, None)
+    #: The first and last message's ``ts``.
+    since: Any = None
+    until: Any = None
+
+    def describe(self) -> str:
+        first, last = self.games
+        span = f"game {first}" if first == last else f"games {first}-{last}"
+        return (
+            f"{self.lines} lines: {span}, {self.messages} messages and {self.frames} "
+            f"serial lines, {self.since} to {self.until}"
+        )
+
+
 def export_lines(
     view: JournalView,
     *,
@@ -114,6 +137,7 @@ def export_lines(
     since: datetime | None = None,
     until: datetime | None = None,
     public_key_pem: str | None = None,
+    summary: ExportSummary | None = None,
 ) -> Iterator[str]:
     """An export: a header with the chain's anchor, then each game's frames and payloads.
 
@@ -122,7 +146,8 @@ def export_lines(
     every link between the anchor's start and end. A game is in a date range
     when its first event's ``ts`` is. Two passes over the journal, streamed:
     the first finds the span (and raises ExportError when nothing is in it),
-    the second yields the lines; memory does not grow with the journal.
+    the second yields the lines; memory does not grow with the journal. ``summary``
+    counts what was yielded.
     """
     first_row, last_row = _span(view, from_game, to_game, since, until)
     first, last = _parsed(view.payload(first_row)), _parsed(view.payload(last_row))
@@ -145,6 +170,10 @@ def export_lines(
     }
     if public_key_pem is not None:
         header["public_key"] = public_key_pem
+    summary = summary if summary is not None else ExportSummary()
+    summary.games = (first.get("game_id"), last.get("game_id"))
+    summary.since, summary.until = first.get("ts"), last.get("ts")
+    summary.lines += 1
     yield json.dumps({"export": header})
     written: set[int] = set()
     read = 0
@@ -156,9 +185,13 @@ def export_lines(
                 written.clear()  # games run in order: only the last few can come again
             written.add(gid)
             for f in view.frames([gid])[gid]:
+                summary.frames += 1
+                summary.lines += 1
                 yield json.dumps(
                     {"frame": {"t": f.t, "dir": f.dir, "line": f.line, "game_id": gid}}
                 )
+        summary.messages += 1
+        summary.lines += 1
         yield payload
     if read != last_row:
         # A damaged page can end a read early without a word: an export is whole or fails.

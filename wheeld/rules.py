@@ -35,7 +35,9 @@ def cross_field_error(key: str, message: str) -> PydanticCustomError:
 
 
 class RulesConfig(BaseModel):
-    """Rule parameters; durations in milliseconds (wheel time, except the link)."""
+    """``[rules]``: the rule parameters; durations in milliseconds (wheel time, except the
+    link). Each bound keeps a valid configuration from voiding every game, or from
+    announcing a result the wheel did not give."""
 
     # Strict: a TOML boolean is not a number of milliseconds (``true`` is not 1).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -44,24 +46,64 @@ class RulesConfig(BaseModel):
         default=3,
         ge=MIN_BALL_REVOLUTIONS_FLOOR,
         le=MIN_BALL_REVOLUTIONS_CEILING,
-        description="revolutions the ball must complete; regulations refuse fewer than 3",
+        description="Revolutions the ball must complete. Regulations refuse fewer than 3; a "
+        "ball leaves the rim after some 8 to 15 revolutions, so a higher minimum would void "
+        "nearly every game.",
     )
     #: A bouncing ball rests up to some 400 ms in a pocket before it hops on:
     #: below 500 ms a bounce can be announced as the result;
     #: automatic wheels start the next game some 2 s after the ball rests, and
     #: a longer settle time would void every game when the rotor reverses.
-    settle_ms: int = Field(default=1000, ge=500, le=2_000)
+    settle_ms: int = Field(
+        default=1000,
+        ge=500,
+        le=2_000,
+        description="How long a pocket reading must hold (wheel time). A bouncing ball rests "
+        "up to some 400 ms in a pocket before it hops on, so less could announce a bounce; "
+        "automatic wheels start the next game some 2 s after the ball rests (the rotor "
+        "reverses), so more would void every game.",
+    )
     #: The ball's first revolution takes some 600 ms and it leaves the rim near
     #: 2 s; outside 500..5000 the threshold closes betting at the first pass or
     #: only ever at the drop.
-    no_more_bets_period_ms: int = Field(default=1400, ge=500, le=5_000)
+    no_more_bets_period_ms: int = Field(
+        default=1400,
+        ge=500,
+        le=5_000,
+        description="The ball's period that closes betting. The ball's first revolution "
+        "takes some 600 ms and it leaves the rim near 2 s: outside these bounds betting "
+        "closes at the first pass or only ever at the drop.",
+    )
     #: At least ``settle_ms + BALL_DROP_MS`` (checked below) and the 5 s sensor
     #: timeout of wheels that judge their own games; two minutes is past any ball.
-    result_timeout_ms: int = Field(default=15000, ge=5_000, le=120_000)
+    result_timeout_ms: int = Field(
+        default=15000,
+        ge=5_000,
+        le=120_000,
+        description="`ball_not_settled` after this long without a pass or a rest. At least "
+        "`settle_ms` + 4000: it counts from the ball's last pass, and the ball may take a "
+        "slow last revolution (about 2 s) and the drop before it rests, then must hold "
+        "`settle_ms`; the Cammegh SS2's own sensor timeout is 5 s.",
+    )
     #: The slowest rotor (15 rpm) takes 4 s a revolution.
-    rotor_timeout_ms: int = Field(default=8000, ge=5_000, le=60_000)
+    rotor_timeout_ms: int = Field(
+        default=8000,
+        ge=5_000,
+        le=60_000,
+        description="`rotor_stopped` after this long without a rotor datum. The slowest "
+        "rotor, 15 rpm, takes 4 s a revolution.",
+    )
     #: Host time; see ``LINK_TIMEOUT_FLOOR_MS``. A minute of silence is a lost link.
-    link_timeout_ms: int = Field(default=2000, ge=LINK_TIMEOUT_FLOOR_MS, le=60_000)
+    link_timeout_ms: int = Field(
+        default=2000,
+        ge=LINK_TIMEOUT_FLOOR_MS,
+        le=60_000,
+        description="`wheel_link_lost` after this long without a frame (host time). Both "
+        "protocols send a frame at least every 500 ms (WRP/1 `HBT`, SS2 status with mode "
+        "bit 128): the timeout outlasts three, so one late frame voids nothing. A polled "
+        "Cammegh SS2 (`wheel.control.enabled`, an `operating_mode` without bit 128) needs at "
+        "least 3 x `wheel.control.poll_s`: it speaks only when polled.",
+    )
 
     @model_validator(mode="after")
     def _room_to_settle(self) -> Self:

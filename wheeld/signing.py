@@ -151,6 +151,11 @@ class Signer:
     def from_file(cls, path: Path) -> Signer:
         """The key in a PKCS#8 PEM file, as ``wheeld keygen`` writes it."""
         data = _read_key_file(path)
+        if b"-----BEGIN PUBLIC KEY-----" in data:
+            raise SigningError(
+                f"{path}: a public key (signing.pub?), not the private key: give the "
+                "signing.key that wheeld keygen wrote beside it"
+            )
         try:
             key = serialization.load_pem_private_key(data, password=None)
         except (ValueError, TypeError) as exc:

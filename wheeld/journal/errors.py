@@ -13,3 +13,11 @@ class JournalWriteError(JournalError):
     The database is as it was before the write and the journal stays open;
     ``Journal.writable()`` says when writing works again.
     """
+
+
+def another_table(path: object, owner: str, table: str) -> str:
+    """Why a journal is refused to a table it is not: the one line run and check-config say."""
+    return (
+        f"{path}: this journal is table {owner}'s, not {table}'s: each table"
+        f" needs its own state.dir (move this one back, or start {table} afresh)"
+    )

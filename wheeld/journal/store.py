@@ -59,7 +59,7 @@ from wheeld.journal.chain import (
     walk,
 )
 from wheeld.journal.codec import pack_payload, unpack_payload
-from wheeld.journal.errors import JournalError, JournalWriteError
+from wheeld.journal.errors import JournalError, JournalWriteError, another_table
 from wheeld.journal.frames import FrameTail
 from wheeld.journal.marks import (
     GAME_ID_RESERVE,
@@ -522,10 +522,7 @@ class Journal:
             if owner != table:
                 # Not ours: closing must leave it as its table's last run left it.
                 self._opened = False
-                raise JournalError(
-                    f"{self.path}: this journal is table {owner}'s, not {table}'s: each table"
-                    f" needs its own state.dir (move this one back, or start {table} afresh)"
-                )
+                raise JournalError(another_table(self.path, owner, table))
             return
         with self._writing(durable=False):
             self._put("table_id", table)

@@ -26,16 +26,36 @@ class ControlConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    enabled: bool = False
-    #: The maker's value for a game server: 1159 = 1+2+4+128+1024.
-    operating_mode: int = Field(default=1159, ge=0, le=65535)
-    #: Send ``*u 1`` once bets have been open ``bets_open_s`` (manual-start mode).
-    start_games: bool = True
-    bets_open_s: float = Field(default=15.0, ge=0, le=3600)
-    #: Ask for ``*bs`` ball passes (``*I 4``), so revolutions are counted.
-    sensor_events: bool = True
-    #: ``*X`` poll interval when the mode has no automatic status (>= 0.1 s).
-    poll_s: float = Field(default=0.5, ge=0.1, le=60)
+    enabled: bool = Field(
+        default=False,
+        description="Drive the wheel instead of only listening (drivers/cammegh-ss2/README.md).",
+    )
+    operating_mode: int = Field(
+        default=1159,
+        ge=0,
+        le=65535,
+        description="Sent as `*o` on every connect. The maker's value for a game server: "
+        "1159 = 1+2+4+128+1024 (bit 128: automatic status).",
+    )
+    start_games: bool = Field(
+        default=True, description="Send `*u 1` once bets have been open `bets_open_s`."
+    )
+    bets_open_s: float = Field(
+        default=15.0,
+        ge=0,
+        le=3600,
+        description="How long bets stay open before `*u 1` (manual-start mode), in seconds.",
+    )
+    sensor_events: bool = Field(
+        default=True,
+        description="Ask for `*bs` ball passes (`*I 4`), so revolutions are counted.",
+    )
+    poll_s: float = Field(
+        default=0.5,
+        ge=0.1,
+        le=60,
+        description="The `*X` poll interval without automatic status, in seconds.",
+    )
 
 
 def _check(control: ControlConfig, rules: Any) -> list[tuple[str, str]]:
