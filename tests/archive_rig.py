@@ -269,11 +269,13 @@ class ScriptedTable:
     def _on_message(self, _c: paho.Client, _u: Any, message: paho.MQTTMessage) -> None:
         command = json.loads(message.payload)
         self.recalls.append(command)
-        if not self.answers:
-            return
-        reply_to = command.get("reply_to")
-        props = getattr(message, "properties", None)
-        topic = getattr(props, "ResponseTopic", None) or reply_to
+        if self.answers:
+            props = getattr(message, "properties", None)
+            self.answer(command, getattr(props, "ResponseTopic", None))
+
+    def answer(self, command: dict[str, Any], topic: str | None = None) -> None:
+        """Answer a recall from what was published (to ``reply_to`` unless ``topic``)."""
+        topic = topic or str(command.get("reply_to"))
         last, upto = command.get("last", 10), command.get("game_id", self.game)
         ids = sorted({p.game_id for p in self.journal if p.game_id <= upto})[-last:]
         games = [

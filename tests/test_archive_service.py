@@ -479,3 +479,31 @@ def test_verify_finds_an_altered_message_among_thousands(tmp_path: Path, dsn: st
     assert "bad signature" in altered.findings[0]
     out = run_cli("archive", "verify", "--config", config_file)
     assert out.returncode == 1 and out.stdout.strip().endswith("1 finding(s)")
+
+
+# -- attacked --------------------------------------------------------------------------------
+
+
+def connected(archive: ArchiveProcess) -> None:
+    wait_for(lambda: archive.said("broker connected"), 30, "the archive's connection")
+
+
+def test_a_forged_recall_reply_gives_no_gap_up(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    table.answers = False  # slow to answer: the forger is first
+    archive = archive_of(tmp_path, dsn, [broker.port], table, recall_timeout_s=60.0)
+    with archiving(archive):
+        connected(archive)
+        table.play("1")
+        table.play("2", publish=False)
+        table.play("3")
+        wait_for(lambda: table.recalls, 30, "the recall asked")
+        reply_topic = table.recalls[0]["reply_to"]
+        for n in range(1, 20):  # whoever may write the reply topic guesses the id
+            forged = {"ok": True, "games": [], "correlation_id": f"archive-{n}"}
+            table.send(json.dumps(forged).encode(), topic=reply_topic)
+        wait_for(lambda: archive.said("recall reply to no recall pending: ignored"), 30, "read")
+        assert query(dsn, "SELECT state FROM gaps") == [("open",)]
+        table.answer(table.recalls[0])  # the table's own answer, to the id it was given
+        wait_kept(dsn, list(range(1, 10)), timeout=60, what="the gap filled by the table")

@@ -27,8 +27,8 @@ is that end a gap of the older epoch.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
+import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -384,7 +384,6 @@ class Ledger:
         self._latest: dict[str, str] = {}
         self._last_alarm: dict[tuple[str, str | None], tuple[float, int]] = {}
         self._asking: dict[str, tuple[str, str]] = {}
-        self._counter = itertools.count(1)
 
     # -- state from the database ---------------------------------------------------------
 
@@ -873,7 +872,10 @@ class Ledger:
             base = self.bases.get(gap.table)
             if base is None:
                 continue
-            correlation = f"archive-{next(self._counter)}"
+            # Unguessable: a reply is taken for the table's only when it names the recall,
+            # and whoever may write the reply topic (or a reply to an earlier run's recall,
+            # still in the session) must not answer, or give up, another gap.
+            correlation = f"archive-{secrets.token_urlsafe(18)}"
             span = gap.after_game - (gap.before_game or gap.after_game) + 1
             last = max(1, min(settings.recall_games, span))
             gap.asking, gap.asked_at = correlation, now
