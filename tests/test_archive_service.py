@@ -507,3 +507,27 @@ def test_a_forged_recall_reply_gives_no_gap_up(
         assert query(dsn, "SELECT state FROM gaps") == [("open",)]
         table.answer(table.recalls[0])  # the table's own answer, to the id it was given
         wait_kept(dsn, list(range(1, 10)), timeout=60, what="the gap filled by the table")
+
+
+def test_a_message_under_another_base_does_not_move_the_tables_recalls(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        connected(archive)
+        first = table.play("1")
+        table.play("2", publish=False)
+        table.play("3")
+        # Someone with publish rights under another base, just after the table: a forged
+        # message, a replay of a real one, an info: the recall must still go to the table.
+        table.send({**first[0], "event": "no_spin"}, topic="wheeld/EVIL/game")
+        table.send(first[1], topic="wheeld/EVIL/game")
+        table.send(
+            {"table": "T1", "ts": "2026-01-02T10:00:00.000Z", "schema_version": 1},
+            topic="wheeld/EVIL/info",
+        )
+        wait_kept(dsn, list(range(1, 10)), timeout=60, what="the gap filled by recall")
+    assert kept(dsn, "bad_signature") == [1]
+    assert query(dsn, "SELECT base_topic FROM archive_tables WHERE table_id = 'T1'") == [
+        ("wheeld/T1",)
+    ]

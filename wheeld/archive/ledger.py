@@ -451,10 +451,24 @@ class Ledger:
             )
         else:
             return self._reject(out, received, f"not a kind of message the archive keeps: {kind}")
-        if received.source == "live" and out.lookup is None and self.bases.get(table) != base:
+        if received.source == "live" and self.bases.get(table) != base and self._vouches(out):
             self.bases[table] = base  # where its recall commands go
             out.bases[table] = base
         return out
+
+    def _vouches(self, out: Outcome) -> bool:
+        """Whether a message tells where its table is: a new link of its chain (only the
+        table signs one), or, for a table not placed yet, anything it signed. A forged or
+        replayed message under another base topic never moves where recalls go."""
+        if any(g.verdict in CHAINED and g.stored_id is None for g in out.games):
+            return True
+        table = (out.games or out.sides or [None])[0]
+        return (
+            table is not None
+            and table.table not in self.bases
+            and table.verdict == VERIFIED
+            and not out.duplicates
+        )
 
     def _of_base(self, base: str) -> str:
         """The table whose messages come under ``base`` (else its last level, the table id
