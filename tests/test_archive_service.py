@@ -26,6 +26,7 @@ from tests.archive_rig import (
     run_cli,
 )
 from tests.rig import Broker, Subscriber, free_port, wait_for
+from wheeld.archive.schema import ARCHIVE_LOCK
 from wheeld.signing import Signer
 
 pytestmark = pytest.mark.timeout(180)
@@ -531,3 +532,40 @@ def test_a_message_under_another_base_does_not_move_the_tables_recalls(
     assert query(dsn, "SELECT base_topic FROM archive_tables WHERE table_id = 'T1'") == [
         ("wheeld/T1",)
     ]
+
+
+def test_a_second_archive_on_the_same_database_stops_in_one_line(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    """Two archives on one database would each write their own view of every epoch and
+    gap over the other's, and take each other's broker session, back and forth."""
+    first = archive_of(tmp_path, dsn, [broker.port], table)
+    (tmp_path / "second").mkdir()
+    second = archive_of(tmp_path / "second", dsn, [broker.port], table)
+    second.config.write_text(first.config.read_text())  # the same configuration
+    with archiving(first):
+        connected(first)
+        second.start()
+        assert second.process is not None and second.process.wait(30) == 1
+        assert second.logs().strip().splitlines()[-1] == (
+            "wheeld archive: archive.dsn: another archive is running on this database (it"
+            " holds the archive's advisory lock): one archive a database"
+        )
+        table.play("1")
+        wait_kept(dsn, [1, 2, 3])
+        # Its connection lost, the database taken meanwhile by another: it stops, in one line.
+        with psycopg.connect(dsn, autocommit=True) as other:
+            other.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            other.execute("SELECT pg_advisory_lock(%s)", (ARCHIVE_LOCK,))
+            table.play("2")
+            assert first.process is not None and first.process.wait(60) == 1
+        assert (
+            first.logs()
+            .strip()
+            .splitlines()[-1]
+            .startswith("wheeld archive: archive.dsn: another archive is running on this database")
+        )
+    assert kept(dsn) == [1, 2, 3]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 #: ``pg_advisory_xact_lock`` key of the migrations (any bigint; "wheelda").
 MIGRATION_LOCK = 0x776865656C6461
+#: ``pg_try_advisory_lock`` key held by the running archive for as long as it is connected:
+#: one archive a database ("wheeldb").
+ARCHIVE_LOCK = 0x776865656C6462
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (

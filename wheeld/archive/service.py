@@ -125,6 +125,13 @@ class Archive:
         ``StoreError`` in one line when the database cannot be used."""
         self.conn = await store.connect(self.config)
         try:
+            await store.hold(self.conn)
+        except store.Displaced as exc:
+            await self.conn.close()
+            raise store.StoreError(str(exc)) from None
+        except store.UNAVAILABLE as exc:
+            raise store.StoreError(store.one_line(exc)) from None
+        try:
             applied = await store.migrate(self.conn)
             await store.load(self.conn, self.ledger)
         except store.UNAVAILABLE as exc:
@@ -165,6 +172,9 @@ class Archive:
             done, _ = await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 error = None if task is waiting else task.exception()
+                if isinstance(error, store.Displaced):
+                    # Another archive took the database while it was away: stop, in one line.
+                    raise store.StoreError(str(error))
                 if error is not None:
                     # A defect: say it in one line and stop; what was not committed was
                     # not acknowledged, and comes again at the next start.
@@ -283,6 +293,7 @@ class Archive:
                 async with self.db_lock:
                     if self.conn is None or self.conn.closed:
                         self.conn = await store.connect(self.config)
+                        await store.hold(self.conn)
                     result = await work(self.conn)
             except (*store.UNAVAILABLE, store.StoreError) as exc:
                 if self.db_down_since is None:

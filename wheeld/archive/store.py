@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from wheeld.archive.ledger import Epoch, Gap, Ledger, Lookup, Outcome
-from wheeld.archive.schema import MIGRATION_LOCK, MIGRATIONS
+from wheeld.archive.schema import ARCHIVE_LOCK, MIGRATION_LOCK, MIGRATIONS
 
 if TYPE_CHECKING:
     from wheeld.config import ArchiveConfig
@@ -31,6 +31,25 @@ class Unstorable(Exception):
 
 class StoreError(Exception):
     """The database cannot be used (unreachable, refused, not ours); one line says why."""
+
+
+class Displaced(Exception):
+    """Another archive holds the database: two would each write their own view of every
+    epoch and gap over the other's (and take each other's broker session)."""
+
+
+HELD_ELSEWHERE = (
+    "another archive is running on this database (it holds the archive's advisory lock):"
+    " one archive a database"
+)
+
+
+async def hold(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Take the archive's lock for this connection's life; ``Displaced`` when another has it."""
+    cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (ARCHIVE_LOCK,))
+    row = await cursor.fetchone()
+    if row is None or not row[0]:
+        raise Displaced(HELD_ELSEWHERE)
 
 
 def at(seconds: float) -> datetime:
