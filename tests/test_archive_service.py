@@ -569,3 +569,34 @@ def test_a_second_archive_on_the_same_database_stops_in_one_line(
             .startswith("wheeld archive: archive.dsn: another archive is running on this database")
         )
     assert kept(dsn) == [1, 2, 3]
+
+
+def test_messages_under_a_key_installed_later_are_verified_at_the_restart(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    """docs: "To accept a table's new key, install its file in trusted_keys and restart the
+    archive": what came under it before is judged again, and a recall of it is kept."""
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        connected(archive)
+        table.play("1")
+        table.signer = Signer.generate()  # the table's key rotated
+        table.play("2")
+        wait_for(lambda: kept(dsn, "unknown_key") == [4, 5, 6], 30, "flagged")
+        wait_kept(dsn, [1, 2, 3])
+    new_key = tmp_path / "T1-new.pub"
+    new_key.write_bytes(table.signer.public_pem())
+    text = archive.config.read_text()
+    old_line = f"T1 = {json.dumps(str(tmp_path / 'T1.pub'))}"
+    assert old_line in text
+    archive.config.write_text(
+        text.replace(old_line, f'T1 = [{json.dumps(str(tmp_path / "T1.pub"))}, "{new_key}"]')
+    )
+    with archiving(archive):
+        connected(archive)
+        wait_kept(dsn, list(range(1, 7)), what="judged again at the start")
+        table.play("3")
+        wait_kept(dsn, list(range(1, 10)))
+    assert count(dsn, "SELECT count(*) FROM messages") == 9
+    assert count(dsn, "SELECT count(*) FROM gaps") == 0
+    assert run_cli("archive", "verify", "--config", archive.config).returncode == 0

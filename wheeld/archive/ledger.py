@@ -407,6 +407,10 @@ class Ledger:
         """Every key trusted for ``table``: the operator's files and those pinned."""
         return {**self._pinned.get(table, {}), **self._files.get(table, {})}
 
+    def installed(self) -> list[tuple[str, str]]:
+        """``(table, kid)`` of every key from the operator's files."""
+        return [(table, kid) for table, keys in self._files.items() for kid in keys]
+
     def open_gaps(self) -> list[Gap]:
         return [gap for gaps in self.gaps.values() for gap in gaps]
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import signal
 import time
@@ -152,6 +153,8 @@ class Archive:
     async def run(self) -> int:
         """Run until SIGTERM or SIGINT; the exit status."""
         await self.open()
+        # A key installed since the last run: what came under it is judged again now.
+        await self.judge_again(self.ledger.installed())
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -364,7 +367,7 @@ class Archive:
                     await self.keep_alone(item, outcome)
             self.acknowledge(items)
             if batch.pins:
-                await self.judge_again(batch)
+                await self.judge_again([(pin.table, pin.kid) for pin in batch.pins])
 
     async def keep(self, batch: Outcome) -> None:
         started = time.monotonic()
@@ -467,14 +470,13 @@ class Archive:
         )
         return out
 
-    async def judge_again(self, batch: Outcome) -> None:
-        """Messages kept under a key unknown then, now pinned: judged again, in chain order."""
+    async def judge_again(self, keys: list[tuple[str, str]]) -> None:
+        """Messages kept under a key unknown then, trusted now (pinned, or its file installed
+        since): judged again, in chain order."""
         again = Outcome()
-        for pin in batch.pins:
-            rows = await self.db(
-                functools.partial(store.awaiting_key, table=pin.table, kid=pin.kid)
-            )
-            for row_id, topic, payload, received_at, source in rows:
+        for table, kid in keys:
+            rows = await self.db(functools.partial(store.awaiting_key, table=table, kid=kid))
+            for row_id, topic, payload, received_at, source in self._chain_order(table, rows):
                 again.extend(
                     await self.feed(
                         Received(topic, payload.encode(), received_at, source, stored_id=row_id)
@@ -482,6 +484,23 @@ class Archive:
                 )
         if again.games or again.epochs:
             await self.keep(again)
+        if again.games:
+            self.log.info("judged again under keys trusted now", messages=len(again.games))
+
+    def _chain_order(
+        self, table: str, rows: list[tuple[int, str, str, float, str, str, int]]
+    ) -> list[tuple[int, str, str, float, str]]:
+        """Each epoch's rows from its end back (they came before the epoch's first held, a
+        key pinned late), or on from its head when they all come after it (a key installed
+        late): either way each one extends what is held, and opens no gap."""
+        ordered: list[tuple[int, str, str, float, str]] = []
+        for epoch, group in itertools.groupby(rows, key=lambda row: row[5]):
+            listed = list(group)  # seq descending
+            held = self.ledger.epochs.get((table, epoch))
+            if held is not None and listed[-1][6] > held.head:
+                listed.reverse()
+            ordered += [row[:5] for row in listed]
+        return ordered
 
     # -- recall ----------------------------------------------------------------------------------
 

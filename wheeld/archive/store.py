@@ -156,13 +156,14 @@ async def lookup(conn: psycopg.AsyncConnection[Any], asked: Lookup) -> list[str]
 
 async def awaiting_key(
     conn: psycopg.AsyncConnection[Any], table: str, kid: str
-) -> list[tuple[int, str, str, float, str]]:
+) -> list[tuple[int, str, str, float, str, str, int]]:
     """Messages of ``table`` kept as ``unknown_key`` under ``kid``: to judge again now that
-    the key is trusted. (id, topic, payload, received, source), each epoch from its
-    end back: each one then extends what is held, and opens no gap on the way."""
+    the key is trusted. (id, topic, payload, received, source, epoch, seq), each epoch
+    from its end back."""
     async with conn.transaction():
         cursor = await conn.execute(
-            "SELECT id, topic, payload, extract(epoch FROM received_at)::float8, source"
+            "SELECT id, topic, payload, extract(epoch FROM received_at)::float8, source,"
+            " epoch, seq"
             " FROM messages WHERE table_id = %s AND kid = %s AND verdict = 'unknown_key'"
             " ORDER BY epoch, seq DESC",
             (table, kid),
@@ -186,7 +187,12 @@ async def _commit(conn: psycopg.AsyncConnection[Any], batch: Outcome, ledger: Le
                 "INSERT INTO messages (table_id, epoch, seq, game_id, event, kid, digest, prev,"
                 " verdict, why, received_at, ts, day, number, reason, source, topic, payload)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                " %s) ON CONFLICT ON CONSTRAINT messages_once DO NOTHING",
+                " %s) ON CONFLICT ON CONSTRAINT messages_once DO UPDATE"
+                # Kept under a key unknown then, verified now (a recall, a redelivery):
+                # the row is the same message, its verdict is now this one.
+                " SET verdict = excluded.verdict, why = excluded.why"
+                " WHERE messages.verdict = 'unknown_key'"
+                " AND excluded.verdict IN ('verified', 'chain_break')",
                 [
                     (
                         g.table,
