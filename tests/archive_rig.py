@@ -311,11 +311,12 @@ class ArchiveProcess:
     ) -> None:
         self.workdir = workdir
         self.alarm_topic = f"wheeld-archive-{uuid.uuid4().hex[:6]}/alarm"
+        self.client_id = f"archive-{uuid.uuid4().hex[:8]}"
         settings = {
             "dsn": dsn,
             "tables": ["wheeld/+"],
             "alarm_topic": self.alarm_topic,
-            "client_id": f"archive-{uuid.uuid4().hex[:8]}",
+            "client_id": self.client_id,
             "recall_timeout_s": 3.0,
             **archive,
         }

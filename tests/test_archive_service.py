@@ -600,3 +600,30 @@ def test_messages_under_a_key_installed_later_are_verified_at_the_restart(
     assert count(dsn, "SELECT count(*) FROM messages") == 9
     assert count(dsn, "SELECT count(*) FROM gaps") == 0
     assert run_cli("archive", "verify", "--config", archive.config).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\xff\xfe not utf-8", b"not json", b"[1, 2]", b"[" * 100_000, b"x" * 10_000_000],
+    ids=["empty", "not-utf8", "not-json", "not-object", "deep", "10MB"],
+)
+def test_garbage_on_every_topic_is_counted_and_kept_bounded(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str, payload: bytes
+) -> None:
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        connected(archive)
+        table.play("1")
+        table.play("2", publish=False)
+        for kind in ("game", "alarm", "info", "stats"):
+            table.send(payload, topic=f"wheeld/T1/{kind}")
+        reply_topic = f"wheeld-replies/{archive.client_id}/recall"
+        table.send(payload, topic=reply_topic)
+        table.play("3")
+        wait_kept(dsn, list(range(1, 10)), timeout=60, what="the gap filled all the same")
+        wait_for(lambda: count(dsn, "SELECT count(*) FROM rejected") == 4, 30, "4 rejected")
+        assert archive.process is not None and archive.process.poll() is None
+    rows = query(dsn, "SELECT octet_length(payload), size FROM rejected")
+    assert rows == [(min(len(payload), 64 * 1024), len(payload))] * 4
+    assert len(archive.said("message rejected")) == 4
+    assert "Traceback" not in archive.logs()

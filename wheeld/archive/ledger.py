@@ -131,7 +131,18 @@ class RejectRow:
     topic: str
     received: float
     reason: str
+    #: At most ``MAX_MESSAGE_BYTES`` of what came: a flood of 16 MiB packets must not
+    #: become gigabytes of database.
     payload: bytes
+    #: How many bytes came.
+    size: int
+
+    @classmethod
+    def of(cls, received: Received, reason: str) -> RejectRow:
+        payload = received.payload
+        return cls(
+            received.topic, received.at, reason, payload[:MAX_MESSAGE_BYTES], len(payload)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -481,7 +492,7 @@ class Ledger:
         return known[0] if known else base.rpartition("/")[2]
 
     def _reject(self, out: Outcome, received: Received, reason: str) -> Outcome:
-        out.rejects.append(RejectRow(received.topic, received.at, reason, received.payload))
+        out.rejects.append(RejectRow.of(received, reason))
         self._alarm(
             out, "message_rejected", None, received.at, topic=received.topic[:200], reason=reason
         )

@@ -183,4 +183,13 @@ FROM messages
 GROUP BY table_id, day;
 """,
     ),
+    (
+        2,
+        "rejected: the size of what came (only its first 64 KiB are kept)",
+        """
+ALTER TABLE rejected ADD COLUMN size bigint;
+UPDATE rejected SET size = octet_length(payload);
+ALTER TABLE rejected ALTER COLUMN size SET NOT NULL;
+""",
+    ),
 )

@@ -402,7 +402,7 @@ class Archive:
             self.log.error("message rejected", topic=received.topic[:200], reason=reason)
             await self.keep(
                 Outcome(
-                    rejects=[RejectRow(received.topic, received.at, reason, received.payload)],
+                    rejects=[RejectRow.of(received, reason)],
                     epochs=outcome.epochs,
                 )
             )

@@ -250,9 +250,9 @@ async def _commit(conn: psycopg.AsyncConnection[Any], batch: Outcome, ledger: Le
             )
         if batch.rejects:
             await cur.executemany(
-                "INSERT INTO rejected (received_at, topic, reason, payload)"
-                " VALUES (%s, %s, %s, %s)",
-                [(at(r.received), r.topic, r.reason, r.payload) for r in batch.rejects],
+                "INSERT INTO rejected (received_at, topic, reason, payload, size)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [(at(r.received), r.topic, r.reason, r.payload, r.size) for r in batch.rejects],
             )
         if batch.alarms:
             await cur.executemany(
