@@ -140,9 +140,7 @@ class RejectRow:
     @classmethod
     def of(cls, received: Received, reason: str) -> RejectRow:
         payload = received.payload
-        return cls(
-            received.topic, received.at, reason, payload[:MAX_MESSAGE_BYTES], len(payload)
-        )
+        return cls(received.topic, received.at, reason, payload[:MAX_MESSAGE_BYTES], len(payload))
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,7 +500,8 @@ class Ledger:
         """An alarm, at most one of a code and table a minute; those held back are counted
         in the next."""
         last, held = self._last_alarm.get((code, table), (float("-inf"), 0))
-        if at - last < ALARM_EVERY_S:
+        # A clock set back is no reason to hold alarms back until it catches up.
+        if 0 <= at - last < ALARM_EVERY_S:
             self._last_alarm[(code, table)] = (last, held + 1)
             return
         if held:
@@ -888,6 +887,10 @@ class Ledger:
         for gap in self.open_gaps():
             if gap.state != "open":
                 continue
+            # The clock set back: what was due within a wait is due within a wait of now,
+            # not once the clock has caught up (an hour back held every recall an hour).
+            gap.next_ask = min(gap.next_ask, now + max(RECALL_DELAY_S, self._backoff(gap)))
+            gap.asked_at = min(gap.asked_at, now)
             if gap.asking is not None:
                 if now - gap.asked_at < settings.recall_timeout_s:
                     continue
@@ -912,10 +915,14 @@ class Ledger:
             requests.append(RecallRequest(gap.table, base, correlation, gap.after_game, last))
         return requests, out
 
+    def _backoff(self, gap: Gap) -> float:
+        """The wait before asking a gap again after ``gap.attempts`` recalls unanswered."""
+        return min(3600.0, self.settings.recall_timeout_s * 2.0 ** min(gap.attempts, 30))
+
     def _failed(self, out: Outcome, gap: Gap, now: float, why: str) -> None:
         gap.attempts += 1
         gap.why = why
-        gap.next_ask = now + min(3600.0, self.settings.recall_timeout_s * 2**gap.attempts)
+        gap.next_ask = now + self._backoff(gap)
         out.epochs.add((gap.table, gap.epoch))
         if gap.attempts >= self.settings.recall_attempts:
             self._give_up(out, gap, now, f"{why} ({gap.attempts} recalls)")
