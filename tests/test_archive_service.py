@@ -5,6 +5,7 @@ scripted table that signs, chains and answers ``recall``, and the archive as a p
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -627,3 +628,41 @@ def test_garbage_on_every_topic_is_counted_and_kept_bounded(
     assert rows == [(min(len(payload), 64 * 1024), len(payload))] * 4
     assert len(archive.said("message rejected")) == 4
     assert "Traceback" not in archive.logs()
+
+
+def test_statistics_under_a_huge_topic_level_do_not_stall_the_archive(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    """<base>/stats names its table by the base's last level: one longer than any table id
+    must not become a key PostgreSQL's index refuses (a batch retried for ever)."""
+    level = secrets.token_urlsafe(6000)  # 8000 characters: no table id, no index row
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        connected(archive)
+        table.send({"games": 1}, topic=f"wheeld/{level}/stats")
+        table.play("1")
+        wait_kept(dsn, [1, 2, 3])
+        wait_for(lambda: count(dsn, "SELECT count(*) FROM rejected") == 1, 30, "rejected")
+    assert query(dsn, "SELECT reason FROM rejected") == [
+        ("no table (a string of 1 to 128 characters)",)
+    ]
+    assert "database unavailable" not in archive.logs()
+
+
+def test_a_message_the_database_cannot_index_is_rejected_not_retried_for_ever(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    """PostgreSQL refuses an index row over some 2.7 kB (an OperationalError): a forged
+    message with a huge kid must not hold the archive as if the database were away."""
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        connected(archive)
+        first = table.play("1", publish=False)
+        table.send({**first[0], "kid": secrets.token_urlsafe(6000)})
+        for message in first:
+            table.send(message)
+        wait_kept(dsn, [1, 2, 3])
+        wait_for(lambda: count(dsn, "SELECT count(*) FROM rejected") == 1, 30, "rejected")
+    [(reason,)] = query(dsn, "SELECT reason FROM rejected")
+    assert reason.startswith("not storable: index row size")
+    assert "database unavailable" not in archive.logs()

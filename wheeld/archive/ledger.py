@@ -487,7 +487,9 @@ class Ledger:
         """The table whose messages come under ``base`` (else its last level, the table id
         of a default base topic, ``wheeld/<table.id>``)."""
         known = [table for table, where in self.bases.items() if where == base]
-        return known[0] if known else base.rpartition("/")[2]
+        if known:
+            return known[0]
+        return _table_of({"table": base.rpartition("/")[2]})
 
     def _reject(self, out: Outcome, received: Received, reason: str) -> Outcome:
         out.rejects.append(RejectRow.of(received, reason))

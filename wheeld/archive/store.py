@@ -175,7 +175,14 @@ async def commit(conn: psycopg.AsyncConnection[Any], batch: Outcome, ledger: Led
     """Keep one batch, whole or not at all; ``Unstorable`` when the database refuses it."""
     try:
         await _commit(conn, batch, ledger)
-    except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
+    except (
+        psycopg.DataError,
+        psycopg.IntegrityError,
+        psycopg.ProgrammingError,
+        # An OperationalError, but about what was given, not the database's absence (an
+        # index row too large): retried, it would be refused for ever, and hold all behind it.
+        psycopg.errors.ProgramLimitExceeded,
+    ) as exc:
         raise Unstorable(one_line(exc)) from None
 
 
