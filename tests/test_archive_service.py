@@ -27,6 +27,7 @@ from tests.archive_rig import (
     run_cli,
 )
 from tests.rig import Broker, Subscriber, free_port, wait_for
+from wheeld.archive.ledger import Ledger, Outcome
 from wheeld.archive.schema import ARCHIVE_LOCK
 from wheeld.signing import Signer
 
@@ -98,6 +99,23 @@ def archive_of(
         trusted_keys={"T1": keys_dir(tmp_path, table)},
         **settings,
     )
+
+
+def commit_directly(dsn: str, outcome: Outcome, book: Ledger) -> None:
+    """The schema made and one outcome committed, with no service running."""
+    import asyncio
+
+    from wheeld.archive import store
+
+    async def keep() -> None:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        try:
+            await store.migrate(conn)
+            await store.commit(conn, outcome, book)
+        finally:
+            await conn.close()
+
+    asyncio.run(keep())
 
 
 def archived_alarms(dsn: str) -> list[dict[str, Any]]:
@@ -454,11 +472,8 @@ def test_what_the_database_refuses_is_told_apart_from_its_absence(dsn: str) -> N
 
 def test_verify_finds_an_altered_message_among_thousands(tmp_path: Path, dsn: str) -> None:
     """Past a batch, signatures are checked in worker processes: the finding is the same."""
-    import asyncio
-
     from tests.test_archive_ledger import SIGNER, Table, ledger, received
-    from wheeld.archive import answers, store
-    from wheeld.archive.ledger import Outcome
+    from wheeld.archive import answers
     from wheeld.config import load_archive
 
     book = ledger()
@@ -466,15 +481,7 @@ def test_verify_finds_an_altered_message_among_thousands(tmp_path: Path, dsn: st
     for payload in Table().messages(1200):
         batch.extend(book.feed(received(payload)))
 
-    async def keep() -> None:
-        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-        try:
-            await store.migrate(conn)
-            await store.commit(conn, batch, book)
-        finally:
-            await conn.close()
-
-    asyncio.run(keep())
+    commit_directly(dsn, batch, book)
     (tmp_path / "T1.pub").write_bytes(SIGNER.public_pem())
     config_file = tmp_path / "archive.toml"
     config_file.write_text(
@@ -679,3 +686,38 @@ def test_a_message_the_database_cannot_index_is_rejected_not_retried_for_ever(
     [(reason,)] = query(dsn, "SELECT reason FROM rejected")
     assert reason.startswith("not storable: index row size")
     assert "database unavailable" not in archive.logs()
+
+
+def test_answers_to_odd_questions_are_one_line(tmp_path: Path, dsn: str) -> None:
+    """An unknown table, a schema behind this wheeld's, a database that fails mid-answer:
+    one line each, never a traceback, never an empty report that reads as a quiet table."""
+    from tests.test_archive_ledger import Table, ledger, received
+
+    book = ledger()
+    out = book.feed(received(Table().messages(1)[0]))
+
+    commit_directly(dsn, out, book)
+    config = tmp_path / "archive.toml"
+    config.write_text(f'[archive]\ndsn = "{dsn}"\ntables = ["wheeld/+"]\n')
+    day = ("--from", "2026-03-04", "--to", "2026-03-04")
+    known = run_cli("archive", "report", "--config", config, "--table", "T1", *day)
+    assert known.returncode == 0 and json.loads(known.stdout)["days"][0]["results"] == 1
+    typo = run_cli("archive", "report", "--config", config, "--table", "t1", *day)
+    assert (typo.returncode, typo.stderr) == (
+        1,
+        "wheeld archive: no table 't1' in the archive (tables: T1)\n",
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM archive_migrations WHERE version > 1")
+    behind = run_cli("archive", "gaps", "--config", config)
+    assert behind.returncode == 1 and behind.stderr.startswith(
+        "wheeld archive: the archive's schema lacks migration(s) 2 (run `wheeld archive`"
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO archive_migrations VALUES (2, 'back')")
+        conn.execute("ALTER TABLE gaps RENAME TO gaps_elsewhere")  # not the archive's any more
+    for action in (["gaps"], ["verify"]):
+        broken = run_cli("archive", *action, "--config", config)
+        assert broken.returncode == 1, broken.stdout
+        assert broken.stderr.startswith('wheeld archive: archive.dsn: relation "gaps"')
+        assert len(broken.stderr.splitlines()) == 1, broken.stderr
