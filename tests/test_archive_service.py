@@ -721,3 +721,26 @@ def test_answers_to_odd_questions_are_one_line(tmp_path: Path, dsn: str) -> None
         assert broken.returncode == 1, broken.stdout
         assert broken.stderr.startswith('wheeld archive: archive.dsn: relation "gaps"')
         assert len(broken.stderr.splitlines()) == 1, broken.stderr
+
+
+def test_a_recall_reply_with_a_message_no_table_could_send_is_survived(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    """A reply's message holding a lone surrogate ("\\ud800": JSON, but no UTF-8) ended
+    the archive; the rest of the reply fills the gap all the same."""
+    table.answers = False
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        connected(archive)
+        table.play("1")
+        lost = table.play("2", publish=False)
+        table.play("3")
+        wait_for(lambda: table.recalls, 30, "the recall asked")
+        command = table.recalls[0]
+        games = [{"game_id": 2, "messages": [{"table": "T1", "seq": 5, "x": "@"}, *lost]}]
+        reply = {"ok": True, "games": games, "correlation_id": command["correlation_id"]}
+        text = json.dumps(reply).replace('"x": "@"', '"x": "\\ud800"')
+        table.send(text.encode(), topic=command["reply_to"])
+        wait_kept(dsn, list(range(1, 10)), what="the gap filled from the rest of the reply")
+        assert archive.process is not None and archive.process.poll() is None
+    assert "archive task failed" not in archive.logs()

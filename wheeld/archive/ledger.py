@@ -960,10 +960,13 @@ class Ledger:
                     continue
                 said = game.get("messages", game.get("events"))
                 for message in said if isinstance(said, list) else []:
-                    if isinstance(message, dict):
-                        messages.append(
-                            json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-                        )
+                    if not isinstance(message, dict):
+                        continue
+                    try:
+                        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+                        messages.append(text.encode())
+                    except (UnicodeEncodeError, ValueError):
+                        continue  # a lone surrogate ("\ud800"): no message of the table
         return asked[0], asked[1], messages
 
     def answered(
