@@ -744,3 +744,30 @@ def test_a_recall_reply_with_a_message_no_table_could_send_is_survived(
         wait_kept(dsn, list(range(1, 10)), what="the gap filled from the rest of the reply")
         assert archive.process is not None and archive.process.poll() is None
     assert "archive task failed" not in archive.logs()
+
+
+def test_what_came_before_a_key_was_pinned_is_judged_again_after_a_crash(
+    tmp_path: Path, broker: Broker, dsn: str
+) -> None:
+    """Killed between the commit that pinned a key and the one that judged again what had
+    come under it: the next start judges them."""
+    from tests.test_archive_ledger import PATTERNS, SIGNER, Table, received
+    from wheeld.archive.ledger import Settings
+
+    book = Ledger(Settings(PATTERNS, trust_on_first_use=True))  # no key file: to be pinned
+    out = Outcome()
+    for payload in Table().messages(3):
+        out.extend(book.feed(received(payload)))
+    info = {
+        "table": "T1",
+        "signing": {"kid": SIGNER.kid, "public_key": SIGNER.public_pem().decode()},
+        "ts": "2026-03-04T05:06:07.000Z",
+    }
+    out.extend(book.feed(received(SIGNER.sign(info), topic="wheeld/T1/info")))
+    assert [pin.kid for pin in out.pins] == [SIGNER.kid]
+    commit_directly(dsn, out, book)  # the pin kept; then the crash
+    assert kept(dsn, "unknown_key") == [1, 2, 3]
+    archive = ArchiveProcess(tmp_path, dsn=dsn, brokers=[broker.port], trust_on_first_use=True)
+    with archiving(archive):
+        wait_kept(dsn, [1, 2, 3], what="judged again at the start")
+    assert count(dsn, "SELECT count(*) FROM gaps") == 0

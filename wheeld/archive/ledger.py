@@ -416,9 +416,10 @@ class Ledger:
         """Every key trusted for ``table``: the operator's files and those pinned."""
         return {**self._pinned.get(table, {}), **self._files.get(table, {})}
 
-    def installed(self) -> list[tuple[str, str]]:
-        """``(table, kid)`` of every key from the operator's files."""
-        return [(table, kid) for table, keys in self._files.items() for kid in keys]
+    def trusted(self) -> list[tuple[str, str]]:
+        """``(table, kid)`` of every key trusted: the operator's files and those pinned."""
+        tables = sorted({*self._files, *self._pinned})
+        return [(table, kid) for table in tables for kid in sorted(self.keys(table))]
 
     def open_gaps(self) -> list[Gap]:
         return [gap for gaps in self.gaps.values() for gap in gaps]

@@ -153,8 +153,9 @@ class Archive:
     async def run(self) -> int:
         """Run until SIGTERM or SIGINT; the exit status."""
         await self.open()
-        # A key installed since the last run: what came under it is judged again now.
-        await self.judge_again(self.ledger.installed())
+        # A key installed since the last run, or pinned by a run that stopped before it
+        # judged again what came under it: what came under it is judged again now.
+        await self.judge_again(self.ledger.trusted())
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
