@@ -428,9 +428,10 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert run_cli("archive", "gaps").stderr.strip() == "wheeld archive: --config FILE is required"
 
 
-def test_an_alarm_topic_the_archive_follows_is_refused(tmp_path: Path) -> None:
+def test_topics_that_cannot_work_are_refused(tmp_path: Path) -> None:
     """tables = ["+"] follows +/alarm: the archive's own alarms would come back as a
-    table's, flagged and alarmed again, for ever."""
+    table's, flagged and alarmed again, for ever. A client id is a level of the reply
+    topic: a '+' there would follow every archive's replies."""
     config = tmp_path / "archive.toml"
     config.write_text('[archive]\ndsn = "host=x"\ntables = ["wheeld/+", "+"]\n')
     out = run_cli("archive", "--config", config)
@@ -439,6 +440,10 @@ def test_an_alarm_topic_the_archive_follows_is_refused(tmp_path: Path) -> None:
         "archive.alarm_topic: 'wheeld-archive/alarm' is one of the topics the archive follows"
         " (+/alarm): it would read its own alarms back" in out.stderr
     )
+    config.write_text('[archive]\ndsn = "host=x"\ntables = ["wheeld/+"]\nclient_id = "a/+"\n')
+    out = run_cli("archive", "--config", config)  # a level of its reply topic
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "archive.client_id: must be a non-empty MQTT topic level" in out.stderr
 
 
 def test_what_the_database_refuses_is_told_apart_from_its_absence(dsn: str) -> None:

@@ -617,6 +617,13 @@ class ArchiveConfig(_Section):
                 raise ValueError(f"entry {number} ({pattern!r}): {exc}") from None
         return value
 
+    @field_validator("client_id")
+    @classmethod
+    def _client_id(cls, value: str) -> str:
+        # It is a level of the reply topic (<reply_prefix><client_id>/recall): a '+' there
+        # would follow every archive's replies, and no table could publish to it.
+        return check_topic_segment(value)
+
     @field_validator("trusted_keys", mode="before")
     @classmethod
     def _one_or_more(cls, value: Any) -> Any:
