@@ -179,6 +179,8 @@ class ScriptedTable:
     #: Answer recall with the messages (False: a journal that no longer holds them).
     remembers: bool = True
     answers: bool = True
+    #: Answer recall with its messages altered (a number changed): forgeries.
+    forges: bool = False
 
     def __post_init__(self) -> None:
         self.base = f"wheeld/{self.table}"
@@ -278,11 +280,15 @@ class ScriptedTable:
         topic = topic or str(command.get("reply_to"))
         last, upto = command.get("last", 10), command.get("game_id", self.game)
         ids = sorted({p.game_id for p in self.journal if p.game_id <= upto})[-last:]
+
+        def said(payload: dict[str, Any]) -> dict[str, Any]:
+            return {**payload, "number": "0"} if self.forges else payload
+
         games = [
             {
                 "game_id": gid,
                 "events": [p.payload for p in self.journal if p.game_id == gid],
-                "messages": [p.payload for p in self.journal if p.game_id == gid]
+                "messages": [said(p.payload) for p in self.journal if p.game_id == gid]
                 if self.remembers
                 else [],
                 "frames": [],

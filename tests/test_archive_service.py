@@ -776,3 +776,28 @@ def test_what_came_before_a_key_was_pinned_is_judged_again_after_a_crash(
     with archiving(archive):
         wait_kept(dsn, [1, 2, 3], what="judged again at the start")
     assert count(dsn, "SELECT count(*) FROM gaps") == 0
+
+
+def test_a_recall_answered_with_forgeries_is_kept_flagged_and_asked_again(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    """The table's answer does not verify (altered on the way, a table gone wrong): the
+    forgeries are kept flagged, the gap is not given up as if the table had no such
+    messages, and a later, true answer fills it."""
+    table.forges = True
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    with archiving(archive):
+        connected(archive)
+        table.play("1")
+        table.play("2", publish=False)
+        table.play("3")
+        wait_for(lambda: len(kept(dsn, "bad_signature")) == 3, 30, "the forgeries kept flagged")
+        assert query(dsn, "SELECT DISTINCT source FROM messages WHERE verdict <> 'verified'") == [
+            ("recall",)
+        ]
+        wait_for(lambda: query(dsn, "SELECT state, why FROM gaps"), 10, "the gap listed")
+        [(state, why)] = query(dsn, "SELECT state, why FROM gaps")
+        assert (state, why) == ("open", "the table answered with messages that do not verify")
+        table.forges = False
+        wait_kept(dsn, list(range(1, 10)), timeout=60, what="the gap filled by a true answer")
+    assert "bad_signature" in [a["alarm"] for a in archived_alarms(dsn)]

@@ -971,10 +971,11 @@ class Ledger:
         return asked[0], asked[1], messages
 
     def answered(
-        self, correlation: str, payload: bytes, missing_before: int, now: float
+        self, correlation: str, payload: bytes, missing_before: int, now: float, forged: int = 0
     ) -> Outcome:
         """After a recall reply's messages were fed: a gap it left as it was is given up
-        (the table answered, without them) or asked again; one it narrowed is asked again."""
+        (the table answered, without them) or asked again (``forged``: messages of the gap
+        in the answer did not verify); one it narrowed is asked again."""
         out = Outcome()
         asked = self._asking.pop(correlation, None)
         if asked is None:
@@ -994,7 +995,10 @@ class Ledger:
             body = None
         error = body.get("error") if isinstance(body, dict) else None
         for gap in gaps:
-            if isinstance(body, dict) and body.get("ok") is True:
+            if forged:
+                # Altered on the way, or a table gone wrong: no sign the table lacks them.
+                self._failed(out, gap, now, "the table answered with messages that do not verify")
+            elif isinstance(body, dict) and body.get("ok") is True:
                 self._give_up(out, gap, now, "the table's journal no longer holds these messages")
             elif isinstance(error, str) and error.startswith("no game"):
                 self._give_up(out, gap, now, f"the table: {error[:200]}")

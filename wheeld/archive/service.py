@@ -41,6 +41,7 @@ import aiomqtt
 
 from wheeld.archive import store
 from wheeld.archive.ledger import (
+    CHAINED,
     ArchiveAlarm,
     Ledger,
     Outcome,
@@ -443,7 +444,7 @@ class Archive:
         table, epoch, messages = recalled
         missing = self.ledger.missing(table, epoch)
         base = self.ledger.bases.get(table)
-        fed = 0
+        fed = forged = 0
         for payload in messages:
             try:
                 said = json.loads(payload)
@@ -457,16 +458,19 @@ class Archive:
             if base is None or not self.ledger.in_gap(table, their_epoch, seq):
                 continue
             fed += 1
-            out.extend(
-                await self.feed(Received(f"{base}/game", payload, received.at, source="recall"))
-            )
-        out.extend(self.ledger.answered(correlation, received.payload, missing, time.time()))
+            one = await self.feed(Received(f"{base}/game", payload, received.at, source="recall"))
+            forged += sum(1 for g in one.games if g.verdict not in CHAINED) + len(one.rejects)
+            out.extend(one)
+        out.extend(
+            self.ledger.answered(correlation, received.payload, missing, time.time(), forged)
+        )
         self.log.info(
             "recall answered",
             table=table,
             epoch=epoch,
             offered=len(messages),
-            filled=fed,
+            fed=fed,
+            not_verified=forged,
             still_missing=self.ledger.missing(table, epoch),
         )
         return out
