@@ -801,3 +801,24 @@ def test_a_recall_answered_with_forgeries_is_kept_flagged_and_asked_again(
         table.forges = False
         wait_kept(dsn, list(range(1, 10)), timeout=60, what="the gap filled by a true answer")
     assert "bad_signature" in [a["alarm"] for a in archived_alarms(dsn)]
+
+
+def test_a_schema_newer_than_this_wheeld_is_refused_in_one_line(
+    tmp_path: Path, broker: Broker, dsn: str
+) -> None:
+    """A wheeld rolled back onto a database a newer one migrated would write rows the newer
+    one cannot read (or that its constraints refuse, for ever)."""
+    from tests.test_archive_ledger import Table, ledger, received
+
+    book = ledger()
+    commit_directly(dsn, book.feed(received(Table().messages(1)[0])), book)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO archive_migrations (version, name) VALUES (99, 'future')")
+    archive = ArchiveProcess(tmp_path, dsn=dsn, brokers=[broker.port])
+    archive.start()
+    assert archive.process is not None and archive.process.wait(30) == 1
+    assert archive.logs().strip().splitlines()[-1] == (
+        "wheeld archive: archive.dsn: cannot prepare the archive's schema: the archive's"
+        " schema has migration(s) 99, made by a newer wheeld than this one: run that one"
+        " (or a newer)"
+    )

@@ -187,9 +187,10 @@ GROUP BY table_id, day;
         2,
         "rejected: the size of what came (only its first 64 KiB are kept)",
         """
+-- Nullable: a wheeld from before this migration, run again on this database, can still
+-- keep what it rejects.
 ALTER TABLE rejected ADD COLUMN size bigint;
 UPDATE rejected SET size = octet_length(payload);
-ALTER TABLE rejected ALTER COLUMN size SET NOT NULL;
 """,
     ),
 )

@@ -91,6 +91,13 @@ async def migrate(conn: psycopg.AsyncConnection[Any]) -> list[int]:
         )
         cursor = await conn.execute("SELECT version FROM archive_migrations")
         done = {row[0] for row in await cursor.fetchall()}
+        newer = sorted(done - {version for version, _, _ in MIGRATIONS})
+        if newer:
+            # A wheeld older than the schema would write rows the newer one cannot read.
+            raise StoreError(
+                f"the archive's schema has migration(s) {', '.join(map(str, newer))}, made by"
+                " a newer wheeld than this one: run that one (or a newer)"
+            )
         for version, name, sql in MIGRATIONS:
             if version in done:
                 continue
