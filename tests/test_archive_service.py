@@ -822,3 +822,38 @@ def test_a_schema_newer_than_this_wheeld_is_refused_in_one_line(
         " schema has migration(s) 99, made by a newer wheeld than this one: run that one"
         " (or a newer)"
     )
+
+
+def test_a_session_cut_off_by_the_network_frees_the_lock_within_a_minute(
+    tmp_path: Path, dsn: str
+) -> None:
+    """The lock lives as long as the archive's session on the server: one cut off by the
+    network (the server never told) would keep every later start out for the system's two
+    hours of TCP keepalive. The archive's sessions ask both ends for some 60 s instead."""
+    import asyncio
+
+    from wheeld.archive import store
+    from wheeld.config import load_archive
+
+    config_file = tmp_path / "archive.toml"
+    config_file.write_text(f'[archive]\ndsn = "{dsn}"\ntables = ["wheeld/+"]\n')
+    config = load_archive(config_file, {}).archive
+
+    async def settings() -> tuple[list[str], dict[str, str]]:
+        conn = await store.connect(config)
+        try:
+            await store.hold(conn)
+            server = [
+                str((await (await conn.execute(f"SHOW {name}")).fetchone() or [""])[0])
+                for name in ("tcp_keepalives_idle", "tcp_keepalives_interval")
+            ]
+            return server, conn.info.get_parameters()
+        finally:
+            await conn.close()
+
+    server, client = asyncio.run(settings())
+    assert server == ["30", "10"]
+    assert (client["keepalives_idle"], client["keepalives_count"]) == ("30", "3")
+    config_file.write_text(f'[archive]\ndsn = "{dsn} keepalives_idle=7"\ntables = ["wheeld/+"]\n')
+    assert store.connect_args(load_archive(config_file, {}).archive)["conninfo"].endswith("=7")
+    assert "keepalives_idle" not in store.connect_args(load_archive(config_file, {}).archive)

@@ -46,6 +46,8 @@ HELD_ELSEWHERE = (
 
 async def hold(conn: psycopg.AsyncConnection[Any]) -> None:
     """Take the archive's lock for this connection's life; ``Displaced`` when another has it."""
+    for name, seconds in SERVER_KEEPALIVE:  # over TCP; a local socket ends with its peer
+        await conn.execute("SELECT set_config(%s, %s, false)", (name, str(seconds)))
     cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (ARCHIVE_LOCK,))
     row = await cursor.fetchone()
     if row is None or not row[0]:
@@ -56,9 +58,35 @@ def at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
+#: libpq's keepalives (over TCP), unless the DSN names them.
+CLIENT_KEEPALIVE = (
+    ("keepalives", 1),
+    ("keepalives_idle", 30),
+    ("keepalives_interval", 10),
+    ("keepalives_count", 3),
+)
+#: The server gives up a session whose client went silent after this many seconds (idle,
+#: then probes): a session of this archive cut off by the network must not hold its lock
+#: (and keep the archive out) for the system's default two hours.
+SERVER_KEEPALIVE = (
+    ("tcp_keepalives_idle", 30),
+    ("tcp_keepalives_interval", 10),
+    ("tcp_keepalives_count", 3),
+)
+
+
 def connect_args(config: ArchiveConfig) -> dict[str, Any]:
     """psycopg's ``connect`` arguments: the DSN and, from its file, the password."""
     args: dict[str, Any] = {"conninfo": config.dsn, "connect_timeout": 10}
+    # The client, too, tells a server cut off by the network within a minute, not after
+    # the system's retransmissions (some 15 minutes), unless the DSN says otherwise.
+    try:
+        named = psycopg.conninfo.conninfo_to_dict(config.dsn)
+    except psycopg.Error:
+        named = {}  # connect says what is wrong with it
+    for name, seconds in CLIENT_KEEPALIVE:
+        if name not in named:
+            args[name] = seconds
     if config.password_file is not None:
         args["password"] = config.password_file.read_text(encoding="utf-8").strip()
     return args
