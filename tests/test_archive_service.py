@@ -857,3 +857,24 @@ def test_a_session_cut_off_by_the_network_frees_the_lock_within_a_minute(
     config_file.write_text(f'[archive]\ndsn = "{dsn} keepalives_idle=7"\ntables = ["wheeld/+"]\n')
     assert store.connect_args(load_archive(config_file, {}).archive)["conninfo"].endswith("=7")
     assert "keepalives_idle" not in store.connect_args(load_archive(config_file, {}).archive)
+
+
+def test_a_retained_message_is_kept_once_not_at_every_reconnection(
+    tmp_path: Path, broker: Broker, table: ScriptedTable, dsn: str
+) -> None:
+    """A retained payload that is no message (or a forged info) was delivered again at
+    every subscription, so at every start and reconnection: one more reject, one more
+    alarm each time. The session's subscriptions stand: what is retained comes once."""
+    archive = archive_of(tmp_path, dsn, [broker.port], table)
+    table.client.publish("wheeld/T1/info", b"not json", qos=1, retain=True).wait_for_publish(10)
+    with archiving(archive):
+        connected(archive)
+        table.play("1")
+        wait_kept(dsn, [1, 2, 3])
+        wait_for(lambda: count(dsn, "SELECT count(*) FROM rejected") == 1, 30, "one reject")
+    with archiving(archive):
+        wait_for(lambda: len(archive.said("broker connected")) == 2, 30, "connected again")
+        table.play("2")
+        wait_kept(dsn, list(range(1, 7)))
+    assert count(dsn, "SELECT count(*) FROM rejected") == 1
+    assert [a["alarm"] for a in archived_alarms(dsn)] == ["message_rejected"]

@@ -225,6 +225,24 @@ class Archive:
         topics = [f"{pattern}/{kind}" for pattern in self.config.tables for kind in ARCHIVE_KINDS]
         return [(topic, 1) for topic in [*topics, self.reply_topic]]
 
+    def subscribe_to(self) -> list[Any]:
+        """The subscriptions, and on MQTT 5 with retained messages sent only when the
+        subscription is new: the session's stand across reconnections and restarts, and a
+        retained payload (a forged info, garbage) is read once, not again at every start
+        and every reconnection (one more reject, one more alarm each time). A retained
+        message published while the archive is away is queued in its session as any."""
+        if self.settings.mqtt.protocol != "5":
+            return self.subscriptions()
+        from paho.mqtt.subscribeoptions import SubscribeOptions
+
+        return [
+            (
+                topic,
+                SubscribeOptions(qos=qos, retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB),
+            )
+            for topic, qos in self.subscriptions()
+        ]
+
     async def follow(self) -> None:
         """Connect, subscribe and hand every message to the committer; through outages,
         along ``mqtt.servers`` as the daemon moves (``Failover``)."""
@@ -247,7 +265,7 @@ class Archive:
                     self.generation += 1
                     generation = self.generation
                     self.client = client
-                    await client.subscribe(self.subscriptions())
+                    await client.subscribe(self.subscribe_to())
                     since = time.monotonic()
                     said.clear()
                     self.log.info("broker connected", server=server)
