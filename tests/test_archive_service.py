@@ -878,3 +878,48 @@ def test_a_retained_message_is_kept_once_not_at_every_reconnection(
         wait_kept(dsn, list(range(1, 7)))
     assert count(dsn, "SELECT count(*) FROM rejected") == 1
     assert [a["alarm"] for a in archived_alarms(dsn)] == ["message_rejected"]
+
+
+def test_huge_payloads_held_while_the_database_is_away_are_held_small(
+    tmp_path: Path, broker: Broker, table: ScriptedTable
+) -> None:
+    """While the database is away the archive holds what it was sent, unacknowledged: 24
+    payloads of 8 MiB (no message of a table) must not cost 192 MiB of its memory."""
+    cluster = _cluster()
+    if cluster is None:
+        pytest.skip("no PostgreSQL cluster of the test's own to stop (initdb)")
+    try:
+        dsn = Databases(cluster.dsn(), cluster.dsn).new()
+        archive = archive_of(tmp_path, dsn, [broker.port], table)
+        with archiving(archive):
+            connected(archive)
+            table.play("1")
+            wait_kept(dsn, [1, 2, 3])
+            assert archive.process is not None
+            before = peak_rss_mib(archive.process.pid)
+            cluster.stop()
+            big = b"x" * (8 << 20)
+            table.send(big)  # the committer takes it, and holds, waiting for the database
+            wait_for(
+                lambda: archive.said("database unavailable: holding messages unacknowledged"),
+                30,
+                "the archive to see the database go",
+            )
+            for _ in range(23):
+                table.send(big)
+            table.play("2")
+            cluster.start()
+            wait_kept(dsn, list(range(1, 7)), timeout=90, what="the game after the flood")
+            wait_for(lambda: count(dsn, "SELECT count(*) FROM rejected") == 24, 30, "rejects")
+            grown = peak_rss_mib(archive.process.pid) - before
+        assert grown < 96, f"{grown} MiB more at the peak"
+        assert query(dsn, "SELECT DISTINCT size FROM rejected") == [(8 << 20,)]
+    finally:
+        cluster.destroy()
+
+
+def peak_rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")

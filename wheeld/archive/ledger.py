@@ -82,6 +82,13 @@ class Received:
     source: str = "live"
     #: The row it was stored as, when it is judged again (a key pinned after it came).
     stored_id: int | None = None
+    #: How many bytes came, when ``payload`` holds only the first ``MAX_MESSAGE_BYTES``
+    #: of them (what would be rejected is not held whole while it waits for its commit).
+    size: int | None = None
+
+    @property
+    def length(self) -> int:
+        return len(self.payload) if self.size is None else self.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +146,8 @@ class RejectRow:
 
     @classmethod
     def of(cls, received: Received, reason: str) -> RejectRow:
-        payload = received.payload
-        return cls(received.topic, received.at, reason, payload[:MAX_MESSAGE_BYTES], len(payload))
+        payload = received.payload[:MAX_MESSAGE_BYTES]
+        return cls(received.topic, received.at, reason, payload, received.length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,8 +335,8 @@ def _ts(value: Any) -> datetime | None:
 
 def _read(received: Received) -> tuple[str, dict[str, Any]]:
     """The payload as text and as an object; ``Rejected`` saying why not."""
-    if len(received.payload) > MAX_MESSAGE_BYTES:
-        raise Rejected(f"payload of {len(received.payload)} bytes, over {MAX_MESSAGE_BYTES}")
+    if received.length > MAX_MESSAGE_BYTES:
+        raise Rejected(f"payload of {received.length} bytes, over {MAX_MESSAGE_BYTES}")
     if not received.payload:
         raise Rejected("empty payload")
     try:

@@ -42,6 +42,7 @@ import aiomqtt
 from wheeld.archive import store
 from wheeld.archive.ledger import (
     CHAINED,
+    MAX_MESSAGE_BYTES,
     ArchiveAlarm,
     Ledger,
     Outcome,
@@ -71,12 +72,20 @@ DB_RETRY_MAX_S = 30.0
 RECALL_TICK_S = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """How to acknowledge a message: not the message, whose payload may be 16 MiB."""
+
+    mid: int
+    qos: int
+
+
 @dataclass(slots=True)
 class Item:
     """One message off the broker (with how to acknowledge it), or an outcome to commit."""
 
     received: Received | None = None
-    message: aiomqtt.Message | None = None
+    message: Delivery | None = None
     generation: int = 0
     outcome: Outcome | None = None
 
@@ -271,14 +280,10 @@ class Archive:
                     self.log.info("broker connected", server=server)
                     self.alarms_waiting.set()
                     async for message in client.messages:
-                        received = Received(
-                            message.topic.value,
-                            bytes(message.payload)
-                            if isinstance(message.payload, bytes | bytearray)
-                            else str(message.payload).encode(),
-                            time.time(),
-                        )
-                        await self.intake.put(Item(received, message, generation))
+                        received = self.received(message)
+                        delivery = Delivery(message.mid, message.qos)
+                        del message  # its payload is not held while it waits
+                        await self.intake.put(Item(received, delivery, generation))
                         self.held_peak = max(self.held_peak, self.intake.qsize())
             except aiomqtt.MqttError as exc:
                 error = str(exc)
@@ -293,6 +298,21 @@ class Archive:
                     "broker unavailable, retrying", server=server, error=error, next=failover.server
                 )
             await asyncio.sleep(delay)
+
+    def received(self, message: aiomqtt.Message) -> Received:
+        """A message as the ledger takes it. One larger than any message of a table is
+        cut to what ``rejected`` keeps of it (its size kept): while the database is away,
+        a flood of 16 MiB payloads waits in memory at 64 KiB each. A recall reply (many
+        games) is held whole."""
+        topic = message.topic.value
+        payload = message.payload
+        if isinstance(payload, bytes | bytearray):
+            data = bytes(payload)
+        else:
+            data = b"" if payload is None else str(payload).encode()
+        if len(data) > MAX_MESSAGE_BYTES and topic != self.reply_topic:
+            return Received(topic, data[:MAX_MESSAGE_BYTES], time.time(), size=len(data))
+        return Received(topic, data, time.time())
 
     def acknowledge(self, items: list[Item]) -> None:
         """PUBACK each committed message, in order, on the connection that delivered it."""
