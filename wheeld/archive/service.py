@@ -128,6 +128,9 @@ class Archive:
         self.commit_seconds: list[float] = []
         #: The most messages ever waiting for the committer.
         self.held_peak = 0
+        #: Bytes of payload held until their commit, and the most ever.
+        self.held_bytes = 0
+        self.held_bytes_peak = 0
 
     # -- start -------------------------------------------------------------------------------
 
@@ -223,6 +226,7 @@ class Archive:
             "duplicates": self.duplicates,
             "rejected": self.rejected,
             "held_peak": self.held_peak,
+            "held_bytes_peak": self.held_bytes_peak,
             "commit_ms_p50": at(0.5),
             "commit_ms_p99": at(0.99),
             "commit_ms_max": round(times[-1] * 1000, 2) if times else None,
@@ -285,6 +289,8 @@ class Archive:
                         del message  # its payload is not held while it waits
                         await self.intake.put(Item(received, delivery, generation))
                         self.held_peak = max(self.held_peak, self.intake.qsize())
+                        self.held_bytes += len(received.payload)
+                        self.held_bytes_peak = max(self.held_bytes_peak, self.held_bytes)
             except aiomqtt.MqttError as exc:
                 error = str(exc)
             except Exception as exc:  # TLS or client setup: keep trying, say so once
@@ -406,6 +412,9 @@ class Archive:
                 for item, outcome in zip(items, outcomes, strict=True):
                     await self.keep_alone(item, outcome)
             self.acknowledge(items)
+            for item in items:
+                if item.message is not None and item.received is not None:
+                    self.held_bytes -= len(item.received.payload)
             if batch.pins:
                 await self.judge_again([(pin.table, pin.kid) for pin in batch.pins])
 
