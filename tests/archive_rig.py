@@ -179,6 +179,8 @@ class ScriptedTable:
     #: Answer recall with the messages (False: a journal that no longer holds them).
     remembers: bool = True
     answers: bool = True
+    #: Answer recall with its messages altered (a number changed): forgeries.
+    forges: bool = False
 
     def __post_init__(self) -> None:
         self.base = f"wheeld/{self.table}"
@@ -269,18 +271,24 @@ class ScriptedTable:
     def _on_message(self, _c: paho.Client, _u: Any, message: paho.MQTTMessage) -> None:
         command = json.loads(message.payload)
         self.recalls.append(command)
-        if not self.answers:
-            return
-        reply_to = command.get("reply_to")
-        props = getattr(message, "properties", None)
-        topic = getattr(props, "ResponseTopic", None) or reply_to
+        if self.answers:
+            props = getattr(message, "properties", None)
+            self.answer(command, getattr(props, "ResponseTopic", None))
+
+    def answer(self, command: dict[str, Any], topic: str | None = None) -> None:
+        """Answer a recall from what was published (to ``reply_to`` unless ``topic``)."""
+        topic = topic or str(command.get("reply_to"))
         last, upto = command.get("last", 10), command.get("game_id", self.game)
         ids = sorted({p.game_id for p in self.journal if p.game_id <= upto})[-last:]
+
+        def said(payload: dict[str, Any]) -> dict[str, Any]:
+            return {**payload, "number": "0"} if self.forges else payload
+
         games = [
             {
                 "game_id": gid,
                 "events": [p.payload for p in self.journal if p.game_id == gid],
-                "messages": [p.payload for p in self.journal if p.game_id == gid]
+                "messages": [said(p.payload) for p in self.journal if p.game_id == gid]
                 if self.remembers
                 else [],
                 "frames": [],
@@ -309,11 +317,12 @@ class ArchiveProcess:
     ) -> None:
         self.workdir = workdir
         self.alarm_topic = f"wheeld-archive-{uuid.uuid4().hex[:6]}/alarm"
+        self.client_id = f"archive-{uuid.uuid4().hex[:8]}"
         settings = {
             "dsn": dsn,
             "tables": ["wheeld/+"],
             "alarm_topic": self.alarm_topic,
-            "client_id": f"archive-{uuid.uuid4().hex[:8]}",
+            "client_id": self.client_id,
             "recall_timeout_s": 3.0,
             **archive,
         }

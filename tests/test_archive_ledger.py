@@ -370,3 +370,25 @@ def test_a_time_with_no_utc_date_is_no_time() -> None:
     payload = {**Table().messages(1)[0], "ts": "0001-01-01T00:00:00+14:00"}
     out = ledger().feed(received(payload))
     assert out.games[0].ts is None and out.games[0].day == "1970-01-01"
+
+
+def test_a_clock_set_back_holds_no_alarm_back() -> None:
+    book = ledger()
+    stranger = Table(signer=Signer.generate())
+    out = book.feed(received(stranger.messages(1)[0], at=5000.0))
+    out.extend(book.feed(received(stranger.messages(1)[0], at=1400.0)))  # an hour back
+    out.extend(book.feed(received(stranger.messages(1)[0], at=1410.0)))
+    assert codes(out) == [UNKNOWN_KEY, UNKNOWN_KEY]  # the second said, the third held back
+
+
+def test_a_clock_set_back_holds_no_recall_back() -> None:
+    book = ledger(recall_timeout_s=5)
+    sent = Table().messages(5)
+    feed_all(book, [sent[0], sent[2]], at=5000.0)
+    assert len(book.due_recalls(5010.0)[0]) == 1  # asked; then the clock goes an hour back
+    assert book.due_recalls(1410.0)[0] == []  # still waiting for that answer ...
+    _, out = book.due_recalls(1416.0)  # ... for recall_timeout_s, no more
+    assert codes(out) == [] and book.open_gaps()[0].attempts == 1
+    assert len(book.due_recalls(1416.0 + 10)[0]) == 1  # asked again after its backoff
+    feed_all(book, [sent[4]], at=1500.0)  # a new gap, found in the clock's past
+    assert len(book.due_recalls(1506.0)[0]) == 1

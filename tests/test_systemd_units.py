@@ -117,7 +117,17 @@ def test_the_archive_unit_runs_the_archive_with_the_documented_file(tmp_path: Pa
     assert sorted(settings.archive.trusted_keys) == ["T1", "T2"]
 
 
-# -- what the template hands wheeld -------------------------------------------
+def test_the_archive_unit_never_gives_up_on_a_database_away_at_start() -> None:
+    """A database unreachable at start ends the archive in one line, and systemd starts
+    it again 5 s later: under a start limit (10 in 600 s) a database away for a minute
+    at boot would leave the archive stopped for good."""
+    text = (UNITS / "wheeld-archive.service").read_text()
+    directives = dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#"
+    )
+    assert directives["Restart"] == "on-failure" and directives["RestartSec"] == "5s"
+    assert directives["StartLimitIntervalSec"] == "0" and "StartLimitBurst" not in directives
+
 
 TEMPLATE = "wheeld@.service"
 OPERATIONS = Path(__file__).parent.parent / "docs" / "operations.md"

@@ -935,6 +935,8 @@ def _archive(args: argparse.Namespace) -> int:
         return 0
     except answers.AnswerError as exc:
         raise CommandError(str(exc)) from None
+    except answers.DatabaseError as exc:  # gone, or refusing, in the middle of an answer
+        raise CommandError(f"archive.dsn: {answers.said(exc)}") from None
 
 
 def _archive_verify(config: Any) -> int:

@@ -849,7 +849,9 @@ class ArchiveConfig(_Section):
     trusted_keys: dict[str, list[Annotated[Path, Strict(False)]]] = Field(default_factory=dict)
     #: Pin a table's key from its first ``<base>/info`` when no file names one.
     trust_on_first_use: bool = False
-    alarm_topic: str = Field(default=ARCHIVE_ALARM_TOPIC, max_length=MAX_TOPIC_CHARS)
+    alarm_topic: str = Field(
+        default=ARCHIVE_ALARM_TOPIC, max_length=MAX_TOPIC_CHARS, validate_default=True
+    )
     #: Stable client id: the broker keeps the archive's session (and what it missed).
     client_id: str = Field(default="wheeld-archive", min_length=1, max_length=128)
     #: Messages the broker may send before the archive acknowledges any (MQTT 5).
@@ -873,6 +875,13 @@ class ArchiveConfig(_Section):
                 raise ValueError(f"entry {number} ({pattern!r}): {exc}") from None
         return value
 
+    @field_validator("client_id")
+    @classmethod
+    def _client_id(cls, value: str) -> str:
+        # It is a level of the reply topic (<reply_prefix><client_id>/recall): a '+' there
+        # would follow every archive's replies, and no table could publish to it.
+        return check_topic_segment(value)
+
     @field_validator("trusted_keys", mode="before")
     @classmethod
     def _one_or_more(cls, value: Any) -> Any:
@@ -892,8 +901,23 @@ class ArchiveConfig(_Section):
 
     @field_validator("alarm_topic")
     @classmethod
-    def _alarm_topic(cls, value: str) -> str:
-        return check_topic(value)
+    def _alarm_topic(cls, value: str, info: ValidationInfo) -> str:
+        check_topic(value)
+        # Followed, its own alarms would come back as a table's, be flagged, alarmed, and
+        # come back again, for ever.
+        levels = value.split("/")
+        for pattern in info.data.get("tables") or []:
+            wanted = [*pattern.split("/"), "+"]
+            if (
+                len(wanted) == len(levels)
+                and levels[-1] in ARCHIVE_KINDS
+                and all(w in ("+", level) for w, level in zip(wanted, levels, strict=True))
+            ):
+                raise ValueError(
+                    f"{value!r} is one of the topics the archive follows ({pattern}/"
+                    f"{levels[-1]}): it would read its own alarms back"
+                )
+        return value
 
 
 class ArchiveSettings(_Section):

@@ -42,6 +42,16 @@ if TYPE_CHECKING:
     from wheeld.config import Config, MqttConfig
 
 
+class Delivered(Protocol):
+    """What acknowledging a message needs of it (an ``aiomqtt.Message`` has both)."""
+
+    @property
+    def mid(self) -> int: ...
+
+    @property
+    def qos(self) -> int: ...
+
+
 class WithMqtt(Protocol):
     """A configuration with an ``[mqtt]`` section: the daemon's, or the archive's."""
 
@@ -186,7 +196,7 @@ class Client(aiomqtt.Client):
         finally:
             self._pubacks.pop(info.mid, None)
 
-    def acknowledge(self, message: aiomqtt.Message) -> None:
+    def acknowledge(self, message: Delivered) -> None:
         """Send the PUBACK of a QoS 1 ``message`` now (a client made with ``manual_ack``:
         the broker holds the message, and sends it again after a reconnect, until then)."""
         if message.qos > 0:

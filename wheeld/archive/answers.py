@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 
 from wheeld.archive.audit import EpochAudit, StoredMessage
 from wheeld.archive.ledger import public_key_from_pem
+from wheeld.archive.schema import MIGRATIONS
 from wheeld.archive.store import connect_args, one_line
 from wheeld.signing import key_id, load_public_key
 
@@ -36,6 +37,15 @@ class AnswerError(Exception):
     """The question cannot be answered (no database, no such game); one line says why."""
 
 
+#: What the database may raise in the middle of an answer (the CLI says it in one line).
+DatabaseError = psycopg.Error
+
+
+def said(exc: BaseException) -> str:
+    """The database's error in one line."""
+    return one_line(exc)
+
+
 def connect(config: ArchiveConfig) -> psycopg.Connection[Any]:
     try:
         conn = psycopg.connect(**connect_args(config), autocommit=True)
@@ -45,12 +55,20 @@ def connect(config: ArchiveConfig) -> psycopg.Connection[Any]:
     except OSError as exc:
         raise AnswerError(f"archive.password_file: {exc.strerror or exc}") from None
     try:
-        conn.execute("SELECT 1 FROM archive_migrations LIMIT 1")
+        row = conn.execute("SELECT array_agg(version) FROM archive_migrations").fetchone()
     except psycopg.Error:
         conn.close()
         raise AnswerError(
             "the database holds no archive (run `wheeld archive` once to create it)"
         ) from None
+    applied = set(row[0] or []) if row is not None else set()
+    missing = [version for version, _, _ in MIGRATIONS if version not in applied]
+    if missing:
+        conn.close()
+        raise AnswerError(
+            f"the archive's schema lacks migration(s) {', '.join(map(str, missing))}"
+            " (run `wheeld archive` once to bring it up to date)"
+        )
     return conn
 
 
@@ -164,6 +182,7 @@ def report(config: ArchiveConfig, table: str, first: date, last: date) -> list[d
     """Per day: games, results (and each number's count), no-spins by reason, flagged
     messages, the table's alarms and the archive's, and the gaps found."""
     with connect(config) as conn:
+        _known(conn, table)
         days: dict[date, dict[str, Any]] = {}
 
         def day(at: date) -> dict[str, Any]:
@@ -224,6 +243,29 @@ def report(config: ArchiveConfig, table: str, first: date, last: date) -> list[d
         ):
             day(at)["archive_alarms"][code] = count
         return [days[at] for at in sorted(days)]
+
+
+def _known(conn: psycopg.Connection[Any], table: str) -> None:
+    """``AnswerError`` naming the tables held when ``table`` is none of them (a typo must
+    not read as a table with nothing to report)."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM archive_tables WHERE table_id = %s)"
+        " OR EXISTS (SELECT 1 FROM messages WHERE table_id = %s)"
+        " OR EXISTS (SELECT 1 FROM table_alarms WHERE table_id = %s)",
+        (table, table, table),
+    ).fetchone()
+    if row is not None and row[0]:
+        return
+    held = [
+        name
+        for (name,) in conn.execute(
+            "SELECT table_id FROM archive_tables ORDER BY table_id LIMIT 11"
+        ).fetchall()
+    ]
+    listed = ", ".join(held[:10]) + (", ..." if len(held) > 10 else "")
+    raise AnswerError(
+        f"no table {table!r} in the archive" + (f" (tables: {listed})" if held else "")
+    )
 
 
 def report_csv(rows: list[dict[str, Any]]) -> str:

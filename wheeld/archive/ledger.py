@@ -27,8 +27,8 @@ is that end a gap of the older epoch.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
+import secrets
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -82,6 +82,13 @@ class Received:
     source: str = "live"
     #: The row it was stored as, when it is judged again (a key pinned after it came).
     stored_id: int | None = None
+    #: How many bytes came, when ``payload`` holds only the first ``MAX_MESSAGE_BYTES``
+    #: of them (what would be rejected is not held whole while it waits for its commit).
+    size: int | None = None
+
+    @property
+    def length(self) -> int:
+        return len(self.payload) if self.size is None else self.size
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +138,16 @@ class RejectRow:
     topic: str
     received: float
     reason: str
+    #: At most ``MAX_MESSAGE_BYTES`` of what came: a flood of 16 MiB packets must not
+    #: become gigabytes of database.
     payload: bytes
+    #: How many bytes came.
+    size: int
+
+    @classmethod
+    def of(cls, received: Received, reason: str) -> RejectRow:
+        payload = received.payload[:MAX_MESSAGE_BYTES]
+        return cls(received.topic, received.at, reason, payload, received.length)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,8 +335,8 @@ def _ts(value: Any) -> datetime | None:
 
 def _read(received: Received) -> tuple[str, dict[str, Any]]:
     """The payload as text and as an object; ``Rejected`` saying why not."""
-    if len(received.payload) > MAX_MESSAGE_BYTES:
-        raise Rejected(f"payload of {len(received.payload)} bytes, over {MAX_MESSAGE_BYTES}")
+    if received.length > MAX_MESSAGE_BYTES:
+        raise Rejected(f"payload of {received.length} bytes, over {MAX_MESSAGE_BYTES}")
     if not received.payload:
         raise Rejected("empty payload")
     try:
@@ -384,7 +400,6 @@ class Ledger:
         self._latest: dict[str, str] = {}
         self._last_alarm: dict[tuple[str, str | None], tuple[float, int]] = {}
         self._asking: dict[str, tuple[str, str]] = {}
-        self._counter = itertools.count(1)
 
     # -- state from the database ---------------------------------------------------------
 
@@ -407,6 +422,11 @@ class Ledger:
     def keys(self, table: str) -> dict[str, Ed25519PublicKey]:
         """Every key trusted for ``table``: the operator's files and those pinned."""
         return {**self._pinned.get(table, {}), **self._files.get(table, {})}
+
+    def trusted(self) -> list[tuple[str, str]]:
+        """``(table, kid)`` of every key trusted: the operator's files and those pinned."""
+        tables = sorted({*self._files, *self._pinned})
+        return [(table, kid) for table in tables for kid in sorted(self.keys(table))]
 
     def open_gaps(self) -> list[Gap]:
         return [gap for gaps in self.gaps.values() for gap in gaps]
@@ -452,19 +472,35 @@ class Ledger:
             )
         else:
             return self._reject(out, received, f"not a kind of message the archive keeps: {kind}")
-        if received.source == "live" and out.lookup is None and self.bases.get(table) != base:
+        if received.source == "live" and self.bases.get(table) != base and self._vouches(out):
             self.bases[table] = base  # where its recall commands go
             out.bases[table] = base
         return out
+
+    def _vouches(self, out: Outcome) -> bool:
+        """Whether a message tells where its table is: a new link of its chain (only the
+        table signs one), or, for a table not placed yet, anything it signed. A forged or
+        replayed message under another base topic never moves where recalls go."""
+        if any(g.verdict in CHAINED and g.stored_id is None for g in out.games):
+            return True
+        table = (out.games or out.sides or [None])[0]
+        return (
+            table is not None
+            and table.table not in self.bases
+            and table.verdict == VERIFIED
+            and not out.duplicates
+        )
 
     def _of_base(self, base: str) -> str:
         """The table whose messages come under ``base`` (else its last level, the table id
         of a default base topic, ``wheeld/<table.id>``)."""
         known = [table for table, where in self.bases.items() if where == base]
-        return known[0] if known else base.rpartition("/")[2]
+        if known:
+            return known[0]
+        return _table_of({"table": base.rpartition("/")[2]})
 
     def _reject(self, out: Outcome, received: Received, reason: str) -> Outcome:
-        out.rejects.append(RejectRow(received.topic, received.at, reason, received.payload))
+        out.rejects.append(RejectRow.of(received, reason))
         self._alarm(
             out, "message_rejected", None, received.at, topic=received.topic[:200], reason=reason
         )
@@ -474,7 +510,8 @@ class Ledger:
         """An alarm, at most one of a code and table a minute; those held back are counted
         in the next."""
         last, held = self._last_alarm.get((code, table), (float("-inf"), 0))
-        if at - last < ALARM_EVERY_S:
+        # A clock set back is no reason to hold alarms back until it catches up.
+        if 0 <= at - last < ALARM_EVERY_S:
             self._last_alarm[(code, table)] = (last, held + 1)
             return
         if held:
@@ -860,6 +897,10 @@ class Ledger:
         for gap in self.open_gaps():
             if gap.state != "open":
                 continue
+            # The clock set back: what was due within a wait is due within a wait of now,
+            # not once the clock has caught up (an hour back held every recall an hour).
+            gap.next_ask = min(gap.next_ask, now + max(RECALL_DELAY_S, self._backoff(gap)))
+            gap.asked_at = min(gap.asked_at, now)
             if gap.asking is not None:
                 if now - gap.asked_at < settings.recall_timeout_s:
                     continue
@@ -873,7 +914,10 @@ class Ledger:
             base = self.bases.get(gap.table)
             if base is None:
                 continue
-            correlation = f"archive-{next(self._counter)}"
+            # Unguessable: a reply is taken for the table's only when it names the recall,
+            # and whoever may write the reply topic (or a reply to an earlier run's recall,
+            # still in the session) must not answer, or give up, another gap.
+            correlation = f"archive-{secrets.token_urlsafe(18)}"
             span = gap.after_game - (gap.before_game or gap.after_game) + 1
             last = max(1, min(settings.recall_games, span))
             gap.asking, gap.asked_at = correlation, now
@@ -881,10 +925,14 @@ class Ledger:
             requests.append(RecallRequest(gap.table, base, correlation, gap.after_game, last))
         return requests, out
 
+    def _backoff(self, gap: Gap) -> float:
+        """The wait before asking a gap again after ``gap.attempts`` recalls unanswered."""
+        return min(3600.0, self.settings.recall_timeout_s * 2.0 ** min(gap.attempts, 30))
+
     def _failed(self, out: Outcome, gap: Gap, now: float, why: str) -> None:
         gap.attempts += 1
         gap.why = why
-        gap.next_ask = now + min(3600.0, self.settings.recall_timeout_s * 2**gap.attempts)
+        gap.next_ask = now + self._backoff(gap)
         out.epochs.add((gap.table, gap.epoch))
         if gap.attempts >= self.settings.recall_attempts:
             self._give_up(out, gap, now, f"{why} ({gap.attempts} recalls)")
@@ -920,17 +968,21 @@ class Ledger:
                     continue
                 said = game.get("messages", game.get("events"))
                 for message in said if isinstance(said, list) else []:
-                    if isinstance(message, dict):
-                        messages.append(
-                            json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-                        )
+                    if not isinstance(message, dict):
+                        continue
+                    try:
+                        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+                        messages.append(text.encode())
+                    except (UnicodeEncodeError, ValueError):
+                        continue  # a lone surrogate ("\ud800"): no message of the table
         return asked[0], asked[1], messages
 
     def answered(
-        self, correlation: str, payload: bytes, missing_before: int, now: float
+        self, correlation: str, payload: bytes, missing_before: int, now: float, forged: int = 0
     ) -> Outcome:
         """After a recall reply's messages were fed: a gap it left as it was is given up
-        (the table answered, without them) or asked again; one it narrowed is asked again."""
+        (the table answered, without them) or asked again (``forged``: messages of the gap
+        in the answer did not verify); one it narrowed is asked again."""
         out = Outcome()
         asked = self._asking.pop(correlation, None)
         if asked is None:
@@ -950,7 +1002,10 @@ class Ledger:
             body = None
         error = body.get("error") if isinstance(body, dict) else None
         for gap in gaps:
-            if isinstance(body, dict) and body.get("ok") is True:
+            if forged:
+                # Altered on the way, or a table gone wrong: no sign the table lacks them.
+                self._failed(out, gap, now, "the table answered with messages that do not verify")
+            elif isinstance(body, dict) and body.get("ok") is True:
                 self._give_up(out, gap, now, "the table's journal no longer holds these messages")
             elif isinstance(error, str) and error.startswith("no game"):
                 self._give_up(out, gap, now, f"the table: {error[:200]}")

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 #: ``pg_advisory_xact_lock`` key of the migrations (any bigint; "wheelda").
 MIGRATION_LOCK = 0x776865656C6461
+#: ``pg_try_advisory_lock`` key held by the running archive for as long as it is connected:
+#: one archive a database ("wheeldb").
+ARCHIVE_LOCK = 0x776865656C6462
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (
@@ -178,6 +181,16 @@ SELECT table_id, day,
        min(ts) AS first_ts, max(ts) AS last_ts
 FROM messages
 GROUP BY table_id, day;
+""",
+    ),
+    (
+        2,
+        "rejected: the size of what came (only its first 64 KiB are kept)",
+        """
+-- Nullable: a wheeld from before this migration, run again on this database, can still
+-- keep what it rejects.
+ALTER TABLE rejected ADD COLUMN size bigint;
+UPDATE rejected SET size = octet_length(payload);
 """,
     ),
 )

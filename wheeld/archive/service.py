@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import signal
 import time
@@ -40,6 +41,8 @@ import aiomqtt
 
 from wheeld.archive import store
 from wheeld.archive.ledger import (
+    CHAINED,
+    MAX_MESSAGE_BYTES,
     ArchiveAlarm,
     Ledger,
     Outcome,
@@ -69,12 +72,20 @@ DB_RETRY_MAX_S = 30.0
 RECALL_TICK_S = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """How to acknowledge a message: not the message, whose payload may be 16 MiB."""
+
+    mid: int
+    qos: int
+
+
 @dataclass(slots=True)
 class Item:
     """One message off the broker (with how to acknowledge it), or an outcome to commit."""
 
     received: Received | None = None
-    message: aiomqtt.Message | None = None
+    message: Delivery | None = None
     generation: int = 0
     outcome: Outcome | None = None
 
@@ -117,6 +128,9 @@ class Archive:
         self.commit_seconds: list[float] = []
         #: The most messages ever waiting for the committer.
         self.held_peak = 0
+        #: Bytes of payload held until their commit, and the most ever.
+        self.held_bytes = 0
+        self.held_bytes_peak = 0
 
     # -- start -------------------------------------------------------------------------------
 
@@ -124,6 +138,13 @@ class Archive:
         """Reach the database, bring its schema up to date and read the ledger's state;
         ``StoreError`` in one line when the database cannot be used."""
         self.conn = await store.connect(self.config)
+        try:
+            await store.hold(self.conn)
+        except store.Displaced as exc:
+            await self.conn.close()
+            raise store.StoreError(str(exc)) from None
+        except store.UNAVAILABLE as exc:
+            raise store.StoreError(store.one_line(exc)) from None
         try:
             applied = await store.migrate(self.conn)
             await store.load(self.conn, self.ledger)
@@ -145,6 +166,9 @@ class Archive:
     async def run(self) -> int:
         """Run until SIGTERM or SIGINT; the exit status."""
         await self.open()
+        # A key installed since the last run, or pinned by a run that stopped before it
+        # judged again what came under it: what came under it is judged again now.
+        await self.judge_again(self.ledger.trusted())
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -165,6 +189,9 @@ class Archive:
             done, _ = await asyncio.wait([waiting, *tasks], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 error = None if task is waiting else task.exception()
+                if isinstance(error, store.Displaced):
+                    # Another archive took the database while it was away: stop, in one line.
+                    raise store.StoreError(str(error))
                 if error is not None:
                     # A defect: say it in one line and stop; what was not committed was
                     # not acknowledged, and comes again at the next start.
@@ -199,6 +226,7 @@ class Archive:
             "duplicates": self.duplicates,
             "rejected": self.rejected,
             "held_peak": self.held_peak,
+            "held_bytes_peak": self.held_bytes_peak,
             "commit_ms_p50": at(0.5),
             "commit_ms_p99": at(0.99),
             "commit_ms_max": round(times[-1] * 1000, 2) if times else None,
@@ -209,6 +237,24 @@ class Archive:
     def subscriptions(self) -> list[tuple[str, int]]:
         topics = [f"{pattern}/{kind}" for pattern in self.config.tables for kind in ARCHIVE_KINDS]
         return [(topic, 1) for topic in [*topics, self.reply_topic]]
+
+    def subscribe_to(self) -> list[Any]:
+        """The subscriptions, and on MQTT 5 with retained messages sent only when the
+        subscription is new: the session's stand across reconnections and restarts, and a
+        retained payload (a forged info, garbage) is read once, not again at every start
+        and every reconnection (one more reject, one more alarm each time). A retained
+        message published while the archive is away is queued in its session as any."""
+        if self.settings.mqtt.protocol != "5":
+            return self.subscriptions()
+        from paho.mqtt.subscribeoptions import SubscribeOptions
+
+        return [
+            (
+                topic,
+                SubscribeOptions(qos=qos, retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB),
+            )
+            for topic, qos in self.subscriptions()
+        ]
 
     async def follow(self) -> None:
         """Connect, subscribe and hand every message to the committer; through outages,
@@ -232,21 +278,19 @@ class Archive:
                     self.generation += 1
                     generation = self.generation
                     self.client = client
-                    await client.subscribe(self.subscriptions())
+                    await client.subscribe(self.subscribe_to())
                     since = time.monotonic()
                     said.clear()
                     self.log.info("broker connected", server=server)
                     self.alarms_waiting.set()
                     async for message in client.messages:
-                        received = Received(
-                            message.topic.value,
-                            bytes(message.payload)
-                            if isinstance(message.payload, bytes | bytearray)
-                            else str(message.payload).encode(),
-                            time.time(),
-                        )
-                        await self.intake.put(Item(received, message, generation))
+                        received = self.received(message)
+                        delivery = Delivery(message.mid, message.qos)
+                        del message  # its payload is not held while it waits
+                        await self.intake.put(Item(received, delivery, generation))
                         self.held_peak = max(self.held_peak, self.intake.qsize())
+                        self.held_bytes += len(received.payload)
+                        self.held_bytes_peak = max(self.held_bytes_peak, self.held_bytes)
             except aiomqtt.MqttError as exc:
                 error = str(exc)
             except Exception as exc:  # TLS or client setup: keep trying, say so once
@@ -260,6 +304,21 @@ class Archive:
                     "broker unavailable, retrying", server=server, error=error, next=failover.server
                 )
             await asyncio.sleep(delay)
+
+    def received(self, message: aiomqtt.Message) -> Received:
+        """A message as the ledger takes it. One larger than any message of a table is
+        cut to what ``rejected`` keeps of it (its size kept): while the database is away,
+        a flood of 16 MiB payloads waits in memory at 64 KiB each. A recall reply (many
+        games) is held whole."""
+        topic = message.topic.value
+        payload = message.payload
+        if isinstance(payload, bytes | bytearray):
+            data = bytes(payload)
+        else:
+            data = b"" if payload is None else str(payload).encode()
+        if len(data) > MAX_MESSAGE_BYTES and topic != self.reply_topic:
+            return Received(topic, data[:MAX_MESSAGE_BYTES], time.time(), size=len(data))
+        return Received(topic, data, time.time())
 
     def acknowledge(self, items: list[Item]) -> None:
         """PUBACK each committed message, in order, on the connection that delivered it."""
@@ -283,6 +342,7 @@ class Archive:
                 async with self.db_lock:
                     if self.conn is None or self.conn.closed:
                         self.conn = await store.connect(self.config)
+                        await store.hold(self.conn)
                     result = await work(self.conn)
             except (*store.UNAVAILABLE, store.StoreError) as exc:
                 if self.db_down_since is None:
@@ -352,8 +412,11 @@ class Archive:
                 for item, outcome in zip(items, outcomes, strict=True):
                     await self.keep_alone(item, outcome)
             self.acknowledge(items)
+            for item in items:
+                if item.message is not None and item.received is not None:
+                    self.held_bytes -= len(item.received.payload)
             if batch.pins:
-                await self.judge_again(batch)
+                await self.judge_again([(pin.table, pin.kid) for pin in batch.pins])
 
     async def keep(self, batch: Outcome) -> None:
         started = time.monotonic()
@@ -388,7 +451,7 @@ class Archive:
             self.log.error("message rejected", topic=received.topic[:200], reason=reason)
             await self.keep(
                 Outcome(
-                    rejects=[RejectRow(received.topic, received.at, reason, received.payload)],
+                    rejects=[RejectRow.of(received, reason)],
                     epochs=outcome.epochs,
                 )
             )
@@ -428,7 +491,7 @@ class Archive:
         table, epoch, messages = recalled
         missing = self.ledger.missing(table, epoch)
         base = self.ledger.bases.get(table)
-        fed = 0
+        fed = forged = 0
         for payload in messages:
             try:
                 said = json.loads(payload)
@@ -442,28 +505,30 @@ class Archive:
             if base is None or not self.ledger.in_gap(table, their_epoch, seq):
                 continue
             fed += 1
-            out.extend(
-                await self.feed(Received(f"{base}/game", payload, received.at, source="recall"))
-            )
-        out.extend(self.ledger.answered(correlation, received.payload, missing, time.time()))
+            one = await self.feed(Received(f"{base}/game", payload, received.at, source="recall"))
+            forged += sum(1 for g in one.games if g.verdict not in CHAINED) + len(one.rejects)
+            out.extend(one)
+        out.extend(
+            self.ledger.answered(correlation, received.payload, missing, time.time(), forged)
+        )
         self.log.info(
             "recall answered",
             table=table,
             epoch=epoch,
             offered=len(messages),
-            filled=fed,
+            fed=fed,
+            not_verified=forged,
             still_missing=self.ledger.missing(table, epoch),
         )
         return out
 
-    async def judge_again(self, batch: Outcome) -> None:
-        """Messages kept under a key unknown then, now pinned: judged again, in chain order."""
+    async def judge_again(self, keys: list[tuple[str, str]]) -> None:
+        """Messages kept under a key unknown then, trusted now (pinned, or its file installed
+        since): judged again, in chain order."""
         again = Outcome()
-        for pin in batch.pins:
-            rows = await self.db(
-                functools.partial(store.awaiting_key, table=pin.table, kid=pin.kid)
-            )
-            for row_id, topic, payload, received_at, source in rows:
+        for table, kid in keys:
+            rows = await self.db(functools.partial(store.awaiting_key, table=table, kid=kid))
+            for row_id, topic, payload, received_at, source in self._chain_order(table, rows):
                 again.extend(
                     await self.feed(
                         Received(topic, payload.encode(), received_at, source, stored_id=row_id)
@@ -471,6 +536,23 @@ class Archive:
                 )
         if again.games or again.epochs:
             await self.keep(again)
+        if again.games:
+            self.log.info("judged again under keys trusted now", messages=len(again.games))
+
+    def _chain_order(
+        self, table: str, rows: list[tuple[int, str, str, float, str, str, int]]
+    ) -> list[tuple[int, str, str, float, str]]:
+        """Each epoch's rows from its end back (they came before the epoch's first held, a
+        key pinned late), or on from its head when they all come after it (a key installed
+        late): either way each one extends what is held, and opens no gap."""
+        ordered: list[tuple[int, str, str, float, str]] = []
+        for epoch, group in itertools.groupby(rows, key=lambda row: row[5]):
+            listed = list(group)  # seq descending
+            held = self.ledger.epochs.get((table, epoch))
+            if held is not None and listed[-1][6] > held.head:
+                listed.reverse()
+            ordered += [row[:5] for row in listed]
+        return ordered
 
     # -- recall ----------------------------------------------------------------------------------
 

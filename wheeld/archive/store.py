@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from wheeld.archive.ledger import Epoch, Gap, Ledger, Lookup, Outcome
-from wheeld.archive.schema import MIGRATION_LOCK, MIGRATIONS
+from wheeld.archive.schema import ARCHIVE_LOCK, MIGRATION_LOCK, MIGRATIONS
 
 if TYPE_CHECKING:
     from wheeld.config import ArchiveConfig
@@ -33,13 +33,60 @@ class StoreError(Exception):
     """The database cannot be used (unreachable, refused, not ours); one line says why."""
 
 
+class Displaced(Exception):
+    """Another archive holds the database: two would each write their own view of every
+    epoch and gap over the other's (and take each other's broker session)."""
+
+
+HELD_ELSEWHERE = (
+    "another archive is running on this database (it holds the archive's advisory lock):"
+    " one archive a database"
+)
+
+
+async def hold(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Take the archive's lock for this connection's life; ``Displaced`` when another has it."""
+    for name, seconds in SERVER_KEEPALIVE:  # over TCP; a local socket ends with its peer
+        await conn.execute("SELECT set_config(%s, %s, false)", (name, str(seconds)))
+    cursor = await conn.execute("SELECT pg_try_advisory_lock(%s)", (ARCHIVE_LOCK,))
+    row = await cursor.fetchone()
+    if row is None or not row[0]:
+        raise Displaced(HELD_ELSEWHERE)
+
+
 def at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
+
+
+#: libpq's keepalives (over TCP), unless the DSN names them.
+CLIENT_KEEPALIVE = (
+    ("keepalives", 1),
+    ("keepalives_idle", 30),
+    ("keepalives_interval", 10),
+    ("keepalives_count", 3),
+)
+#: The server gives up a session whose client went silent after this many seconds (idle,
+#: then probes): a session of this archive cut off by the network must not hold its lock
+#: (and keep the archive out) for the system's default two hours.
+SERVER_KEEPALIVE = (
+    ("tcp_keepalives_idle", 30),
+    ("tcp_keepalives_interval", 10),
+    ("tcp_keepalives_count", 3),
+)
 
 
 def connect_args(config: ArchiveConfig) -> dict[str, Any]:
     """psycopg's ``connect`` arguments: the DSN and, from its file, the password."""
     args: dict[str, Any] = {"conninfo": config.dsn, "connect_timeout": 10}
+    # The client, too, tells a server cut off by the network within a minute, not after
+    # the system's retransmissions (some 15 minutes), unless the DSN says otherwise.
+    try:
+        named = psycopg.conninfo.conninfo_to_dict(config.dsn)
+    except psycopg.Error:
+        named = {}  # connect says what is wrong with it
+    for name, seconds in CLIENT_KEEPALIVE:
+        if name not in named:
+            args[name] = seconds
     if config.password_file is not None:
         args["password"] = config.password_file.read_text(encoding="utf-8").strip()
     return args
@@ -72,6 +119,13 @@ async def migrate(conn: psycopg.AsyncConnection[Any]) -> list[int]:
         )
         cursor = await conn.execute("SELECT version FROM archive_migrations")
         done = {row[0] for row in await cursor.fetchall()}
+        newer = sorted(done - {version for version, _, _ in MIGRATIONS})
+        if newer:
+            # A wheeld older than the schema would write rows the newer one cannot read.
+            raise StoreError(
+                f"the archive's schema has migration(s) {', '.join(map(str, newer))}, made by"
+                " a newer wheeld than this one: run that one (or a newer)"
+            )
         for version, name, sql in MIGRATIONS:
             if version in done:
                 continue
@@ -137,13 +191,14 @@ async def lookup(conn: psycopg.AsyncConnection[Any], asked: Lookup) -> list[str]
 
 async def awaiting_key(
     conn: psycopg.AsyncConnection[Any], table: str, kid: str
-) -> list[tuple[int, str, str, float, str]]:
+) -> list[tuple[int, str, str, float, str, str, int]]:
     """Messages of ``table`` kept as ``unknown_key`` under ``kid``: to judge again now that
-    the key is trusted. (id, topic, payload, received, source), each epoch from its
-    end back: each one then extends what is held, and opens no gap on the way."""
+    the key is trusted. (id, topic, payload, received, source, epoch, seq), each epoch
+    from its end back."""
     async with conn.transaction():
         cursor = await conn.execute(
-            "SELECT id, topic, payload, extract(epoch FROM received_at)::float8, source"
+            "SELECT id, topic, payload, extract(epoch FROM received_at)::float8, source,"
+            " epoch, seq"
             " FROM messages WHERE table_id = %s AND kid = %s AND verdict = 'unknown_key'"
             " ORDER BY epoch, seq DESC",
             (table, kid),
@@ -155,7 +210,14 @@ async def commit(conn: psycopg.AsyncConnection[Any], batch: Outcome, ledger: Led
     """Keep one batch, whole or not at all; ``Unstorable`` when the database refuses it."""
     try:
         await _commit(conn, batch, ledger)
-    except (psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as exc:
+    except (
+        psycopg.DataError,
+        psycopg.IntegrityError,
+        psycopg.ProgrammingError,
+        # An OperationalError, but about what was given, not the database's absence (an
+        # index row too large): retried, it would be refused for ever, and hold all behind it.
+        psycopg.errors.ProgramLimitExceeded,
+    ) as exc:
         raise Unstorable(one_line(exc)) from None
 
 
@@ -167,7 +229,12 @@ async def _commit(conn: psycopg.AsyncConnection[Any], batch: Outcome, ledger: Le
                 "INSERT INTO messages (table_id, epoch, seq, game_id, event, kid, digest, prev,"
                 " verdict, why, received_at, ts, day, number, reason, source, topic, payload)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-                " %s) ON CONFLICT ON CONSTRAINT messages_once DO NOTHING",
+                " %s) ON CONFLICT ON CONSTRAINT messages_once DO UPDATE"
+                # Kept under a key unknown then, verified now (a recall, a redelivery):
+                # the row is the same message, its verdict is now this one.
+                " SET verdict = excluded.verdict, why = excluded.why"
+                " WHERE messages.verdict = 'unknown_key'"
+                " AND excluded.verdict IN ('verified', 'chain_break')",
                 [
                     (
                         g.table,
@@ -225,9 +292,9 @@ async def _commit(conn: psycopg.AsyncConnection[Any], batch: Outcome, ledger: Le
             )
         if batch.rejects:
             await cur.executemany(
-                "INSERT INTO rejected (received_at, topic, reason, payload)"
-                " VALUES (%s, %s, %s, %s)",
-                [(at(r.received), r.topic, r.reason, r.payload) for r in batch.rejects],
+                "INSERT INTO rejected (received_at, topic, reason, payload, size)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [(at(r.received), r.topic, r.reason, r.payload, r.size) for r in batch.rejects],
             )
         if batch.alarms:
             await cur.executemany(
