@@ -712,3 +712,18 @@ def test_a_journal_that_went_on_past_a_power_cut_verifies(
         0,
         f"{tmp_path}: intact",
     )
+
+
+@pytest.mark.parametrize("option", ["--from-game", "--to-game"])
+def test_an_export_of_a_game_id_past_any_journal_is_one_line(
+    tmp_path: Path, option: str, capsys: Any
+) -> None:
+    write_journal(tmp_path, games(2)).close()
+    out = tmp_path / "audit.jsonl"
+    huge = str(10**26)  # past SQLite's integers: once an OverflowError traceback
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "--state-dir", str(tmp_path), "--out", str(out), option, huge])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"'{huge}' is not a whole number from 1 to 9007199254740991" in err
+    assert "Traceback" not in err and not out.exists()
