@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+#: ``wheeld run``: the journal or its game-ids mark is damaged or another table's (EX_DATAERR):
+#: an operator must move it aside, restarting cannot help (RestartPreventExitStatus=).
+EX_DATAERR = 65
 
 
 class CommandError(Exception):
@@ -806,7 +809,7 @@ def _run(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
     logs.configure(config.log.level, config.log.format)
     from wheeld.daemon import Daemon
-    from wheeld.journal import JournalError
+    from wheeld.journal import JournalCorrupt, JournalError
     from wheeld.link import LinkOpenError
     from wheeld.publisher import EX_CONFIG, RivalDaemon
     from wheeld.signing import SigningError
@@ -819,6 +822,8 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except LinkOpenError as exc:
         raise CommandError(f"wheel.port: {exc}") from None
+    except JournalCorrupt as exc:  # restarting cannot mend it: the units leave it stopped
+        raise CommandError(f"state.dir: {exc}", EX_DATAERR) from None
     except JournalError as exc:
         raise CommandError(f"state.dir: {exc}") from None
     except OSError as exc:
