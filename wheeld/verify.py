@@ -35,7 +35,15 @@ from typing import TYPE_CHECKING, Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wheeld.signing import ChainState, b64url, canonical_pair, key_id, unb64url
+from wheeld.signing import (
+    ChainState,
+    DuplicateMember,
+    b64url,
+    canonical_pair,
+    key_id,
+    unb64url,
+    unique_members,
+)
 
 if TYPE_CHECKING:
     from wheeld.journal import JournalView
@@ -404,21 +412,6 @@ class Recording:
     header: dict[str, Any] | None = None
 
 
-class DuplicateMember(ValueError):
-    """A JSON object names one member twice: I-JSON (RFC 7493), which RFC 8785 signs, forbids it."""
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    members = dict(pairs)
-    if len(members) != len(pairs):
-        counted: dict[str, int] = {}
-        for key, _ in pairs:
-            counted[key] = counted.get(key, 0) + 1
-        twice = next(key for key, count in counted.items() if count > 1)
-        raise DuplicateMember(f"member {twice!r} appears twice (parsers disagree on which counts)")
-    return members
-
-
 def strict_json(text: str) -> Any:
     """JSON that names no member twice (a signature over one reading proves nothing of another).
 
@@ -429,7 +422,7 @@ def strict_json(text: str) -> Any:
     value = json.loads(text)
     if isinstance(value, dict) and _compact(value) == text:
         return value  # the same members, each once: nothing was dropped in the reading
-    return json.loads(text, object_pairs_hook=_unique)
+    return json.loads(text, object_pairs_hook=unique_members)
 
 
 def _compact(value: Any) -> str:
