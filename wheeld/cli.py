@@ -329,7 +329,7 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"{source}: {failure}")
         return EXIT_FAILURE
     # Where one epoch gives way to another is said, never counted as a gap.
-    for line in report.lines() if len(report.spans) > 1 or report.repeats else ():
+    for line in report.lines() if report.said() else ():
         print(f"{source}: {line}")
     print(f"{source}: intact")
     return 0

@@ -113,11 +113,25 @@ class Report:
 
     spans: list[EpochSpan] = field(default_factory=list)
     repeats: int = 0
+    #: A journal's: the seqs after which its chain went on past another journal's message.
+    floors: list[int] = field(default_factory=list)
+
+    def said(self) -> bool:
+        """Whether there is more to say than the verdict."""
+        return len(self.spans) > 1 or bool(self.repeats or self.floors)
 
     def lines(self) -> list[str]:
         out = [span.describe() for span in self.spans]
         if self.repeats:
             out.append(f"{self.repeats} message(s) said again right after themselves: dropped")
+        if self.floors:
+            seqs = ", ".join(str(seq) for seq in self.floors[:5])
+            if len(self.floors) > 5:
+                seqs += f" and {len(self.floors) - 5} more"
+            out.append(
+                f"went on past another journal's message at seq {seqs} (a takeover, or a"
+                " lost state directory): its messages are in that journal, not a gap"
+            )
         return out
 
 
@@ -514,7 +528,10 @@ def verify_journal(
     for segment in view.broken_segments():
         return Failure("journal", segment)
     keys = [public_key] if isinstance(public_key, Ed25519PublicKey) else list(public_key)
-    check = ChainCheck(keys, floors=view.floors(), report=report)
+    floors = view.floors()
+    if report is not None:
+        report.floors = sorted(seq for seq, link in floors.items() if link)  # "": a skip
+    check = ChainCheck(keys, floors=floors, report=report)
     last: list[dict[str, Any]] = []
     failure = _checked(_journal_verdicts(view, keys, last), check, None)
     if failure is not None:
