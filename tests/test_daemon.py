@@ -636,11 +636,22 @@ def test_a_port_that_drops_at_once_is_retried_ever_more_slowly_and_sigterm_stops
         listener.close()
 
 
+def _header_overwritten() -> bytes:
+    """An SQLite database whose header's format bytes were overwritten."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (x)")
+    data = bytearray(db.serialize())
+    db.close()
+    data[40:60] = b"\xff" * 20
+    return bytes(data)
+
+
 @pytest.mark.parametrize(
     ("file", "content", "said"),
     [
         (JOURNAL_FILE, b"not a database, and never one", "not an SQLite database"),
         ("game-ids", b"hello", "game-ids: malformed: it must hold the highest game id reserved"),
+        (JOURNAL_FILE, _header_overwritten(), "(unsupported file format)"),
     ],
 )
 def test_a_damaged_state_directory_stops_run_for_good(

@@ -88,6 +88,8 @@ WALKED_AT_OPEN = ("decisions", "commands", "alarms")
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
 #: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
 _DAMAGE = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+#: ... and those it says with a generic code: a header's format bytes overwritten.
+_DAMAGED = frozenset({"unsupported file format"})
 #: The first 16 bytes of every SQLite 3 database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: What an epoch is: URL-safe text, 64 bits at least (``secrets.token_urlsafe(12)``: 16).
@@ -356,7 +358,7 @@ class Journal:
     def _corrupt(self, what: str, error: sqlite3.Error | None = None) -> JournalError:
         """A damaged journal; JournalCorrupt (a restart cannot mend it) unless ``error``
         is SQLite's and not one of damage (a lock, an I/O error: a restart may do)."""
-        damaged = error is None or error.sqlite_errorcode in _DAMAGE
+        damaged = error is None or error.sqlite_errorcode in _DAMAGE or str(error) in _DAMAGED
         return (JournalCorrupt if damaged else JournalError)(
             f"{self.path}: journal is corrupt ({what}); move it aside to start a new one;"
             f" {self._continuation()}"
