@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -731,3 +732,23 @@ def test_an_export_of_a_game_id_past_any_journal_is_one_line(
     err = capsys.readouterr().err
     assert f"'{huge}' is not a whole number from 1 to 9007199254740991" in err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_an_export_never_replaces_what_is_not_a_file(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """A pipe (or a device: /dev/full was replaced by a regular file) is refused in one
+    line and left as it was; a symlink's file is written, the symlink kept."""
+    write_journal(tmp_path, games(2)).close()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(fifo)]) == 2
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert "not a regular file" in capsys.readouterr().err
+    audit, link = tmp_path / "audit.jsonl", tmp_path / "latest.jsonl"
+    audit.write_text("old\n")
+    link.symlink_to(audit)
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(link)]) == 0
+    assert link.is_symlink() and audit.read_text().startswith('{"export"')
+    capsys.readouterr()
+    assert verify(capsys, "--key", public_key, link) == (0, f"{link}: intact")

@@ -405,10 +405,11 @@ def _export(args: argparse.Namespace) -> int:
             pem = args.key.read_text(encoding="ascii")
         except (SigningError, OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
+    target = _export_target(args.out)
     view = _journal_view(args.state_dir)
     written = 0
     # Written beside the file, then renamed over it: a failed export leaves no half file.
-    partial = args.out.with_name(f".{args.out.name}.partial")
+    partial = target.with_name(f".{target.name}.partial")
     try:
         with partial.open("w", encoding="utf-8") as out:
             for line in export_lines(
@@ -422,7 +423,7 @@ def _export(args: argparse.Namespace) -> int:
                 out.write(line)
                 out.write("\n")
                 written += 1
-        partial.replace(args.out)
+        partial.replace(target)
     except (JournalError, ExportError) as exc:
         partial.unlink(missing_ok=True)
         raise CommandError(str(exc)) from None
@@ -433,6 +434,29 @@ def _export(args: argparse.Namespace) -> int:
         view.close()
     print(f"{args.out}: {written} lines")
     return 0
+
+
+def _export_target(out: Path) -> Path:
+    """The file an export is renamed over: ``out``, or the file its symlink names. Not a
+    device, pipe or directory: renamed over, it would be replaced by a file (found: an
+    export to /dev/full, run as root, left /dev/full a regular file)."""
+    import os
+    import stat
+
+    target = out.resolve()
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise CommandError(f"--out: {out}: {exc.strerror or exc}", EXIT_USAGE) from None
+    if not stat.S_ISREG(mode):
+        raise CommandError(
+            f"--out: {out}: not a regular file (an export is a file written beside it,"
+            " then renamed over it)",
+            EXIT_USAGE,
+        )
+    return target
 
 
 def _stats(args: argparse.Namespace) -> int:
