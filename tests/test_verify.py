@@ -24,7 +24,7 @@ from wheeld.journal.codec import (
     unpack_payload,
 )
 from wheeld.signing import ChainState, Signer, chain
-from wheeld.verify import Failure, read_lines
+from wheeld.verify import MAX_LINE_CHARS, Failure, read_lines
 
 SIGNER = Signer.generate()
 
@@ -752,3 +752,20 @@ def test_an_export_never_replaces_what_is_not_a_file(
     assert link.is_symlink() and audit.read_text().startswith('{"export"')
     capsys.readouterr()
     assert verify(capsys, "--key", public_key, link) == (0, f"{link}: intact")
+
+
+def test_a_file_of_one_endless_line_is_refused_unread(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """A file of NULs (what a crash can leave) was read as one line as large as the file,
+    and /dev/zero for ever; a line past MAX_LINE_CHARS is no message, said at once."""
+    zeros = tmp_path / "zeros.jsonl"
+    zeros.write_bytes(b"\0" * (MAX_LINE_CHARS + 10) + b"\n")
+    assert verify(capsys, "--key", public_key, zeros) == (
+        1,
+        f"{zeros}: line 1: longer than {MAX_LINE_CHARS} characters: not a message",
+    )
+    assert verify(capsys, "--key", public_key, "/dev/zero") == (
+        1,
+        f"/dev/zero: line 1: longer than {MAX_LINE_CHARS} characters: not a message",
+    )

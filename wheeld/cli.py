@@ -337,11 +337,13 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _verify_file(path: Path, key: list[Ed25519PublicKey], report: Report) -> Failure | None:
 
+    from wheeld.verify import cut_lines
+
     try:
         if str(path) == "-":
-            return _verify_lines(sys.stdin, key, report)
+            return _verify_lines(cut_lines(sys.stdin), key, report)
         with path.open(encoding="utf-8") as lines:
-            return _verify_lines(lines, key, report)
+            return _verify_lines(cut_lines(lines), key, report)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise CommandError(f"{path}: cannot read: {reason}", EXIT_USAGE) from None

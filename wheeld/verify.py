@@ -30,7 +30,7 @@ import json
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -443,6 +443,22 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+#: The longest line a recording may hold: a game message is a few hundred bytes, and
+#: never over MQTT's 64 KiB here. A longer one is no message, and is not held whole.
+MAX_LINE_CHARS = 1024 * 1024
+
+
+def cut_lines(handle: IO[str]) -> Iterator[str]:
+    """``handle``'s lines, each cut past MAX_LINE_CHARS, the rest of it read and let go:
+    memory stays bounded whatever the file (found: a file of NULs, or /dev/zero, was read
+    as one line, as large as the file)."""
+    while line := handle.readline(MAX_LINE_CHARS + 1):
+        yield line  # a reader that stops at a long line reads no further (/dev/zero ends)
+        if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+            while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                pass
+
+
 class RecordingReader:
     """A file of messages, one JSON object a line, read as it goes.
 
@@ -461,6 +477,11 @@ class RecordingReader:
 
     def _next(self) -> Message | None:
         for number, line in self._lines:
+            if len(line) > MAX_LINE_CHARS:
+                self.failure = Failure(
+                    f"line {number}", f"longer than {MAX_LINE_CHARS} characters: not a message"
+                )
+                return None
             if not line.strip():
                 continue
             try:
