@@ -62,6 +62,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -450,11 +451,14 @@ class Shell:
                 ).fetchone()
                 head_id, previous = heads.get("frame_blocks", GENESIS)
                 block_id = max(head_id, given[0] if given else 0) + 1
-                link = block_hash(previous, block_id, None, 0, data)
+                # As FrameTail seals a block between games: no game, no lead, nothing dropped.
+                block = (block_id, None, 0, 0, lines, first_t, last_t, data)
+                link = block_hash(previous, block)
                 db.execute(
-                    "INSERT INTO frame_blocks (id, game_id, first_t, last_t, lines, dropped, data,"
-                    " hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (block_id, None, first_t, last_t, lines, 0, data, link),
+                    "INSERT INTO frame_blocks"
+                    " (id, game_id, first_t, last_t, lines, lead, dropped, data, hash)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (block_id, None, first_t, last_t, lines, 0, 0, data, link),
                 )
                 heads["frame_blocks"] = (block_id, link)
             put_heads(db, heads)
@@ -1105,7 +1109,7 @@ def compare(games: int, fps: float, work: Path) -> list[str]:
             site.mkdir(parents=True)
             for key in ("signing.key", "signing.pub"):
                 shutil.copy2(work / "reference" / key, site / key)
-        report = _in_child(functools.partial(build, site, plan, fast=fast, epoch="check-0"))
+        report = _in_child(functools.partial(build, site, plan, fast=fast, epoch="check-epoch-0"))
         print(
             f"  {name}: {report.results} results, {report.no_spins} no-spins,"
             f" {report.seconds:.1f} s"
@@ -1141,7 +1145,8 @@ def _in_child(action: Callable[[], Any]) -> Any:
             theirs.send(("ok", action()))
         except BaseException as exc:
             theirs.send(("error", f"{type(exc).__name__}: {exc}"))
-            raise
+            traceback.print_exc()
+            os._exit(1)  # not a normal exit: a forked child's threads would hold it for ever
 
     child = context.Process(target=run)
     child.start()

@@ -92,3 +92,50 @@ def test_a_close_sent_during_a_flood_of_20000_acks_is_carried_out(tmp_path: Path
         watcher.close()
         pty.close()
         broker.stop()
+
+
+def test_recalls_over_the_tables_rate_are_counted_not_dropped_unsaid(tmp_path: Path) -> None:
+    """Within their sender's rate (20 at once) but over the table's recalls (5 at once):
+    each recall sent is either answered or counted in the journal and the log."""
+    broker = Broker(tmp_path)
+    broker.start()
+    pty = PtyWheel(tmp_path / "wheel")
+    config = write_config(
+        tmp_path / "c.toml", port=tmp_path / "wheel", broker=broker.port, state=tmp_path / "state"
+    )
+    watcher = Subscriber(broker.port, "#")
+    clerk = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    sent = 15
+    try:
+        with running(DaemonProcess(config, tmp_path)) as daemon:
+            watcher.wait(f"{BASE}/status", lambda s: s.get("state") == "online", 30)
+            clerk.connect("127.0.0.1", broker.port)
+            clerk.loop_start()
+            for _ in range(sent):
+                clerk.publish(f"{BASE}/command/recall", "{}", qos=1, properties=_as("clerk"))
+            # The table's burst of recalls (5) is answered; the rest are refused unread.
+            wait_for(lambda: len(watcher.on("wheeld-replies/clerk")) >= 5, 30, "recalls answered")
+            wait_for(lambda: clerk.want_write() is False, 30, "the recalls sent")
+            assert daemon.terminate() == 0  # what was refused is journaled at the stop
+            logged = [
+                r for r in daemon.log_lines() if r["event"] == "commands refused over the rate"
+            ]
+        with sqlite3.connect(tmp_path / "state" / JOURNAL_FILE) as db:
+            rows = db.execute(
+                "SELECT sender, payload, outcome FROM commands WHERE name = 'recall'"
+            ).fetchall()
+        db.close()
+        counted = [(int(p.split()[0]), s, o) for s, p, o in rows if "refused over" in p]
+        answered = len(rows) - len(counted)
+        assert 0 < answered < sent
+        assert sum(n for n, _, _ in counted) + answered == sent
+        assert {(s, o) for _, s, o in counted} == {
+            ("clerk", "rate limited: more than 2 a second from every sender together")
+        }
+        assert [r["sender"] for r in logged] == ["clerk"]
+    finally:
+        clerk.loop_stop()
+        clerk.disconnect()
+        watcher.close()
+        pty.close()
+        broker.stop()

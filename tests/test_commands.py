@@ -140,3 +140,13 @@ def test_the_last_exact_game_id_is_taken(name: str) -> None:
     asked = parse(OperatorCommand(name, json.dumps({"game_id": MAX_GAME_ID}).encode()))
     assert isinstance(asked, Recall | DeclareNoSpin)
     assert asked.game_id == MAX_GAME_ID == 2**53 - 1
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b'{"game_id": 5, "game_id": 6}', b'{"note": "a", "operator": "x", "note": "b"}'],
+)
+def test_a_member_named_twice_is_refused(payload: bytes) -> None:
+    """The journal keeps the command's text: a reader must not take the other of the two."""
+    with pytest.raises(CommandError, match="appears twice"):
+        parse(OperatorCommand("no_spin", payload))

@@ -321,17 +321,22 @@ def test_watchdog_pings_while_healthy(tmp_path: Path, broker: Broker) -> None:
         table.close()
 
 
-def test_a_missing_device_at_start_is_one_clear_line(tmp_path: Path, broker: Broker) -> None:
-    config = write_config(
-        tmp_path / "c.toml", port=tmp_path / "nope", broker=broker.port, state=tmp_path / "state"
-    )
-    done = subprocess.run(
+def _run_once(config: Path) -> subprocess.CompletedProcess[str]:
+    """``wheeld run`` that is expected to stop by itself at start."""
+    return subprocess.run(
         [sys.executable, "-m", "wheeld", "run", "--config", str(config)],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
     )
+
+
+def test_a_missing_device_at_start_is_one_clear_line(tmp_path: Path, broker: Broker) -> None:
+    config = write_config(
+        tmp_path / "c.toml", port=tmp_path / "nope", broker=broker.port, state=tmp_path / "state"
+    )
+    done = _run_once(config)
     assert done.returncode == 1
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert "wheel.port" in done.stderr and "nope" in done.stderr
@@ -629,3 +634,39 @@ def test_a_port_that_drops_at_once_is_retried_ever_more_slowly_and_sigterm_stops
         stopping.set()
         server.join(5)
         listener.close()
+
+
+def _header_overwritten() -> bytes:
+    """An SQLite database whose header's format bytes were overwritten."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (x)")
+    data = bytearray(db.serialize())
+    db.close()
+    data[40:60] = b"\xff" * 20
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("file", "content", "said"),
+    [
+        (JOURNAL_FILE, b"not a database, and never one", "not an SQLite database"),
+        ("game-ids", b"hello", "game-ids: malformed: it must hold the highest game id reserved"),
+        (JOURNAL_FILE, _header_overwritten(), "(unsupported file format)"),
+    ],
+)
+def test_a_damaged_state_directory_stops_run_for_good(
+    tmp_path: Path, broker: Broker, file: str, content: bytes, said: str
+) -> None:
+    """Exit 65, which the units do not restart: a restart cannot mend it (no crash loop)."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / file).write_bytes(content)
+    config = write_config(
+        tmp_path / "c.toml", port=tmp_path / "nope", broker=broker.port, state=tmp_path / "state"
+    )
+    done = _run_once(config)
+    assert done.returncode == 65, done.stderr
+    assert done.stderr.strip().count("\n") == 0, done.stderr
+    assert said in done.stderr
+    for unit in ("wheeld.service", "wheeld@.service"):
+        text = (Path(__file__).parent.parent / "systemd" / unit).read_text()
+        assert "RestartPreventExitStatus=78 65" in text.splitlines()

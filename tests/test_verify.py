@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from wheeld.journal.codec import (
     unpack_payload,
 )
 from wheeld.signing import ChainState, Signer, chain
-from wheeld.verify import Failure, read_lines
+from wheeld.verify import MAX_LINE_CHARS, Failure, read_lines
 
 SIGNER = Signer.generate()
 
@@ -605,10 +606,14 @@ def test_a_journal_that_took_a_table_over_verifies(
             ChainState(message["seq"] + 1, digest(message)),
         )
     journal.close()
-    assert verify(capsys, "--key", public_key, "--state-dir", tmp_path) == (
-        0,
+    # Said, not only passed: this journal alone does not hold seq 5 (found: "intact" alone).
+    assert main(["verify", "--key", str(public_key), "--state-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path}: epoch (none: an older wheeld): seq 1-8 (7 messages)",
+        f"{tmp_path}: went on past another journal's message at seq 5 (a takeover, or a lost"
+        " state directory): its messages are in that journal, not a gap",
         f"{tmp_path}: intact",
-    )
+    ]
 
 
 def test_a_retention_anchor_cannot_hide_rows_deleted_from_the_middle(
@@ -717,4 +722,56 @@ def test_a_journal_that_went_on_past_a_power_cut_verifies(
     assert verify(capsys, "--key", public_key, "--state-dir", tmp_path) == (
         0,
         f"{tmp_path}: intact",
+    )
+
+
+@pytest.mark.parametrize("option", ["--from-game", "--to-game"])
+def test_an_export_of_a_game_id_past_any_journal_is_one_line(
+    tmp_path: Path, option: str, capsys: Any
+) -> None:
+    write_journal(tmp_path, games(2)).close()
+    out = tmp_path / "audit.jsonl"
+    huge = str(10**26)  # past SQLite's integers: once an OverflowError traceback
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "--state-dir", str(tmp_path), "--out", str(out), option, huge])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"'{huge}' is not a whole number from 1 to 9007199254740991" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_an_export_never_replaces_what_is_not_a_file(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """A pipe (or a device: /dev/full was replaced by a regular file) is refused in one
+    line and left as it was; a symlink's file is written, the symlink kept."""
+    write_journal(tmp_path, games(2)).close()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(fifo)]) == 2
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert "not a regular file" in capsys.readouterr().err
+    audit, link = tmp_path / "audit.jsonl", tmp_path / "latest.jsonl"
+    audit.write_text("old\n")
+    link.symlink_to(audit)
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(link)]) == 0
+    assert link.is_symlink() and audit.read_text().startswith('{"export"')
+    capsys.readouterr()
+    assert verify(capsys, "--key", public_key, link) == (0, f"{link}: intact")
+
+
+def test_a_file_of_one_endless_line_is_refused_unread(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """A file of NULs (what a crash can leave) was read as one line as large as the file,
+    and /dev/zero for ever; a line past MAX_LINE_CHARS is no message, said at once."""
+    zeros = tmp_path / "zeros.jsonl"
+    zeros.write_bytes(b"\0" * (MAX_LINE_CHARS + 10) + b"\n")
+    assert verify(capsys, "--key", public_key, zeros) == (
+        1,
+        f"{zeros}: line 1: longer than {MAX_LINE_CHARS} characters: not a message",
+    )
+    assert verify(capsys, "--key", public_key, "/dev/zero") == (
+        1,
+        f"/dev/zero: line 1: longer than {MAX_LINE_CHARS} characters: not a message",
     )

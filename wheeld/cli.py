@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+#: ``wheeld run``: the journal or its game-ids mark is damaged or another table's (EX_DATAERR):
+#: an operator must move it aside, restarting cannot help (RestartPreventExitStatus=).
+EX_DATAERR = 65
 
 
 class CommandError(Exception):
@@ -270,9 +273,14 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
 
 
+#: The largest game id (and count) an option takes: the journal keeps every id below
+#: 2**53 (wheeld.commands.MAX_GAME_ID); a larger one is no game, and SQLite cannot hold it.
+_MAX_WHOLE = 2**53 - 1
+
+
 def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= _MAX_WHOLE:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {_MAX_WHOLE}")
     return int(text)
 
 
@@ -321,7 +329,7 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"{source}: {failure}")
         return EXIT_FAILURE
     # Where one epoch gives way to another is said, never counted as a gap.
-    for line in report.lines() if len(report.spans) > 1 or report.repeats else ():
+    for line in report.lines() if report.said() else ():
         print(f"{source}: {line}")
     print(f"{source}: intact")
     return 0
@@ -329,11 +337,13 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _verify_file(path: Path, key: list[Ed25519PublicKey], report: Report) -> Failure | None:
 
+    from wheeld.verify import cut_lines
+
     try:
         if str(path) == "-":
-            return _verify_lines(sys.stdin, key, report)
+            return _verify_lines(cut_lines(sys.stdin), key, report)
         with path.open(encoding="utf-8") as lines:
-            return _verify_lines(lines, key, report)
+            return _verify_lines(cut_lines(lines), key, report)
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or exc
         raise CommandError(f"{path}: cannot read: {reason}", EXIT_USAGE) from None
@@ -397,10 +407,11 @@ def _export(args: argparse.Namespace) -> int:
             pem = args.key.read_text(encoding="ascii")
         except (SigningError, OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"--key: {exc}", EXIT_USAGE) from None
+    target = _export_target(args.out)
     view = _journal_view(args.state_dir)
     summary = ExportSummary()
     # Written beside the file, then renamed over it: a failed export leaves no half file.
-    partial = args.out.with_name(f".{args.out.name}.partial")
+    partial = target.with_name(f".{target.name}.partial")
     try:
         with partial.open("w", encoding="utf-8") as out:
             for line in export_lines(
@@ -414,7 +425,7 @@ def _export(args: argparse.Namespace) -> int:
             ):
                 out.write(line)
                 out.write("\n")
-        partial.replace(args.out)
+        partial.replace(target)
     except (JournalError, ExportError) as exc:
         partial.unlink(missing_ok=True)
         raise CommandError(str(exc)) from None
@@ -425,6 +436,29 @@ def _export(args: argparse.Namespace) -> int:
         view.close()
     print(f"{args.out}: {summary.describe()}")
     return 0
+
+
+def _export_target(out: Path) -> Path:
+    """The file an export is renamed over: ``out``, or the file its symlink names. Not a
+    device, pipe or directory: renamed over, it would be replaced by a file (found: an
+    export to /dev/full, run as root, left /dev/full a regular file)."""
+    import os
+    import stat
+
+    target = out.resolve()
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise CommandError(f"--out: {out}: {exc.strerror or exc}", EXIT_USAGE) from None
+    if not stat.S_ISREG(mode):
+        raise CommandError(
+            f"--out: {out}: not a regular file (an export is a file written beside it,"
+            " then renamed over it)",
+            EXIT_USAGE,
+        )
+    return target
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -833,7 +867,7 @@ def _run(args: argparse.Namespace) -> int:
     for warning in config_warnings(config):
         log.warning("configuration", problem=warning)
     from wheeld.daemon import Daemon
-    from wheeld.journal import JournalError
+    from wheeld.journal import JournalCorrupt, JournalError
     from wheeld.link import LinkOpenError
     from wheeld.publisher import EX_CONFIG, RivalDaemon
     from wheeld.signing import SigningError
@@ -846,6 +880,8 @@ def _run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except LinkOpenError as exc:
         raise CommandError(f"wheel.port: {exc}") from None
+    except JournalCorrupt as exc:  # restarting cannot mend it: the units leave it stopped
+        raise CommandError(f"state.dir: {exc}", EX_DATAERR) from None
     except JournalError as exc:
         raise CommandError(f"state.dir: {exc}") from None
     except OSError as exc:

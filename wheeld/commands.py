@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from wheeld.signing import DuplicateMember, unique_members
+
 MAX_NOTE = 500
 MAX_OPERATOR = 64
 MAX_CORRELATION_ID = 128
@@ -168,7 +170,11 @@ def parse(command: OperatorCommand) -> Command:
     if not command.payload.strip():
         raise CommandError("an empty message is not a command")
     try:
-        body = json.loads(command.payload)
+        # A member named twice is refused: the journal keeps the text, and a reader
+        # of it must not take another of the two than the one carried out.
+        body = json.loads(command.payload, object_pairs_hook=unique_members)
+    except DuplicateMember as exc:
+        raise CommandError(str(exc)) from None
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise CommandError("payload is not JSON") from None
     if not isinstance(body, dict):

@@ -50,7 +50,7 @@ from wheeld.messages import SCHEMA_VERSION
 from wheeld.notify import Notifier
 from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
 from wheeld.publisher import BrokerMemory, Publisher, RawJSON, RivalDaemon, read_broker_memory
-from wheeld.ratelimit import RATE_PER_S, CommandRate
+from wheeld.ratelimit import RATE_PER_S, CommandRate, Refusals
 from wheeld.readiness import KEY_NOT_SET
 from wheeld.recall import recall
 from wheeld.signing import Signer, SigningError
@@ -308,6 +308,8 @@ class Daemon:
         # A recall reads the journal (tens of milliseconds): fewer, and two at a time.
         self._recall_rate = CommandRate(RECALLS_PER_S, RECALL_BURST)
         self._recalls = asyncio.Semaphore(RECALLS_AT_ONCE)
+        #: Commands within their sender's rate refused over every sender's together.
+        self._shared_refused = Refusals()
         self._rate_summary: asyncio.TimerHandle | None = None
         self._pruned = 0
         #: The last decision row the kept statistics count.
@@ -657,13 +659,17 @@ class Daemon:
         # Each sender its own bucket, and every sender together one more: a flood under
         # a new name each time costs no more (a close is another command: never held).
         recall = command.name == "recall"
-        if not (
-            self._command_rate.allow(sender, command.name, now)
-            and self._table_rate.allow("", command.name, now)
+        within = self._command_rate.allow(sender, command.name, now)
+        if within and not (
+            self._table_rate.allow("", command.name, now)
             and (not recall or self._recall_rate.allow("", "recall", now))
         ):
-            # Past its sender's rate: no parsing, no reply, no record of its own (a
-            # count is journaled each minute): a flood costs nothing later.
+            # Counted as this sender's too: the table's own buckets count no one.
+            self._shared_refused.count(sender, command.name)
+            within = False
+        if not within:
+            # Past the rate: no parsing, no reply, no record of its own (a count
+            # is journaled each minute): a flood costs nothing later.
             if self._rate_summary is None:
                 loop = asyncio.get_running_loop()
                 self._rate_summary = loop.call_later(RATE_SUMMARY_S, self._journal_rate_refusals)
@@ -682,6 +688,8 @@ class Daemon:
         """Commands refused over their sender's rate this past while: one record each kind."""
         self._rate_summary = None
         now = time.time()
+        self._table_rate.take_refused()  # counted by sender in _shared_refused
+        self._recall_rate.take_refused()
         records = [
             CommandRecord(
                 now,
@@ -692,6 +700,18 @@ class Daemon:
                 f"rate limited: more than {RATE_PER_S:g} a second",
             )
             for (sender, command), count in sorted(self._command_rate.take_refused().items())
+        ] + [
+            CommandRecord(
+                now,
+                command,
+                sender or None,
+                f"{count} {command} command(s) refused over the table's rate",
+                False,
+                "rate limited: more than "
+                f"{RECALLS_PER_S if command == 'recall' else TABLE_RATE_PER_S:g}"
+                " a second from every sender together",
+            )
+            for (sender, command), count in sorted(self._shared_refused.take_refused().items())
         ]
         for record in records:
             self.log.warning(

@@ -18,18 +18,35 @@ BURST = 20
 SENDERS = 1024
 
 
-class CommandRate:
+class Refusals:
+    """Commands refused, by (sender, command), since last asked; at most ``senders`` kept."""
+
+    def __init__(self, senders: int = SENDERS) -> None:
+        self._limit = senders
+        self._refused: Counter[tuple[str, str]] = Counter()
+
+    def count(self, sender: str | None, command: str) -> None:
+        key = (sender or "", command)
+        if len(self._refused) < self._limit or key in self._refused:
+            self._refused[key] += 1
+
+    def take_refused(self) -> dict[tuple[str, str], int]:
+        """What was refused since the last call, by (sender, command); then forgotten."""
+        refused = dict(self._refused)
+        self._refused.clear()
+        return refused
+
+
+class CommandRate(Refusals):
     """Token buckets by (sender, command), and what was refused since last asked."""
 
     def __init__(
         self, rate_per_s: float = RATE_PER_S, burst: int = BURST, senders: int = SENDERS
     ) -> None:
+        super().__init__(senders)
         self._rate = rate_per_s
         self._burst = float(burst)
-        self._limit = senders
         self._buckets: OrderedDict[tuple[str, str], tuple[float, float]] = OrderedDict()
-        #: Refused since ``take_refused``: (sender, command) -> how many.
-        self._refused: Counter[tuple[str, str]] = Counter()
 
     def allow(self, sender: str | None, command: str, now: float) -> bool:
         """Whether this command may go on; a refusal is counted."""
@@ -40,15 +57,9 @@ class CommandRate:
         self._buckets[key] = (tokens - 1.0 if allowed else tokens, now)
         if len(self._buckets) > self._limit:
             self._buckets.popitem(last=False)
-        if not allowed and (len(self._refused) < self._limit or key in self._refused):
-            self._refused[key] += 1
+        if not allowed:
+            self.count(sender, command)
         return allowed
-
-    def take_refused(self) -> dict[tuple[str, str], int]:
-        """What was refused since the last call, by (sender, command); then forgotten."""
-        refused = dict(self._refused)
-        self._refused.clear()
-        return refused
 
 
 #: One-off alarms of one code said in a minute, at most (a burst of ten, then one every six

@@ -68,6 +68,22 @@ def canonical(payload: Any) -> bytes:
     return rfc8785.dumps(payload)
 
 
+class DuplicateMember(ValueError):
+    """A JSON object names one member twice: I-JSON (RFC 7493), which RFC 8785 signs, forbids it."""
+
+
+def unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An ``object_pairs_hook`` for ``json.loads``: refuses a member named twice."""
+    members = dict(pairs)
+    if len(members) != len(pairs):
+        counted: dict[str, int] = {}
+        for key, _ in pairs:
+            counted[key] = counted.get(key, 0) + 1
+        twice = next(key for key, count in counted.items() if count > 1)
+        raise DuplicateMember(f"member {twice!r} appears twice (parsers disagree on which counts)")
+    return members
+
+
 def canonical_pair(payload: dict[str, Any]) -> tuple[bytes, bytes]:
     """The canonical form of ``payload`` without its ``sig`` (what is signed) and with it
     (what the next message's ``prev`` digests), judged plain once for both."""

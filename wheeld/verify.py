@@ -30,12 +30,20 @@ import json
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wheeld.signing import ChainState, b64url, canonical_pair, key_id, unb64url
+from wheeld.signing import (
+    ChainState,
+    DuplicateMember,
+    b64url,
+    canonical_pair,
+    key_id,
+    unb64url,
+    unique_members,
+)
 
 if TYPE_CHECKING:
     from wheeld.journal import JournalView
@@ -105,11 +113,25 @@ class Report:
 
     spans: list[EpochSpan] = field(default_factory=list)
     repeats: int = 0
+    #: A journal's: the seqs after which its chain went on past another journal's message.
+    floors: list[int] = field(default_factory=list)
+
+    def said(self) -> bool:
+        """Whether there is more to say than the verdict."""
+        return len(self.spans) > 1 or bool(self.repeats or self.floors)
 
     def lines(self) -> list[str]:
         out = [span.describe() for span in self.spans]
         if self.repeats:
             out.append(f"{self.repeats} message(s) said again right after themselves: dropped")
+        if self.floors:
+            seqs = ", ".join(str(seq) for seq in self.floors[:5])
+            if len(self.floors) > 5:
+                seqs += f" and {len(self.floors) - 5} more"
+            out.append(
+                f"went on past another journal's message at seq {seqs} (a takeover, or a"
+                " lost state directory): its messages are in that journal, not a gap"
+            )
         return out
 
 
@@ -404,21 +426,6 @@ class Recording:
     header: dict[str, Any] | None = None
 
 
-class DuplicateMember(ValueError):
-    """A JSON object names one member twice: I-JSON (RFC 7493), which RFC 8785 signs, forbids it."""
-
-
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    members = dict(pairs)
-    if len(members) != len(pairs):
-        counted: dict[str, int] = {}
-        for key, _ in pairs:
-            counted[key] = counted.get(key, 0) + 1
-        twice = next(key for key, count in counted.items() if count > 1)
-        raise DuplicateMember(f"member {twice!r} appears twice (parsers disagree on which counts)")
-    return members
-
-
 def strict_json(text: str) -> Any:
     """JSON that names no member twice (a signature over one reading proves nothing of another).
 
@@ -429,11 +436,27 @@ def strict_json(text: str) -> Any:
     value = json.loads(text)
     if isinstance(value, dict) and _compact(value) == text:
         return value  # the same members, each once: nothing was dropped in the reading
-    return json.loads(text, object_pairs_hook=_unique)
+    return json.loads(text, object_pairs_hook=unique_members)
 
 
 def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+#: The longest line a recording may hold: a game message is a few hundred bytes, and
+#: never over MQTT's 64 KiB here. A longer one is no message, and is not held whole.
+MAX_LINE_CHARS = 1024 * 1024
+
+
+def cut_lines(handle: IO[str]) -> Iterator[str]:
+    """``handle``'s lines, each cut past MAX_LINE_CHARS, the rest of it read and let go:
+    memory stays bounded whatever the file (found: a file of NULs, or /dev/zero, was read
+    as one line, as large as the file)."""
+    while line := handle.readline(MAX_LINE_CHARS + 1):
+        yield line  # a reader that stops at a long line reads no further (/dev/zero ends)
+        if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+            while (rest := handle.readline(MAX_LINE_CHARS)) and not rest.endswith("\n"):
+                pass
 
 
 class RecordingReader:
@@ -454,6 +477,11 @@ class RecordingReader:
 
     def _next(self) -> Message | None:
         for number, line in self._lines:
+            if len(line) > MAX_LINE_CHARS:
+                self.failure = Failure(
+                    f"line {number}", f"longer than {MAX_LINE_CHARS} characters: not a message"
+                )
+                return None
             if not line.strip():
                 continue
             try:
@@ -521,7 +549,10 @@ def verify_journal(
     for segment in view.broken_segments():
         return Failure("journal", segment)
     keys = [public_key] if isinstance(public_key, Ed25519PublicKey) else list(public_key)
-    check = ChainCheck(keys, floors=view.floors(), report=report)
+    floors = view.floors()
+    if report is not None:
+        report.floors = sorted(seq for seq, link in floors.items() if link)  # "": a skip
+    check = ChainCheck(keys, floors=floors, report=report)
     last: list[dict[str, Any]] = []
     failure = _checked(_journal_verdicts(view, keys, last), check, None)
     if failure is not None:

@@ -8,7 +8,7 @@ and ``marks`` (``game-ids`` and the lock beside the database).
 """
 
 from wheeld.journal.chain import CHAINED, ChainBreak, ChainWalk, link_hash
-from wheeld.journal.errors import JournalError, JournalWriteError
+from wheeld.journal.errors import JournalCorrupt, JournalError, JournalWriteError
 from wheeld.journal.frames import JournalFrame
 from wheeld.journal.marks import BOOT_ID_FILE, GAME_IDS_FILE, LOCK_FILE
 from wheeld.journal.outbox import OutboxEntry
@@ -26,6 +26,7 @@ __all__ = [
     "ChainBreak",
     "ChainWalk",
     "Journal",
+    "JournalCorrupt",
     "JournalError",
     "JournalFrame",
     "JournalView",

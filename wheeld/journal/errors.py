@@ -7,6 +7,11 @@ class JournalError(Exception):
     """The journal cannot be opened or read; the message is one line naming the file."""
 
 
+class JournalCorrupt(JournalError):
+    """The journal, or its ``game-ids`` mark, is damaged or another table's: a restart
+    cannot mend it, an operator must (``wheeld run`` exits 65 and systemd leaves it)."""
+
+
 class JournalWriteError(JournalError):
     """A write failed (disk full, I/O error): nothing of it was kept.
 

@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from wheeld.journal.errors import JournalError, JournalWriteError
+from wheeld.journal.errors import JournalCorrupt, JournalError, JournalWriteError
 
 GAME_IDS_FILE = "game-ids"
 LOCK_FILE = "lock"
@@ -54,9 +54,9 @@ class GameIdsFile:
             raise JournalError(f"{self.path}: cannot read: {exc}") from None
         match = _GAME_IDS_LINE.fullmatch(text)
         if match is None or int(match[1]) >= GAME_ID_LIMIT:
-            raise JournalError(
-                f"{self.path}: malformed: it must hold one number, the highest"
-                f" game id ever used (0 for none)"
+            raise JournalCorrupt(
+                f"{self.path}: malformed: it must hold the highest game id reserved (0 for"
+                f" none), then optionally the highest message seq reserved, as `41327 52000`"
             )
         return int(match[1]), int(match[2] or 0)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from wheeld.journal.chain import CHAINED, GENESIS, link_hash, put_heads, stored_heads
-from wheeld.journal.errors import JournalError
+from wheeld.journal.errors import JournalCorrupt, JournalError
 
 SCHEMA_VERSION = 2
 
@@ -219,7 +219,7 @@ class Schema:
             return "created"
         expected = expected_tables()
         if not found.keys() & expected.keys():
-            raise JournalError(
+            raise JournalCorrupt(
                 f"{self.path}: not a wheeld journal (it holds the tables"
                 f" {', '.join(sorted(found))}); give wheeld its own state directory"
             )

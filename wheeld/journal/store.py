@@ -59,7 +59,7 @@ from wheeld.journal.chain import (
     walk,
 )
 from wheeld.journal.codec import pack_payload, unpack_payload
-from wheeld.journal.errors import JournalError, JournalWriteError, another_table
+from wheeld.journal.errors import JournalCorrupt, JournalError, JournalWriteError, another_table
 from wheeld.journal.frames import FrameTail
 from wheeld.journal.marks import (
     GAME_ID_RESERVE,
@@ -86,6 +86,10 @@ UNHURRIED_EVENTS = frozenset({"spinning", "no_more_bets"})
 WALKED_AT_OPEN = ("decisions", "commands", "alarms")
 #: The write-ahead log is cut back to this after a checkpoint.
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
+#: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
+_DAMAGE = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+#: ... and those it says with a generic code: a header's format bytes overwritten.
+_DAMAGED = frozenset({"unsupported file format"})
 #: The first 16 bytes of every SQLite 3 database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: What an epoch is: URL-safe text, 64 bits at least (``secrets.token_urlsafe(12)``: 16).
@@ -177,7 +181,7 @@ class Journal:
             self._db.set_progress_handler(None, 0)
         except sqlite3.Error as exc:  # a damaged page, found where the open first read it
             self.close()
-            raise self._corrupt(str(exc)) from None
+            raise self._corrupt(str(exc), exc) from None
         except BaseException:
             self.close()
             raise
@@ -216,7 +220,7 @@ class Journal:
             else:
                 with path.open("rb") as file:
                     if file.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
-                        raise JournalError(
+                        raise JournalCorrupt(
                             f"{path}: not an SQLite database; move it aside to start a new"
                             f" journal; {self._continuation()}"
                         )
@@ -232,7 +236,7 @@ class Journal:
             db.execute("PRAGMA synchronous=FULL")
         except sqlite3.Error as exc:
             db.close()
-            raise self._corrupt(str(exc)) from None
+            raise self._corrupt(str(exc), exc) from None
         if fresh and (self._marks.high_water > 0 or self._marks.seq_reserved > 0):
             self.lost = True
             self._floor = self._marks.high_water
@@ -351,8 +355,11 @@ class Journal:
             except JournalWriteError as exc:
                 raise JournalError(str(exc)) from None
 
-    def _corrupt(self, what: str) -> JournalError:
-        return JournalError(
+    def _corrupt(self, what: str, error: sqlite3.Error | None = None) -> JournalError:
+        """A damaged journal; JournalCorrupt (a restart cannot mend it) unless ``error``
+        is SQLite's and not one of damage (a lock, an I/O error: a restart may do)."""
+        damaged = error is None or error.sqlite_errorcode in _DAMAGE or str(error) in _DAMAGED
+        return (JournalCorrupt if damaged else JournalError)(
             f"{self.path}: journal is corrupt ({what}); move it aside to start a new one;"
             f" {self._continuation()}"
         )
@@ -489,7 +496,9 @@ class Journal:
             return None
         try:
             return EngineState.from_dict(json.loads(value))
-        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        except json.JSONDecodeError:
+            raise self._corrupt("stored engine state is not JSON") from None
+        except ValueError as exc:
             raise self._corrupt(str(exc)) from None
 
     def save_state(self, state: EngineState) -> None:
@@ -522,7 +531,7 @@ class Journal:
             if owner != table:
                 # Not ours: closing must leave it as its table's last run left it.
                 self._opened = False
-                raise JournalError(another_table(self.path, owner, table))
+                raise JournalCorrupt(another_table(self.path, owner, table))
             return
         with self._writing(durable=False):
             self._put("table_id", table)
@@ -731,7 +740,9 @@ class Journal:
             if not isinstance(stored, dict):
                 raise ValueError("stored chain state is not an object")
             return ChainState.from_dict(stored)
-        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        except json.JSONDecodeError:
+            raise self._corrupt("stored chain state is not JSON") from None
+        except ValueError as exc:
             raise self._corrupt(str(exc)) from None
 
     def history(self, length: int) -> list[str]:
@@ -924,7 +935,7 @@ class Journal:
             return self._db.execute(sql, parameters).fetchall()
         except sqlite3.Error as exc:
             if not self._opened:  # found at open: a damaged journal, said as such
-                raise self._corrupt(str(exc)) from None
+                raise self._corrupt(str(exc), exc) from None
             raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
 
     @contextlib.contextmanager
