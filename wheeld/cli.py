@@ -273,14 +273,9 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
 
 
-#: The largest game id (and count) an option takes: the journal keeps every id below
-#: 2**53 (wheeld.commands.MAX_GAME_ID); a larger one is no game, and SQLite cannot hold it.
-_MAX_WHOLE = 2**53 - 1
-
-
 def _positive(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= _MAX_WHOLE:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {_MAX_WHOLE}")
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
     return int(text)
 
 

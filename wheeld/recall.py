@@ -207,6 +207,11 @@ def _span(
 ) -> tuple[int, int]:
     """The first and last decision rows of the games chosen."""
     first_row = last_row = None
+    if from_game is not None and from_game > MAX_GAME_ID:
+        # No game has such an id, and SQLite could not even compare one past 2**63 - 1.
+        raise ExportError("no game in the journal is in that range")
+    if to_game is not None:
+        to_game = min(to_game, MAX_GAME_ID)  # every game is at or below it
     if since is None and until is None:
         first_row, last_row = view.rows_of_games(from_game, to_game)
     else:
