@@ -661,7 +661,7 @@ def test_a_damaged_state_directory_stops_run_for_good(
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / file).write_bytes(content)
     config = write_config(
-        tmp_path / "c.toml", port=tmp_path / "nope", broker=broker.port, state=tmp_path / "state"
+        tmp_path / "c.toml", port="/dev/null", broker=broker.port, state=tmp_path / "state"
     )
     done = _run_once(config)
     assert done.returncode == 65, done.stderr

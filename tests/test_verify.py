@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -394,6 +395,17 @@ def test_retention_keeps_the_journal_verifiable(
     tamper_with(tmp_path, "DELETE FROM decisions WHERE id = 10")
     status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
     assert status == 1 and "decisions row 11 (game 4): row 10 before it missing" in out
+
+
+def test_retention_gives_the_space_back_to_the_file_system(tmp_path: Path) -> None:
+    """Each step returns the pages it freed: ``PRAGMA incremental_vacuum`` run through
+    ``execute`` was stepped once, and gave back one page a step."""
+    journal = write_journal(tmp_path, games(60))
+    assert prune(journal, Retention(keep_games=1), now=0.0) > 0
+    with contextlib.closing(sqlite3.connect(tmp_path / JOURNAL_FILE)) as reader:
+        (free,) = reader.execute("PRAGMA freelist_count").fetchone()
+    journal.close()
+    assert free == 0
 
 
 def test_retention_by_age_keeps_a_year_of_decisions_and_a_quarter_of_frames(
