@@ -181,5 +181,5 @@ def test_the_ss2_simulator_without_its_driver_says_what_to_install(
     error = capsys.readouterr().err
     assert error == (
         "wheeld simulate: the SS2 driver is not installed: "
-        "pip install 'wheeld-simulators[cammegh-ss2]'\n"
+        "pip install 'wheeld-simulators[cammegh]'\n"
     )

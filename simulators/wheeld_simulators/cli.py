@@ -20,7 +20,7 @@ from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
 #: bit 1 the rotor never reverses, and the rules void every game after the first.
 SS2_FACTORY_MODE = 1157
 #: What installs the SS2 simulator: the driver's encoder it speaks through.
-SS2_EXTRA = "pip install 'wheeld-simulators[cammegh-ss2]'"
+SS2_EXTRA = "pip install 'wheeld-simulators[cammegh]'"
 
 if TYPE_CHECKING:
     from wheeld_simulators.physics import GamePlan

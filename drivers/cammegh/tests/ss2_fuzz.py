@@ -1,7 +1,7 @@
 """A mutation fuzzer for the Cammegh SS2 decoder feeding the game engine.
 
-    python drivers/cammegh-ss2/tests/ss2_fuzz.py --seconds 600 [--seed S] [--failures DIR]
-    python drivers/cammegh-ss2/tests/ss2_fuzz.py --replay FILE     # judge one saved input
+    python drivers/cammegh/tests/ss2_fuzz.py --seconds 600 [--seed S] [--failures DIR]
+    python drivers/cammegh/tests/ss2_fuzz.py --replay FILE     # judge one saved input
 
 Seeds (``corpus/`` beside this file) are stretches of the real captures as raw serial
 bytes, a few games each. Each input is a seed put through a few random
