@@ -180,6 +180,6 @@ def test_the_ss2_simulator_without_its_driver_says_what_to_install(
     assert wheeld(["simulate", "--driver", "cammegh-ss2"]) == 2
     error = capsys.readouterr().err
     assert error == (
-        "wheeld simulate: the SS2 driver is not installed: "
+        "wheeld simulate: the Cammegh drivers are not installed: "
         "pip install 'wheeld-simulators[cammegh]'\n"
     )

@@ -668,6 +668,7 @@ def _capture_pipeline(
 ) -> tuple[Capture, str, TablePipeline]:
     """The capture ``args.capture``, its driver's name, and a table pipeline to replay it."""
     from wheeld import capture as capture_format
+    from wheeld.config import driver_settings
     from wheeld.drivers import UnknownDriver, driver_named
     from wheeld.pipeline import TablePipeline, TableSettings
     from wheeld.stats import Statistics
@@ -693,7 +694,10 @@ def _capture_pipeline(
         epoch=capture_format.epoch_of(args.capture),
     )
     statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs)
-    pipeline = TablePipeline(settings, driver.decoder(), signer=signer, statistics=statistics)
+    # The configuration's driver section applies when it is the capture's driver.
+    section = driver_settings(config) if name == config.wheel.driver else None
+    decoder = driver.new_decoder(section)
+    pipeline = TablePipeline(settings, decoder, signer=signer, statistics=statistics)
     return capture, name, pipeline
 
 

@@ -125,6 +125,11 @@ class GameResult(_GameEvent, ResultPayload):
     sectors: list[Sector] = Field(
         description="single-zero wheels: the called bets the number is in"
     )
+    bonus: dict[str, int | str] | SkipJsonSchema[None] = Field(
+        default=None,
+        description='the wheel\'s bonus lines for the game (Cammegh *Y: {"aurora": "03"},'
+        ' {"1": 17, "2": 250}); never the winning number',
+    )
 
 
 class NoSpin(_GameEvent, NoSpinPayload):
@@ -203,6 +208,16 @@ class Wheel(Published):
     firmware: str | None
     serial: str | None
     pockets: Literal[37, 38]
+    output_level: Literal["basic", "advanced", "extended"] | SkipJsonSchema[None] = Field(
+        default=None, description="Cammegh drivers: the output level the wheel speaks"
+    )
+    rules_judged_by_wheel: list[ReasonCode] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="the rules wheeld cannot judge at that level and takes from the wheel",
+    )
+    flag_table: str | SkipJsonSchema[None] = Field(
+        default=None, description="the warning-flag table the driver reads the flags through"
+    )
     counters: dict[str, Count] = Field(description="the driver's decoder counters, by name")
     refused_events: dict[str, Count] = Field(
         description='wheel events refused where they are not legal, by "<phase>/<event>"'
@@ -247,6 +262,12 @@ class Alarm(Signed):
     number: str | SkipJsonSchema[None] = None
     display: str | SkipJsonSchema[None] = None
     later: str | SkipJsonSchema[None] = None
+    wheel_verdict: str | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_verdict_mismatch: the wheel's number, or why it voided"
+    )
+    wheeld_verdict: str | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_verdict_mismatch: wheeld's number, or its reason"
+    )
     broker_game_id: int | SkipJsonSchema[None] = None
     next_game_id: int | SkipJsonSchema[None] = None
     step_s: float | SkipJsonSchema[None] = None

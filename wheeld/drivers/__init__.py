@@ -88,6 +88,16 @@ class Driver:
     section: str | None = None
     #: Checks the section against the rules: ``(dotted key, problem)`` pairs.
     check: Callable[[Any, Any], list[tuple[str, str]]] | None = None
+    #: Tells a new decoder what its section says of the wheel (what the wheel may
+    #: not say of itself: its model, firmware or game mode).
+    configure: Callable[[WheelDecoder, Any], None] | None = None
+
+    def new_decoder(self, settings: Any = None) -> WheelDecoder:
+        """A decoder for this driver, told its section's ``settings`` when given."""
+        decoder = self.decoder()
+        if self.configure is not None and settings is not None:
+            self.configure(decoder, settings)
+        return decoder
 
 
 class UnknownDriver(ValueError):

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from ss2_games import games_owed_a_result, wheel_games
 from tests.captures.regenerate import replay_output
@@ -29,6 +28,7 @@ from wheeld_cammegh.decoder import (
     parse_status,
 )
 from wheeld_simulators.ss2 import ScriptedSS2
+from wire_chunks import Feeder, split, streams
 
 CAPTURES = Path(__file__).parent / "captures"
 
@@ -85,12 +85,7 @@ def test_replies_faults_and_garbage_are_told_apart() -> None:
     assert counters.winning_number_lines == 1 and decoder.last_bare_number == "7"
 
 
-def _wire_events(pieces: list[bytes]) -> tuple[list[WheelEvent], dict[str, int]]:
-    decoder = CammeghDecoder()
-    out: list[WheelEvent] = []
-    for piece in pieces:
-        out += decoder.feed(piece, 5.0)
-    return out, decoder.counters.as_dict()
+_wire_events = Feeder(CammeghDecoder)
 
 
 #: Lines a game is made of, so that generated streams reach every branch.
@@ -110,23 +105,10 @@ _WIRE_LINES = [
 
 
 @settings(max_examples=300)
-@given(
-    st.lists(
-        st.one_of(
-            st.binary(max_size=30),
-            st.tuples(
-                st.sampled_from(_WIRE_LINES),
-                st.sampled_from([b"\r\n", b"\n\r", b"\r", b"\n", b""]),
-            ).map(b"".join),
-        ),
-        max_size=40,
-    ).map(b"".join),
-    st.lists(st.integers(0, 5000), max_size=12),
-)
-def test_any_bytes_split_anywhere_decode_as_unsplit(data: bytes, cuts: list[int]) -> None:
-    points = sorted({c % (len(data) + 1) for c in cuts})
-    pieces = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
-    assert _wire_events(pieces) == _wire_events([data])
+@given(streams(_WIRE_LINES))
+def test_any_bytes_split_anywhere_decode_as_unsplit(stream: tuple[bytes, list[int]]) -> None:
+    data, cuts = stream
+    assert _wire_events(split(data, cuts)) == _wire_events([data])
 
 
 def test_an_overlong_line_is_dropped_whole_however_it_arrives() -> None:
