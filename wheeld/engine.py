@@ -509,7 +509,12 @@ class GameEngine:
             if state.last_result_rotor == rotor:
                 causes.add("direction_not_alternated")
         revolutions = state.rotor_revolutions_since_no_spin
-        if revolutions is not None and revolutions < RESPIN_ROTOR_REVOLUTIONS:
+        # A wheel whose output never reports the rotor cannot show its turns either.
+        if (
+            game.rotor_reported
+            and revolutions is not None
+            and revolutions < RESPIN_ROTOR_REVOLUTIONS
+        ):
             causes.add("respin_too_early")
         if causes:
             self._void(causes, now, out)

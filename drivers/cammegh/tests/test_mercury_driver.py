@@ -406,3 +406,47 @@ def test_golden_captures_are_what_the_simulator_plays(level: str) -> None:
 
     path = CAPTURES / f"done-when-{level}.cap"
     assert path.read_text() == done_when_capture(level)  # type: ignore[arg-type]
+
+
+# -- levels mixed, the verdict's limits, the fuzzer --------------------------------------
+
+
+def test_a_basic_number_never_settles_a_status_frames_game() -> None:
+    """Found by the fuzzer: an Advanced game, then a port speaking Basic."""
+    lines = [
+        (1.0, b"*X;2;000;  ;0;220;1"),
+        (1.5, b"*X;3;000;  ;0;220;1"),
+        (2.0, b"*S"),
+        (2.5, b"*N"),
+        (3.0, b"*W  8"),
+    ]
+    # (Basic reports no rotor: the respin rule cannot count its turns, so it is not judged.)
+    assert ends(play(lines)) == [("no_spin", "frame_loss"), ("result", "8", None)]
+
+
+def test_a_void_the_wheel_cannot_see_is_no_verdict_mismatch() -> None:
+    """A game wheeld voids for lost frames while the wheel completes it: no alarm."""
+    wheel = scripted("extended", [("17", {})])
+    lines = list(wheel.lines)
+    index = next(i for i, (_, line) in enumerate(lines) if line.startswith(b"*X;4;"))
+    at, line = lines[index]
+    lines.insert(index, (at - 0.1, b"*X;4;077" + line[8:]))  # another spin mid-game
+    messages = play(lines)
+    assert ends(messages) == [("no_spin", "frame_loss")]
+    assert alarms(messages) == []
+
+
+def test_the_mercury_fuzzer_finds_nothing_in_three_seconds() -> None:
+    import mercury_fuzz
+    import ss2_fuzz
+
+    judged, failure = ss2_fuzz.fuzz(3.0, seed=2026, target=mercury_fuzz.MERCURY)
+    assert failure is None, str(failure)
+    assert judged > 0
+
+
+def test_the_fuzz_seeds_are_what_the_simulator_plays() -> None:
+    from mercury_captures import CORPUS, fuzz_seed
+
+    for level in ("basic", "advanced", "extended"):
+        assert (CORPUS / f"mercury-{level}.mer").read_bytes() == fuzz_seed(level)

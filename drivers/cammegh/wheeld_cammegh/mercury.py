@@ -219,8 +219,7 @@ class MercuryDecoder(CammeghDecoder):
         sensors = status.sensors if isinstance(status, MercuryStatus) else None
         self._profile("extended" if sensors is not None else "advanced", tick, out)
         if self._basic_game:
-            self._basic_game = False  # a port that changed level mid-game
-            self._end_basic(None, "the output level changed", tick, out)
+            self._end_basic(None, "the output level changed", tick, out, "frame_loss")
         super()._status(status, tick, out)
         self._previous_sensors = sensors
 
@@ -297,15 +296,24 @@ class MercuryDecoder(CammeghDecoder):
 
     # -- Basic, and the wheel's identity ---------------------------------------------
 
+    def _basic_line(self, tick: int, out: list[WheelEvent]) -> None:
+        """A Basic line: the port speaks Basic now; a status frames' game cannot go on."""
+        self._profile("basic", tick, out)
+        if self._game_spin is not None:
+            reason = "the output level changed"
+            out.append(self._void_event(tick, "frame_loss", reason))
+            self._game_over(None, reason, tick, out)
+            self._end_game(whole=False)
+
     def _other_line(self, line: bytes, tick: int, out: list[WheelEvent]) -> bool:
         if line == b"*S":
-            self._profile("basic", tick, out)
+            self._basic_line(tick, out)
             if self._basic_game:
                 self._end_basic(None, "a new game without a number", tick, out)
             out.append(Heartbeat(0, tick))
             return True
         if line == b"*N":
-            self._profile("basic", tick, out)
+            self._basic_line(tick, out)
             if not self._basic_game:
                 self._basic_game = True
                 self._bonus = {}
@@ -320,7 +328,7 @@ class MercuryDecoder(CammeghDecoder):
             number = number_text(match.group(1).rjust(2))
             if number is None:
                 return False  # malformed
-            self._profile("basic", tick, out)
+            self._basic_line(tick, out)
             if self._basic_game:
                 self._end_basic(number, None, tick, out)
             return True
@@ -334,14 +342,19 @@ class MercuryDecoder(CammeghDecoder):
         return False
 
     def _end_basic(
-        self, number: str | None, void: str | None, tick: int, out: list[WheelEvent]
+        self,
+        number: str | None,
+        void: str | None,
+        tick: int,
+        out: list[WheelEvent],
+        reason: ReasonCode = "ball_not_settled",
     ) -> None:
         self._basic_game = False
         if number is not None:
             extra: dict[str, object] = {"bonus": dict(self._bonus)} if self._bonus else {}
             out.append(WinningNumber(tick, number, extra))
         else:
-            out.append(self._void_event(tick, "ball_not_settled", void or "no number"))
+            out.append(self._void_event(tick, reason, void or "no number"))
         self._game_over(number, void, tick, out)
 
     def _bonus_game(self) -> bool:
