@@ -450,3 +450,30 @@ def test_the_fuzz_seeds_are_what_the_simulator_plays() -> None:
 
     for level in ("basic", "advanced", "extended"):
         assert (CORPUS / f"mercury-{level}.mer").read_bytes() == fuzz_seed(level)
+
+
+# -- the hand-written corners ----------------------------------------------------------------
+
+
+def _replayed(name: str) -> list[tuple[str, dict[str, Any]]]:
+    from wheeld.capture import read
+
+    capture = read(CAPTURES / name)
+    return play([(line.at, line.data) for line in capture.lines if line.direction == "<"])
+
+
+def test_the_advanced_corners() -> None:
+    assert ends(_replayed("corners-advanced.cap")) == [
+        ("result", "7", None),  # flag 1 only, a 07 bare line, the count one more on state 5
+        ("result", "0", None),  # held in state 7, then " 0"
+        ("no_spin", "ball_same_direction"),  # flag 2 in state 3
+        ("no_spin", "ball_not_settled"),  # the respin: state 7, then back to betting
+        ("no_spin", "rotor_malfunction"),  # flag 8, game mode 00
+    ]
+
+
+def test_the_extended_corners() -> None:
+    messages = _replayed("corners-extended.cap")
+    assert ends(messages) == [("result", "32", 6), ("result", "5", 3)]
+    first = next(p for t, p in messages if t == "game" and p["event"] == "result")
+    assert first["bonus"] == {"aurora": "07"} and first["ball_direction"] is None  # b was ?
