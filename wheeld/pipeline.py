@@ -500,6 +500,10 @@ class TablePipeline:
         self.link_up = True
         out = Effects()
         if self.session is not None:
+            # A session that picks the rotor's direction needs the last result's (SS2 2.52).
+            on_last_result = getattr(self.session, "on_last_result", None)
+            if on_last_result is not None:
+                on_last_result(self.engine.state.last_result_rotor)
             out.writes += self.session.on_connect(now)
             self._session_alarms(now, out)
         out.messages.append(self.wheel_message(now))

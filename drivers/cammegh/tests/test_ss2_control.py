@@ -70,6 +70,50 @@ def test_starts_a_game_once_bets_have_been_open_long_enough() -> None:
     assert controller.on_status(Status(2, 5, None, 0, 170, "cw"), 12.0) == []  # not twice
 
 
+def _started(controller: SS2Controller, spin: int, at: float) -> list[bytes]:
+    """The start command the controller sends for ``spin`` once bets have been open."""
+    controller.on_status(Status(2, spin, None, 0, 170, "cw"), at)
+    sent = controller.on_timer(at + 20)
+    controller.on_event(WheelReply("u", "OK"), at + 20.1)
+    controller.on_status(Status(3, spin, None, 0, 170, "cw"), at + 21)
+    return sent
+
+
+def test_with_direction_control_the_next_game_turns_against_the_last_result() -> None:
+    """Firmware 2.52, ``*T g`` bit 16 and mode bit 1: *u 1 clockwise, *u 3 anticlockwise."""
+    controller = SS2Controller(ControlSettings(sensor_events=False, game_options=16))
+    assert controller.on_connect(0.0) == [b"*o 1159\r\n"]
+    assert controller.on_event(WheelReply("o", "1159"), 0.1) == [b"*T g 16\r\n"]
+    assert controller.on_event(WheelReply("T", "OK"), 0.2) == [b"*P 1\r\n"]
+    controller.on_event(WheelReply("P", "OK"), 0.3)
+    assert _started(controller, 5, 1.0) == [b"*u 1\r\n"]  # nothing to alternate with
+    controller.last_result = "cw"
+    assert _started(controller, 6, 100.0) == [b"*u 3\r\n"]
+    controller.last_result = "ccw"
+    assert _started(controller, 7, 200.0) == [b"*u 1\r\n"]
+    # Without direction control (older firmware), always *u 1: the wheel alternates.
+    plain = SS2Controller(ControlSettings(sensor_events=False))
+    plain.on_connect(0.0)
+    plain.on_event(WheelReply("o", "1159"), 0.1)
+    plain.on_event(WheelReply("P", "OK"), 0.2)
+    plain.last_result = "cw"
+    assert _started(plain, 5, 1.0) == [b"*u 1\r\n"]
+
+
+def test_the_session_learns_each_result_and_the_journals_last() -> None:
+    from wheeld.game import Result
+    from wheeld_cammegh.decoder import CammeghDecoder
+    from wheeld_cammegh.session import CammeghSession
+
+    session = CammeghSession(CammeghDecoder(), ControlSettings(game_options=16))
+    session.on_last_result("ccw")
+    assert session._controller.last_result == "ccw"
+    session.on_connect(0.0)
+    session.after_decisions([Result(1, 1.0, "17", None, "cw", "ccw")], 1.0)
+    learnt: object = session._controller.last_result
+    assert learnt == "cw"
+
+
 # -- the daemon driving a simulated SS2 on a pty ------------------------------------------
 
 

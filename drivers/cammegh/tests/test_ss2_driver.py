@@ -64,7 +64,7 @@ def test_status_frames_parse() -> None:
     for bad in (
         b"*X;2 WARNING detected! Sending error signal...",
         b"*X;4;14*X;*X;4;146; 9;0;158;0",
-        b"*X;7;001;  ;0;000;0",
+        b"*X;8;001;  ;0;000;0",
         b"*X;4;011;15;0;176;2",
         b"4;146; 9;0;159;0",
     ):
@@ -527,3 +527,15 @@ def test_other_captures_replay_without_error_and_no_invented_result(name: str) -
         payload = json.loads(line)
         if payload["event"] == "result":
             assert (payload["spin"], payload["number"]) in finished
+
+
+def test_state_7_of_firmware_2_52_holds_the_game_undecided() -> None:
+    """``*T g`` bit 32: state 7, however long, is no decision; then state 5 gives the number."""
+    wheel = ScriptedSS2()
+    wheel.reverse()
+    wheel.run(3000, state=3)
+    wheel.run(3000, state=4)
+    wheel.run(20_000, state=7)  # longer than result_timeout_ms
+    wheel.line(b"17")
+    wheel.run(3000, state=5, win="17")
+    assert ends(decide(wheel)) == ["17"]

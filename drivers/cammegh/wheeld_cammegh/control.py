@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from wheeld.events import WheelEvent, WheelReply
+from wheeld.events import Direction, WheelEvent, WheelReply
 from wheeld_cammegh.decoder import Status, encode_command
 
 REPLY_TIMEOUT_S = 1.0
@@ -20,6 +20,9 @@ BUSY_RETRY_S = 1.0
 MIN_POLL_S = 0.1
 AUTO_STATUS_BIT = 128
 MANUAL_START_BIT = 2
+REVERSE_BIT = 1
+#: ``*T g`` (firmware 2.52): the host picks each game's direction (``*u 1``/``*u 3``).
+DIRECTION_CONTROL_OPTION = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,14 @@ class ControlSettings:
     bets_open_s: float = 15.0
     sensor_events: bool = True
     poll_s: float = 0.5
+    #: Firmware 2.52's game options (``*T g``), set on connect; None: not sent.
+    game_options: int | None = None
+
+    @property
+    def picks_direction(self) -> bool:
+        """Direction control: with mode bit 1 the wheel no longer alternates, wheeld does."""
+        options = self.game_options or 0
+        return bool(options & DIRECTION_CONTROL_OPTION and self.operating_mode & REVERSE_BIT)
 
 
 @dataclass(slots=True)
@@ -52,6 +63,8 @@ class SS2Controller:
         self._last_status: Status | None = None
         self._betting_since: float | None = None
         self._start_sent_for: int | None = None
+        #: The rotor direction of the last result: the next game turns the other way.
+        self.last_result: Direction | None = None
         self.unanswered: list[str] = []
 
     @property
@@ -64,6 +77,8 @@ class SS2Controller:
         self._queue.clear()
         self._pending = None
         self._queue.append(f"*o {self.settings.operating_mode}")
+        if self.settings.game_options is not None:
+            self._queue.append(f"*T g {self.settings.game_options}")
         self._queue.append("*P 1")
         if self.settings.sensor_events:
             self._queue.append("*I 4")
@@ -141,7 +156,10 @@ class SS2Controller:
         ):
             return
         self._start_sent_for = status.spin
-        self._queue.append("*u 1")
+        # With direction control, anticlockwise (*u 3) after a clockwise result, so no
+        # game wheeld starts is ever void for direction_not_alternated.
+        anticlockwise = self.settings.picks_direction and self.last_result == "cw"
+        self._queue.append("*u 3" if anticlockwise else "*u 1")
 
     def next_deadline(self) -> float | None:
         """When ``on_timer`` next has something to do."""

@@ -56,7 +56,7 @@ DEFAULT_BAUDRATE = 9600
 MAX_LINE = 120
 _TICK_MASK = (1 << 32) - 1
 
-_STATUS = re.compile(rb"\*X;([1-6]);(\d{3});([ \d]{2});([0-9A-Fa-f]);(\d{3});([01])")
+_STATUS = re.compile(rb"\*X;([1-7]);(\d{3});([ \d]{2});([0-9A-Fa-f]);(\d{3});([01])")
 _BARE_NUMBER = re.compile(rb"\d{1,2}")
 _FAULT = re.compile(rb"\*F ?(\d{1,3})")
 _SENSOR_PASS = re.compile(rb"\*bs ?(\d)")
@@ -204,8 +204,10 @@ class CammeghDecoder:
     status format, the spin counter, the flags, its own lines and the launch).
     """
 
-    #: States in which the ball runs in the rim (their ``win`` is the previous game's).
-    RUNNING_STATES: tuple[int, ...] = (3, 4)
+    #: States in which the ball is in play (their ``win`` is the previous game's): 3
+    #: ball in the rim, 4 no more bets, and 7 (SS2 firmware 2.52 with ``*T g`` bit 32,
+    #: the Mercury's dealer lock), held undecided until state 5 or another state.
+    RUNNING_STATES: tuple[int, ...] = (3, 4, 7)
     #: What each warning bit means (the SS2 firmware 2.5x's: the V2.10 guide).
     flag_table: FlagTable = SS2_V2_10
 

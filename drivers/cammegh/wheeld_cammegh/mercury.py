@@ -162,9 +162,6 @@ def encode_mercury_status(status: MercuryStatus) -> bytes:
 class MercuryDecoder(CammeghDecoder):
     """Incremental Mercury decoder: ``feed(bytes, now)`` returns engine events."""
 
-    #: State 7 (dealer lock) holds a ball at rest until the dealer's word: undecided.
-    RUNNING_STATES = (3, 4, 7)
-
     def __init__(self) -> None:
         super().__init__()
         self.flag_table: FlagTable = MERCURY

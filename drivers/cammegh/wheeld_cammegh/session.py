@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wheeld.drivers import Driver, WheelDecoder
-from wheeld.events import WheelEvent
-from wheeld.game import Decision, NoSpin
+from wheeld.events import Direction, WheelEvent
+from wheeld.game import Decision, NoSpin, Result
 from wheeld_cammegh.control import AUTO_STATUS_BIT, ControlSettings, SS2Controller
 from wheeld_cammegh.decoder import DEFAULT_BAUDRATE, NAME, CammeghDecoder, Status
 
@@ -36,6 +36,10 @@ class ControlConfig(BaseModel):
     sensor_events: bool = True
     #: ``*X`` poll interval when the mode has no automatic status (>= 0.1 s).
     poll_s: float = Field(default=0.5, ge=0.1, le=60)
+    #: Firmware 2.52's ``*T g`` game options, set on connect (8 no relaunch after a
+    #: misfire, 16 direction control, 32 state 7); unset: not sent (older firmware).
+    #: With 16 and mode bit 1, wheeld picks each game's direction.
+    game_options: int | None = Field(default=None, ge=0, le=255)
 
 
 def _check(control: ControlConfig, rules: Any) -> list[tuple[str, str]]:
@@ -78,6 +82,10 @@ class CammeghSession:
     def on_disconnect(self, now: float) -> None:
         self._connected = False
 
+    def on_last_result(self, direction: Direction | None) -> None:
+        """The rotor direction of the table's last result, as the journal keeps it."""
+        self._controller.last_result = direction
+
     def on_event(self, event: WheelEvent, now: float) -> list[bytes]:
         return self._controller.on_event(event, now) if self._connected else []
 
@@ -89,6 +97,9 @@ class CammeghSession:
         if status is not None and status is not self._seen:
             self._seen = status
             out += self._controller.on_status(status, now)
+        for decision in decisions:
+            if isinstance(decision, Result):
+                self._controller.last_result = decision.rotor_direction
         voided = any(isinstance(d, NoSpin) for d in decisions)
         if voided and status is not None and status.state in _BALL_IN_PLAY:
             out += self._controller.void(now)
@@ -113,6 +124,7 @@ def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
             bets_open_s=settings.bets_open_s,
             sensor_events=settings.sensor_events,
             poll_s=settings.poll_s,
+            game_options=settings.game_options,
         ),
     )
 
