@@ -234,3 +234,18 @@ def test_a_wheel_that_stops_answering_raises_an_alarm(tmp_path: Path, broker: Br
     finally:
         simulate.kill()
         sub.close()
+
+
+def test_the_pipeline_tells_the_session_the_journals_last_result_on_connect() -> None:
+    from wheeld.engine import EngineState
+    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld_cammegh.decoder import CammeghDecoder
+    from wheeld_cammegh.session import CammeghSession
+
+    decoder = CammeghDecoder()
+    session = CammeghSession(decoder, ControlSettings(game_options=16))
+    settings = TableSettings(table="T1", base_topic="w/T1", driver="cammegh-ss2", port="x")
+    state = EngineState(last_result_rotor="cw")
+    pipeline = TablePipeline(settings, decoder, session, state=state)
+    pipeline.on_link_up(1.0)
+    assert session._controller.last_result == "cw"
