@@ -477,3 +477,29 @@ def test_the_extended_corners() -> None:
     assert ends(messages) == [("result", "32", 6), ("result", "5", 3)]
     first = next(p for t, p in messages if t == "game" and p["event"] == "result")
     assert first["bonus"] == {"aurora": "07"} and first["ball_direction"] is None  # b was ?
+
+
+def test_replay_reads_the_wheel_mercury_section(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``[wheel.mercury] game_mode = "1C"``: flag 8 is a ball error there."""
+    from wheeld.capture import format_line
+    from wheeld.cli import main as wheeld
+
+    capture = tmp_path / "flag8.cap"
+    body = "".join(format_line(at, "<", line) for at, line in _with_flag("advanced", 8, b"4"))
+    capture.write_text("# wheeld-capture 1\n# driver: cammegh-mercury\n" + body)
+    config = tmp_path / "wheeld.toml"
+    config.write_text(
+        '[wheel]\ndriver = "cammegh-mercury"\n[wheel.mercury]\ngame_mode = "1C"\n'
+        "[signing]\nrequired = false\n"
+    )
+    assert wheeld(["check-config", str(config)]) == 0
+    capsys.readouterr()
+    for args, reason in (
+        ([], "rotor_malfunction"),
+        (["--config", str(config)], "ball_out_of_wheel"),
+    ):
+        assert wheeld(["replay", *args, str(capture)]) == 0
+        events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [e["reason"] for e in events if e["event"] == "no_spin"] == [reason]
