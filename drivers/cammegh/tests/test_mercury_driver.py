@@ -503,3 +503,12 @@ def test_replay_reads_the_wheel_mercury_section(
         assert wheeld(["replay", *args, str(capture)]) == 0
         events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
         assert [e["reason"] for e in events if e["event"] == "no_spin"] == [reason]
+
+
+def test_asked_for_its_version_the_wheel_says_which_flags_it_has() -> None:
+    from wheeld_cammegh.mercury import DRIVER, MercuryConfig
+
+    assert DRIVER.session is not None
+    assert DRIVER.session(MercuryDecoder(), MercuryConfig()) is None  # listening only
+    session = DRIVER.session(MercuryDecoder(), MercuryConfig(ask_version=True))
+    assert session is not None and session.on_connect(0.0) == [b"*V\r\n"]

@@ -32,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wheeld.drivers import Driver, WheelDecoder
+from wheeld.drivers import Driver, GreetingSession, WheelDecoder
 from wheeld.events import (
     BallLaunched,
     BallPassed,
@@ -368,6 +368,15 @@ class MercuryConfig(BaseModel):
     firmware: str | None = None
     #: The Mercury 360 game mode (``*G?``): which causes flag 8 voids for.
     game_mode: GameMode = "00"
+    #: Ask the wheel ``*V`` on every connect, so its answer picks the flag table.
+    ask_version: bool = False
+
+
+def _session(decoder: WheelDecoder, settings: object) -> GreetingSession | None:
+    # *V once per connect, and nothing else: *X to a Mercury 360 reads its level sensor.
+    if isinstance(settings, MercuryConfig) and settings.ask_version:
+        return GreetingSession(b"*V\r\n")
+    return None  # listening only
 
 
 def configure(decoder: WheelDecoder, settings: object) -> None:
@@ -380,6 +389,7 @@ DRIVER = Driver(
     name=NAME,
     default_baudrate=DEFAULT_BAUDRATE,
     decoder=MercuryDecoder,
+    session=_session,
     settings=MercuryConfig,
     section="mercury",
     configure=configure,
