@@ -118,9 +118,11 @@ class ScriptedMercury(StatusTimeline):
         reverse: bool = True,
         dealer_lock_ms: int = 0,
         bonus: Iterable[bytes] = (),
+        respin: bool = False,
     ) -> None:
         """One game from state 1: the number, or the wheel's own void for a ball spun
-        the rotor's way (flag 2; the dealer respins in the next game)."""
+        the rotor's way (flag 2; the dealer respins in the next game, or with ``respin``
+        in state 3: the ball rests, the flag clears and the ball is spun again)."""
         self.basic(b"*S")
         if reverse:
             self.reverse()
@@ -137,7 +139,21 @@ class ScriptedMercury(StatusTimeline):
             self.status.flags = FLAG_SAME_DIRECTION
             for count in (1, 2, 3):
                 self._revolution(count, 3, ball)
+            if not respin:
+                self.status.flags = 0
+                return
+            self.sense(ball=None, revolution_time=None)
+            self.run(9000)  # the ball rests in a pocket while the rotor turns (3+ turns)
             self.status.flags = 0
+            ball = _opposite(rotor)
+            self.sense(ball=ball)
+            self.run(STATUS_EVERY_MS)
+            last = 3 + revolutions
+            for count in range(4, last + 1):
+                if count == last:
+                    self.basic(b"*N")
+                self._revolution(count, 3 if count < last else 4, ball)
+            self._drop(number, bonus_lines, dealer_lock_ms)
             return
         # State 3: the ball seen after its first revolution; state 4 with about
         # three to go (two when there are only two).
@@ -157,6 +173,13 @@ class ScriptedMercury(StatusTimeline):
             self._revolution(count, 3 if count <= to_no_more_bets else 4, ball)
         if revolutions == 1:
             self.basic(b"*N")
+        self._drop(number, bonus_lines, dealer_lock_ms)
+        if rotor_stops:
+            self.status.speed = self.cruise  # the dealer spins the rotor again
+            self.status.flags = 0
+
+    def _drop(self, number: str, bonus_lines: list[bytes], dealer_lock_ms: int) -> None:
+        """The ball drops into ``number``: the dealer lock if any, the bare line, state 5."""
         self.run(STATUS_EVERY_MS, state=4)
         self.sense(pocket=number, bits=self.status.sensors.bits | BIT_IN_POCKET)  # type: ignore[union-attr]
         if dealer_lock_ms:
@@ -168,9 +191,6 @@ class ScriptedMercury(StatusTimeline):
         self.basic(b"*W " + number.rjust(2).encode())
         self.status.spin = (self.status.spin + 1) % 256
         self.run(3000, state=5, win=number)
-        if rotor_stops:
-            self.status.speed = self.cruise  # the dealer spins the rotor again
-            self.status.flags = 0
 
     def games(self, plan: Iterable[tuple[str, dict[str, object]]]) -> None:
         """Play ``(number, options)`` games in order."""

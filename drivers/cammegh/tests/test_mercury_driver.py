@@ -512,3 +512,20 @@ def test_asked_for_its_version_the_wheel_says_which_flags_it_has() -> None:
     assert DRIVER.session(MercuryDecoder(), MercuryConfig()) is None  # listening only
     session = DRIVER.session(MercuryDecoder(), MercuryConfig(ask_version=True))
     assert session is not None and session.on_connect(0.0) == [b"*V\r\n"]
+
+
+@pytest.mark.parametrize(
+    ("level", "expected"),
+    [
+        ("advanced", [("no_spin", "ball_same_direction"), ("result", "9", None)]),
+        ("extended", [("no_spin", "ball_same_direction"), ("result", "9", 6)]),
+        ("basic", [("result", "9", None)]),
+    ],
+)
+def test_a_respin_in_state_3_is_a_new_game(level: str, expected: list[tuple[Any, ...]]) -> None:
+    """Flag 2 in state 3, the ball at rest, the flag cleared, the ball spun again."""
+    messages = play(
+        scripted(level, [("9", {"ball_same_direction": True, "respin": True, "revolutions": 6})])
+    )
+    assert ends(messages) == expected
+    assert alarms(messages) == []  # the wheel's void and wheeld's agree

@@ -381,6 +381,11 @@ class CammeghDecoder:
         """What else a frame of the game in progress says; True when it voided it."""
         return False
 
+    def _respun(self, status: Status, previous: Status | None, gap: int | None) -> bool:
+        """Whether a frame with no game in progress shows the ball spun again without the
+        wheel going back to betting (the SS2 always does: never)."""
+        return False
+
     def _game_over(
         self, number: str | None, void: str | None, tick: int, out: list[WheelEvent]
     ) -> None:
@@ -414,7 +419,7 @@ class CammeghDecoder:
                 and previous.state in (1, 2)
                 and (gap is None or gap <= STATUS_GAP_MS)
             )
-            if launched:
+            if launched or self._respun(status, previous, gap):
                 self._launch(status, previous, tick, out)
             else:
                 self._track_flags(status, tick)

@@ -47,7 +47,13 @@ from wheeld.events import (
     WheelVoid,
     WinningNumber,
 )
-from wheeld_cammegh.decoder import _DIRECTIONS, CammeghDecoder, Status
+from wheeld_cammegh.decoder import (
+    _DIRECTIONS,
+    FLAG_SAME_DIRECTION,
+    STATUS_GAP_MS,
+    CammeghDecoder,
+    Status,
+)
 from wheeld_cammegh.flags import MERCURY, FlagRole, FlagTable, table_for
 
 NAME = "cammegh-mercury"
@@ -177,6 +183,10 @@ class MercuryDecoder(CammeghDecoder):
         self._wheel_void: str | None = None
         #: Basic: a game between ``*N`` and ``*W``.
         self._basic_game = False
+        #: The wheel flagged the ball spun the rotor's way in state 3: its respin (the
+        #: flag clearing, still in state 3) is a new launch.
+        self._respin_due = False
+        self._respin_launch = False
 
     def configure(self, model: str | None, firmware: str | None, game_mode: GameMode) -> None:
         """What the configuration says of the wheel, until ``*V`` says otherwise."""
@@ -220,8 +230,27 @@ class MercuryDecoder(CammeghDecoder):
         super()._status(status, tick, out)
         self._previous_sensors = sensors
 
+    def _respun(self, status: Status, previous: Status | None, gap: int | None) -> bool:
+        # The respin of the spec: the flag clears while the wheel stays in state 3.
+        if not self._respin_due:
+            return False
+        if status.state != 3:
+            self._respin_due = False  # back to betting: the next launch is an ordinary one
+            return False
+        if status.flags & FLAG_SAME_DIRECTION:
+            return False
+        self._respin_due = False
+        self._respin_launch = True
+        return gap is None or gap <= STATUS_GAP_MS
+
     def _launch_event(self, status: Status, tick: int) -> BallLaunched:
+        sensors_now = status.sensors if isinstance(status, MercuryStatus) else None
+        previous = self._previous_sensors
         self._revolutions = 0
+        if self._respin_launch and sensors_now is not None and previous is not None:
+            # A respin in state 3 goes on counting: only the revolutions after it are its own.
+            self._revolutions = min(previous.revolutions, sensors_now.revolutions)
+        self._respin_launch = False
         self._rotor_voided = False
         self._wheel_void = None
         extra: dict[str, object] = {"spin": status.spin}
@@ -244,6 +273,16 @@ class MercuryDecoder(CammeghDecoder):
         if sensors is None:
             return False
         previous = self._previous_sensors
+        respun = self._wheel_void is not None and not status.flags & FLAG_SAME_DIRECTION
+        if respun and status.state == 3:
+            # The wheel's respin after its flag 2: that game is over (void, as the wheel
+            # says), and the ball spun again is a new one.
+            out.append(self._void_event(tick, "ball_same_direction", "respun after flag 2"))
+            self._game_over(None, "respun", tick, out)
+            self._end_game(whole=False)
+            self._respin_launch = True
+            self._launch(status, None, tick, out)
+            return True
         if sensors.ball is not None:
             self._ball = sensors.ball
         stopped = previous is not None and sensors.bits & previous.bits & BIT_ROTOR_STOPPED
@@ -270,8 +309,11 @@ class MercuryDecoder(CammeghDecoder):
     ) -> tuple[ReasonCode, str] | None:
         if role == "speed_warning":
             return None  # the game goes on; the wheel logs it
+        if role == "same_direction" and state == 3:
+            self._respin_due = True
         if role == "same_direction" and self.output_level == "extended":
-            # wheeld judges the ball's direction from ``b``: the flag is the wheel's verdict.
+            # wheeld judges the ball's direction from ``b``: the flag is the wheel's verdict;
+            # the respin, the flag cleared in state 3, ends the wheel's game.
             self._wheel_void = f"flag {flag}: ball spun the rotor's way"
             return None
         if role == "void_game":
