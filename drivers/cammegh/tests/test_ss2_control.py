@@ -132,7 +132,7 @@ bets_open_s = 3.0
 
 
 def _session(
-    tmp_path: Path, broker: Broker, *sim_args: str, games: int
+    tmp_path: Path, broker: Broker, *sim_args: str, games: int, control: str = CONTROL
 ) -> tuple[subprocess.Popen[str], DaemonProcess, Subscriber]:
     link = tmp_path / "wheel"
     simulate = subprocess.Popen(
@@ -164,7 +164,7 @@ def _session(
         port=link,
         broker=broker.port,
         state=tmp_path / "state",
-        control=CONTROL,
+        control=control,
     )
     config.write_text(config.read_text().replace('driver = "wrp"', 'driver = "cammegh-ss2"'))
     sub = Subscriber(broker.port, f"{BASE}/#")
@@ -186,6 +186,26 @@ def test_daemon_starts_games_and_counts_revolutions(tmp_path: Path, broker: Brok
             assert [r["spin"] for r in results] == [1, 2]
         out, _ = simulate.communicate(timeout=30)
         assert "*o 1159" in out and "*P 1" in out and "*I 4" in out and "*u 1" in out
+    finally:
+        simulate.kill()
+        sub.close()
+
+
+def test_a_2_52_wheel_under_direction_control_alternates_as_wheeld_picks(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """*T g 16 with mode bit 1: the wheel no longer alternates by itself; wheeld does."""
+    control = CONTROL + "game_options = 16\nsensor_events = false\n"
+    simulate, daemon, sub = _session(tmp_path, broker, games=3, control=control)
+    try:
+        with running(daemon):
+            wait_for(lambda: len(_ends(sub)) >= 3, 90, "three games")
+            ends = _ends(sub)
+            assert [p["event"] for p in ends] == ["result"] * 3, ends
+            rotors = [p["rotor_direction"] for p in ends]
+            assert rotors[0] != rotors[1] != rotors[2], rotors
+        out, _ = simulate.communicate(timeout=30)
+        assert "*T g 16" in out and "*u 3" in out
     finally:
         simulate.kill()
         sub.close()
