@@ -539,3 +539,26 @@ def test_state_7_of_firmware_2_52_holds_the_game_undecided() -> None:
     wheel.line(b"17")
     wheel.run(3000, state=5, win="17")
     assert ends(decide(wheel)) == ["17"]
+
+
+def test_the_ss2_says_its_output_level_and_what_it_leaves_to_the_wheel() -> None:
+    from wheeld.events import WheelProfile
+
+    decoder = CammeghDecoder()
+    said = [
+        e.facts
+        for e in decoder.feed(b"*X;2;001;  ;0;170;0\r\n*X;2;001;  ;0;170;0\r\n*bs 1\r\n", 1.0)
+        if isinstance(e, WheelProfile)
+    ]
+    assert said == [
+        {
+            "output_level": "advanced",
+            "rules_judged_by_wheel": ["ball_same_direction", "insufficient_revolutions"],
+            "flag_table": "ss2-v2.10",
+        },
+        {
+            "output_level": "advanced",
+            "rules_judged_by_wheel": ["ball_same_direction"],  # *bs passes: counted by wheeld
+            "flag_table": "ss2-v2.10",
+        },
+    ]

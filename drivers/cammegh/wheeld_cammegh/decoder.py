@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from wheeld.drivers import CounterSet
 from wheeld.events import (
@@ -45,6 +46,7 @@ from wheeld.events import (
     ResultContradicted,
     RotorDatum,
     WheelEvent,
+    WheelProfile,
     WheelReply,
     WheelVoid,
     WinningNumber,
@@ -65,6 +67,9 @@ _REPLY = re.compile(rb"\*([A-Za-z)]) ?(.*)")
 #: (an Aurora prize game) and ``*Y:A:nn`` (the Aurora colour).
 _BONUS = re.compile(rb"\*Y([;:])([1-6PA])[;:](\d{1,3})(?:[;:]\d{1,3})?")
 _DIRECTIONS: dict[bytes, Direction] = {b"0": "cw", b"1": "ccw"}
+
+#: A Cammegh port's output level, as ``<base>/wheel`` names it (the SS2's is Advanced).
+OutputLevel = Literal["basic", "advanced", "extended"]
 
 FLAG_SAME_DIRECTION = 2
 #: The order in which warning flags held together are judged (the first void wins).
@@ -245,6 +250,9 @@ class CammeghDecoder:
         self._published: tuple[int, str] | None = None
         #: The bonus lines of the game in progress (``*Y``), published with its result.
         self._bonus: dict[str, int | str] = {}
+        self.output_level: OutputLevel | None = None
+        #: What was last said of the wheel's output on <base>/wheel.
+        self._said: dict[str, object] = {}
 
     def feed(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
         """Bytes from the wheel heard at host time ``now``; the events they complete."""
@@ -338,7 +346,32 @@ class CammeghDecoder:
             counters.malformed += 1
             counters.garbage_bytes += len(line)
 
+    # -- the output level, said on <base>/wheel -------------------------------------
+
+    def _profile(self, level: OutputLevel, tick: int, out: list[WheelEvent]) -> None:
+        """Say the output level, the rules left to the wheel and the flag table, on change."""
+        self.output_level = level
+        facts: dict[str, object] = {
+            "output_level": level,
+            "rules_judged_by_wheel": self._judged_by_wheel(level),
+            "flag_table": self.flag_table.name,
+        }
+        if facts != self._said:
+            self._said = facts
+            out.append(WheelProfile(tick, dict(facts)))
+
     # -- what a wheel of the family does its own way (the Mercury overrides) -------
+
+    def _level_of(self, status: Status) -> OutputLevel:
+        """The output level a status frame is written in (the SS2 has one)."""
+        return "advanced"
+
+    def _judged_by_wheel(self, level: OutputLevel) -> list[ReasonCode]:
+        """The rules wheeld takes from the wheel at ``level``: the SS2 reports no ball
+        direction (flag 2 is its word) and, without ``*bs`` passes, no revolutions."""
+        if self._sensor_streaming:
+            return ["ball_same_direction"]
+        return ["ball_same_direction", "insufficient_revolutions"]
 
     def _parse(self, line: bytes) -> Status | None:
         """A status frame's fields, or None when the line is not one."""
@@ -398,6 +431,7 @@ class CammeghDecoder:
     # -- status: the game as the wheel sees it -------------------------------------
 
     def _status(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
+        self._profile(self._level_of(status), tick, out)
         previous = self.last_status
         gap = None if self._last_status_ms is None else (tick - self._last_status_ms) & _TICK_MASK
         self.last_status = status
@@ -627,6 +661,9 @@ class CammeghDecoder:
             out.append(RotorDatum(0, tick, status.direction, round(60_000 / rpm)))
 
     def _sensor_pass(self, sensor: bytes, tick: int, out: list[WheelEvent]) -> None:
+        if not self._sensor_streaming and self.output_level is not None:
+            self._sensor_streaming = True
+            self._profile(self.output_level, tick, out)  # revolutions are wheeld's now
         self._sensor_streaming = True
         if self._reference_sensor is None:
             self._reference_sensor = sensor

@@ -41,7 +41,6 @@ from wheeld.events import (
     Heartbeat,
     ReasonCode,
     WheelEvent,
-    WheelProfile,
     WheelReply,
     WheelVerdict,
     WheelVoid,
@@ -52,6 +51,7 @@ from wheeld_cammegh.decoder import (
     FLAG_SAME_DIRECTION,
     STATUS_GAP_MS,
     CammeghDecoder,
+    OutputLevel,
     Status,
 )
 from wheeld_cammegh.flags import MERCURY, FlagRole, FlagTable, table_for
@@ -59,7 +59,6 @@ from wheeld_cammegh.flags import MERCURY, FlagRole, FlagTable, table_for
 NAME = "cammegh-mercury"
 DEFAULT_BAUDRATE = 9600
 
-OutputLevel = Literal["basic", "advanced", "extended"]
 GameMode = Literal["00", "20", "40", "03", "1C", "1F", "3F"]
 
 #: The rules wheeld cannot judge at each level, and so takes from the wheel.
@@ -172,8 +171,6 @@ class MercuryDecoder(CammeghDecoder):
         super().__init__()
         self.flag_table: FlagTable = MERCURY
         self.game_mode: GameMode = "00"
-        self.output_level: OutputLevel | None = None
-        self._said: dict[str, object] = {}
         self._previous_sensors: Sensors | None = None
         #: Extended: revolutions this game that two frames in a row confirm.
         self._revolutions = 0
@@ -193,20 +190,14 @@ class MercuryDecoder(CammeghDecoder):
         self.flag_table = table_for(model, firmware)
         self.game_mode = game_mode
 
-    # -- the output level, said on <base>/wheel -------------------------------------
-
-    def _profile(self, level: OutputLevel, tick: int, out: list[WheelEvent]) -> None:
-        self.output_level = level
-        facts: dict[str, object] = {
-            "output_level": level,
-            "rules_judged_by_wheel": list(RULES_JUDGED_BY_WHEEL[level]),
-            "flag_table": self.flag_table.name,
-        }
-        if facts != self._said:
-            self._said = facts
-            out.append(WheelProfile(tick, dict(facts)))
-
     # -- hooks of the shared core ---------------------------------------------------
+
+    def _level_of(self, status: Status) -> OutputLevel:
+        sensors = status.sensors if isinstance(status, MercuryStatus) else None
+        return "extended" if sensors is not None else "advanced"
+
+    def _judged_by_wheel(self, level: OutputLevel) -> list[ReasonCode]:
+        return list(RULES_JUDGED_BY_WHEEL[level])
 
     def _parse(self, line: bytes) -> Status | None:
         return parse_mercury_status(line)
@@ -224,7 +215,6 @@ class MercuryDecoder(CammeghDecoder):
 
     def _status(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
         sensors = status.sensors if isinstance(status, MercuryStatus) else None
-        self._profile("extended" if sensors is not None else "advanced", tick, out)
         if self._basic_game:
             self._end_basic(None, "the output level changed", tick, out, "frame_loss")
         super()._status(status, tick, out)
