@@ -562,3 +562,26 @@ def test_the_ss2_says_its_output_level_and_what_it_leaves_to_the_wheel() -> None
             "flag_table": "ss2-v2.10",
         },
     ]
+
+
+def test_bonus_numbers_all_go_with_the_result_never_as_the_number() -> None:
+    """Mode bit 32768: *Y;1-2 in state 3, *Y;3 and 6 in state 4, *Y;4-5 after the first
+    state-5 frame and the bare line; all six are in the result's bonus."""
+    wheel = ScriptedSS2()
+    wheel.reverse()
+    wheel.run(500, state=3)
+    wheel.line(b"*Y;1;017")
+    wheel.line(b"*Y;2;250")
+    wheel.run(2500)
+    wheel.run(500, state=4)
+    wheel.line(b"*Y;3;003")
+    wheel.line(b"*Y;6;999;00")  # a licence run out: 999, days left 00
+    wheel.run(3000)
+    wheel.line(b"17")
+    wheel.run(500, state=5, win="17")
+    wheel.line(b"*Y;4;100")
+    wheel.line(b"*Y;5;101;30")
+    wheel.run(2500)
+    results = [d for d in decide(wheel) if isinstance(d, Result)]
+    assert [r.number for r in results] == ["17"]
+    assert results[0].extra["bonus"] == {"1": 17, "2": 250, "3": 3, "6": 999, "4": 100, "5": 101}

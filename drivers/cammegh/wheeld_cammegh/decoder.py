@@ -512,6 +512,9 @@ class CammeghDecoder:
             self._state_5_frames == 1
             and number == self._game_display
             and number not in self._previous_numbers
+            # A wheel sending bonus lines sends the last of them after this frame
+            # (SS2 *Y;4 and *Y;5): the next frame confirms, so they go with the result.
+            and not self._bonus
         ):
             # The first state-5 frame: the bare line the wheel sent just before
             # it is the only other witness so far. It never vouches for the
