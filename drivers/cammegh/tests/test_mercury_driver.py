@@ -529,3 +529,26 @@ def test_a_respin_in_state_3_is_a_new_game(level: str, expected: list[tuple[Any,
     )
     assert ends(messages) == expected
     assert alarms(messages) == []  # the wheel's void and wheeld's agree
+
+
+def test_game_mode_3f_raises_flag_8_for_a_ball_spun_the_rotors_way() -> None:
+    """On Extended, flag 8 in state 3 with the ball running with the rotor is mode 3F's
+    same-direction flag: its respin (the flag cleared in state 3) is a new game."""
+    plan: list[tuple[str, dict[str, object]]] = [
+        ("9", {"ball_same_direction": True, "respin": True, "revolutions": 6})
+    ]
+    lines = []
+    for at, line in scripted("extended", plan).lines:
+        fields = line.split(b";")
+        if line.startswith(b"*X;3;") and fields[4] == b"2":
+            fields[4] = b"8"
+        lines.append((at, b";".join(fields)))
+    decoder = MercuryDecoder()
+    decoder.configure("mercury-360", None, "3F")
+    messages = play(lines, decoder=decoder)
+    assert ends(messages) == [("no_spin", "ball_same_direction"), ("result", "9", 6)]
+    assert alarms(messages) == []
+    # In mode 1F the same flag is a void of its own: no respin follows it.
+    decoder = MercuryDecoder()
+    decoder.configure("mercury-360", None, "1F")
+    assert ends(play(lines, decoder=decoder)) == [("no_spin", "ball_same_direction")]

@@ -176,8 +176,10 @@ class MercuryDecoder(CammeghDecoder):
         self._revolutions = 0
         self._ball: Direction | None = None
         self._rotor_voided = False
-        #: Why the wheel's own flags voided the game in progress, where wheeld judges.
+        #: Why the wheel's own flags voided the game in progress, where wheeld judges,
+        #: and the flag that said it (2, or 8 in game mode 3F).
         self._wheel_void: str | None = None
+        self._wheel_void_flag = FLAG_SAME_DIRECTION
         #: Basic: a game between ``*N`` and ``*W``.
         self._basic_game = False
         #: The wheel flagged the ball spun the rotor's way in state 3: its respin (the
@@ -263,7 +265,7 @@ class MercuryDecoder(CammeghDecoder):
         if sensors is None:
             return False
         previous = self._previous_sensors
-        respun = self._wheel_void is not None and not status.flags & FLAG_SAME_DIRECTION
+        respun = self._wheel_void is not None and not status.flags & self._wheel_void_flag
         if respun and status.state == 3:
             # The wheel's respin after its flag 2: that game is over (void, as the wheel
             # says), and the ball spun again is a new one.
@@ -299,12 +301,15 @@ class MercuryDecoder(CammeghDecoder):
     ) -> tuple[ReasonCode, str] | None:
         if role == "speed_warning":
             return None  # the game goes on; the wheel logs it
+        # On Extended wheeld judges the ball's direction from ``b``: the flag is the
+        # wheel's verdict; its respin (the flag cleared in state 3) ends the wheel's game.
+        if role == "void_game" and self._same_direction_in_3f(state):
+            role = "same_direction"  # game mode 3F raises flag 8 in place of flag 2
         if role == "same_direction" and state == 3:
             self._respin_due = True
         if role == "same_direction" and self.output_level == "extended":
-            # wheeld judges the ball's direction from ``b``: the flag is the wheel's verdict;
-            # the respin, the flag cleared in state 3, ends the wheel's game.
             self._wheel_void = f"flag {flag}: ball spun the rotor's way"
+            self._wheel_void_flag = flag
             return None
         if role == "void_game":
             why: ReasonCode = "rotor_malfunction"
@@ -312,6 +317,18 @@ class MercuryDecoder(CammeghDecoder):
                 why = "ball_out_of_wheel"  # the mode that flags ball errors only
             return why, f"flag {flag}: the wheel voids the game (game mode {self.game_mode})"
         return super()._flag_reason(role, flag, held_ms, state)
+
+    def _same_direction_in_3f(self, state: int) -> bool:
+        """Game mode 3F's flag 8 in state 3 where the sensors show the ball running with
+        the rotor: the same-direction flag (elsewhere it is a void of its own)."""
+        status = self.last_status
+        return (
+            self.game_mode == "3F"
+            and state == 3
+            and self.output_level == "extended"
+            and status is not None
+            and self._ball == status.direction
+        )
 
     def _game_over(
         self, number: str | None, void: str | None, tick: int, out: list[WheelEvent]
