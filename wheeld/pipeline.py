@@ -1192,6 +1192,11 @@ class TablePipeline:
         while session.unanswered:
             silent = session.unanswered.pop(0)
             self._decide([Alarm(now, "wheel_not_answering", {"command": silent})], out)
+        # A session may raise alarms of its own (the Cammegh SS2's wheel clock).
+        raised: list[tuple[str, dict[str, Any]]] = getattr(session, "alarms", [])
+        while raised:
+            code, detail = raised.pop(0)
+            self._decide([Alarm(now, code, detail)], out)
 
     @staticmethod
     def _log_decision(decision: GameEvent, out: Effects) -> None:

@@ -265,6 +265,12 @@ class Alarm(Signed):
     wheel_verdict: str | SkipJsonSchema[None] = Field(
         default=None, description="wheel_verdict_mismatch: the wheel's number, or why it voided"
     )
+    wheel_time: str | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_clock_off: the time the wheel's clock gave"
+    )
+    offset_s: float | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_clock_off: the wheel's clock minus the host's"
+    )
     wheeld_verdict: str | SkipJsonSchema[None] = Field(
         default=None, description="wheel_verdict_mismatch: wheeld's number, or its reason"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -112,6 +113,52 @@ def test_the_session_learns_each_result_and_the_journals_last() -> None:
     session.after_decisions([Result(1, 1.0, "17", None, "cw", "ccw")], 1.0)
     learnt: object = session._controller.last_result
     assert learnt == "cw"
+
+
+def test_the_wheels_clock_is_read_said_when_off_and_set_when_asked() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 12, 1, 14, 0, 30, tzinfo=UTC).timestamp()
+    controller = SS2Controller(ControlSettings(sensor_events=False, set_clock=True))
+    controller.on_connect(now)
+    controller.on_event(WheelReply("o", "1159"), now + 0.2)
+    assert controller.on_event(WheelReply("P", "OK"), now + 0.4) == [b"*d g\r\n"]
+    # The guide's en dash arrives as whatever the line made of it.
+    sent = controller.on_event(WheelReply("d", "g 13:58:00 \ufffd 01/12/26"), now + 0.6)
+    assert controller.alarms == [
+        ("wheel_clock_off", {"wheel_time": "2026-12-01T13:58:00+00:00", "offset_s": -150.6})
+    ]
+    assert sent == [b"*d s 0 30\r\n"]  # then minutes, hours, day, month, year
+    for at, field in enumerate(("1 00", "2 14", "3 01", "4 12", "5 26"), 1):
+        sent = controller.on_event(WheelReply("d", "OK"), now + 0.6 + at * 0.2)
+        assert sent == [f"*d s {field}\r\n".encode()]
+    # Within 2 s: nothing to say; and without set_clock, only said.
+    checking = SS2Controller(ControlSettings(sensor_events=False, check_clock=True))
+    checking.on_connect(now)
+    checking.on_event(WheelReply("o", "1159"), now + 0.2)
+    checking.on_event(WheelReply("P", "OK"), now + 0.4)
+    assert checking.on_event(WheelReply("d", "g 14:00:31 - 01/12/26"), now + 0.6) == []
+    assert checking.alarms == []
+
+
+def test_a_session_alarm_goes_out_on_the_alarm_topic() -> None:
+    from datetime import UTC, datetime
+
+    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld_cammegh.decoder import CammeghDecoder
+    from wheeld_cammegh.session import CammeghSession
+
+    now = datetime(2026, 12, 1, 14, 0, 30, tzinfo=UTC).timestamp()
+    decoder = CammeghDecoder()
+    session = CammeghSession(decoder, ControlSettings(sensor_events=False, check_clock=True))
+    settings = TableSettings(table="T1", base_topic="w/T1", driver="cammegh-ss2", port="x")
+    pipeline = TablePipeline(settings, decoder, session)
+    pipeline.on_link_up(now)
+    pipeline.on_bytes(b"*o 1159\r\n", now + 0.2)
+    assert pipeline.on_bytes(b"*P OK\r\n", now + 0.4).writes == [b"*d g\r\n"]
+    effects = pipeline.on_bytes(b"*d g 10:00:00 - 01/12/26\r\n", now + 0.6)
+    alarms = [json.loads(m.payload) for m in effects.messages if m.topic == "w/T1/alarm"]
+    assert [(a["alarm"], a["offset_s"]) for a in alarms] == [("wheel_clock_off", -14430.6)]
 
 
 # -- the daemon driving a simulated SS2 on a pty ------------------------------------------

@@ -40,6 +40,11 @@ class ControlConfig(BaseModel):
     #: misfire, 16 direction control, 32 state 7); unset: not sent (older firmware).
     #: With 16 and mode bit 1, wheeld picks each game's direction.
     game_options: int | None = Field(default=None, ge=0, le=255)
+    #: Read the wheel's clock (``*d g``) on every connect: ``wheel_clock_off`` when it is
+    #: more than 2 s off the host's (both taken as UTC).
+    check_clock: bool = False
+    #: ... and then set it to the host's (``*d s``).
+    set_clock: bool = False
 
 
 def _check(control: ControlConfig, rules: Any) -> list[tuple[str, str]]:
@@ -74,6 +79,11 @@ class CammeghSession:
     @property
     def unanswered(self) -> list[str]:
         return self._controller.unanswered
+
+    @property
+    def alarms(self) -> list[tuple[str, dict[str, Any]]]:
+        """Alarms the controller raised (the wheel's clock), for the pipeline to say."""
+        return self._controller.alarms
 
     def on_connect(self, now: float) -> list[bytes]:
         self._connected = True
@@ -125,6 +135,8 @@ def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
             sensor_events=settings.sensor_events,
             poll_s=settings.poll_s,
             game_options=settings.game_options,
+            check_clock=settings.check_clock,
+            set_clock=settings.set_clock,
         ),
     )
 
