@@ -236,19 +236,18 @@ class MercuryDecoder(CammeghDecoder):
         return gap is None or gap <= STATUS_GAP_MS
 
     def _launch_event(self, status: Status, tick: int) -> BallLaunched:
-        sensors_now = status.sensors if isinstance(status, MercuryStatus) else None
+        sensors = status.sensors if isinstance(status, MercuryStatus) else None
         previous = self._previous_sensors
         self._revolutions = 0
-        if self._respin_launch and sensors_now is not None and previous is not None:
+        if self._respin_launch and sensors is not None and previous is not None:
             # A respin in state 3 goes on counting: only the revolutions after it are its own.
-            self._revolutions = min(previous.revolutions, sensors_now.revolutions)
-        self._respin_launch = False
+            self._revolutions = min(previous.revolutions, sensors.revolutions)
+        self._respin_launch = self._respin_due = False
         self._rotor_voided = False
         self._wheel_void = None
         extra: dict[str, object] = {"spin": status.spin}
         if status.speed > 0:
             extra["rotor_rpm"] = status.speed / 10
-        sensors = status.sensors if isinstance(status, MercuryStatus) else None
         if sensors is None:
             # Advanced: the ball's direction and revolutions are the wheel's to judge.
             rotor = status.direction if status.speed > 0 else None
