@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--pockets",
         type=int,
-        choices=(37, 38),
+        choices=(37, 38, 39, 40),
         help="37 single zero, 38 double zero (default: configuration, else the wheel's hello)",
     )
     replay.add_argument(
@@ -241,7 +241,7 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     stats.add_argument(
         "--pockets",
         type=int,
-        choices=(37, 38),
+        choices=(37, 38, 39, 40),
         help="37 or 38 (default: configuration, else the wheel's hello for a capture, else "
         "38 when a 00 was drawn)",
     )
@@ -619,7 +619,7 @@ def _capture_pockets(capture: Capture, name: str, pipeline: TablePipeline) -> in
     from wheeld.drivers import driver_named
 
     shown: int | None = pipeline.wheel_info.get("wheel_pockets")
-    if shown in (37, 38):
+    if shown in (37, 38, 39, 40):
         return shown
     # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.
     decoder = driver_named(name).decoder()

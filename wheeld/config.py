@@ -225,7 +225,7 @@ class WheelConfig(BaseModel):
     port: str = Field(default="/dev/ttyUSB0", min_length=1)
     baudrate: int | None = Field(default=None, ge=50, le=4_000_000)
     #: None: take the count from the wheel's own hello (37 until it says).
-    pockets: Literal[37, 38] | None = None
+    pockets: Literal[37, 38, 39, 40] | None = None
     #: At start-up, wait for a missing port instead of exiting with an error.
     wait_for_device: bool = False
     #: Reset the USB serial adapter behind the port (with pyusb) when it wedges:

@@ -619,7 +619,7 @@ class GameEngine:
 
     def _on_hello(self, event: WheelHello, now: float, out: list[Decision]) -> None:
         rebooted = event.seq == 0 and self._heard_from_wheel
-        if event.pockets not in (37, 38):
+        if event.pockets not in (37, 38, 39, 40):
             out.append(Alarm(now, "pockets_unsupported", {"pockets": event.pockets}))
         elif not self._pockets_fixed:
             self.layout = layout_for(event.pockets)

@@ -36,7 +36,7 @@ SchemaVersion = Annotated[
     Field(description="the version of this schema; changes only on a breaking change"),
 ]
 TableId = Annotated[str, Field(description="the table's id (table.id)")]
-Pocket = Annotated[str, Field(pattern=r"^(0|00|[1-9]|[12][0-9]|3[0-6])$")]
+Pocket = Annotated[str, Field(pattern=r"^(0|00|000|0000|[1-9]|[12][0-9]|3[0-6])$")]
 Base64Url = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
 KeyId = Annotated[Base64Url, Field(description="the signing key's id, as wheeld keygen prints it")]
 Signature = Annotated[
@@ -113,7 +113,9 @@ class GameResult(_GameEvent, ResultPayload):
 
     event: Literal["result"]
 
-    number: Pocket = Field(description="the winning number, a string: 0, 00, 1 ... 36")
+    number: Pocket = Field(
+        description="the winning number, a string: 0, 00, 1 ... 36 (000, 0000 on 39/40)"
+    )
     color: Color
     revolutions: int | None = Field(description="the ball's revolutions, null when unknown")
     rotor_direction: Direction | None
@@ -207,7 +209,7 @@ class Wheel(Published):
     model: str | None
     firmware: str | None
     serial: str | None
-    pockets: Literal[37, 38]
+    pockets: Literal[37, 38, 39, 40]
     output_level: Literal["basic", "advanced", "extended"] | SkipJsonSchema[None] = Field(
         default=None, description="Cammegh drivers: the output level the wheel speaks"
     )
@@ -449,7 +451,7 @@ class GameRate(Published):
 class Stats(Tally):
     """``<base>/stats`` (retained): the table's statistics after each game (docs/statistics.md)."""
 
-    pockets: Literal[37, 38]
+    pockets: Literal[37, 38, 39, 40]
     games: Count
     windows: dict[str, Tally] = Field(description="the last N results, by N")
     no_spins: NoSpins

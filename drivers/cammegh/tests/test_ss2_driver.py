@@ -585,3 +585,14 @@ def test_bonus_numbers_all_go_with_the_result_never_as_the_number() -> None:
     results = [d for d in decide(wheel) if isinstance(d, Result)]
     assert [r.number for r in results] == ["17"]
     assert results[0].extra["bonus"] == {"1": 17, "2": 250, "3": 3, "6": 999, "4": 100, "5": 101}
+
+
+@pytest.mark.parametrize(("pockets", "zero"), [(39, "000"), (40, "0000")])
+def test_extra_zeros_of_firmware_2_52(pockets: int, zero: str) -> None:
+    """The bare line and the status frame write the extra zeros in three or four characters."""
+    assert parse_status(f"*X;5;011;{zero};0;175;1".encode()) == Status(5, 11, zero, 0, 175, "ccw")
+    wheel = ScriptedSS2()
+    wheel.game(zero)
+    assert ends(decide(wheel, GameEngine(RulesConfig(), pockets=pockets))) == [zero]
+    # A 37-pocket wheel has no such pocket.
+    assert ends(decide(wheel)) == ["invalid_pocket"]

@@ -58,8 +58,9 @@ DEFAULT_BAUDRATE = 9600
 MAX_LINE = 120
 _TICK_MASK = (1 << 32) - 1
 
-_STATUS = re.compile(rb"\*X;([1-7]);(\d{3});([ \d]{2});([0-9A-Fa-f]);(\d{3});([01])")
-_BARE_NUMBER = re.compile(rb"\d{1,2}")
+_STATUS = re.compile(rb"\*X;([1-7]);(\d{3});([ \d]{2}|0{3,4});([0-9A-Fa-f]);(\d{3});([01])")
+#: Two characters, or 000 and 0000 on firmware 2.52's 39- and 40-pocket wheels.
+_BARE_NUMBER = re.compile(rb"\d{1,2}|0{3,4}")
 _FAULT = re.compile(rb"\*F ?(\d{1,3})")
 _SENSOR_PASS = re.compile(rb"\*bs ?(\d)")
 _REPLY = re.compile(rb"\*([A-Za-z)]) ?(.*)")
@@ -166,7 +167,8 @@ def parse_status(line: bytes) -> Status | None:
     state, spin, win, flags, speed, direction = match.groups()
     win_text = win.strip().decode()
     if win_text and not (
-        win_text.isdigit() and (win[:1] == b" " or win == b"00" or win[:1] != b"0")
+        win_text.isdigit()
+        and (win[:1] == b" " or win in (b"00", b"000", b"0000") or win[:1] != b"0")
     ):
         return None
     return Status(
