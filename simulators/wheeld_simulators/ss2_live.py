@@ -187,6 +187,8 @@ class LiveSS2:
                 self._send(f"*bs {sensor}")
                 await self._sleep(0.1)
         await self._phase(3.0, state=4)
+        if self.game_options & 32:
+            await self._phase(1.0, state=7)  # 2.52's state 7 between no more bets and the number
         number = self.rng.choice(layout_for(37).order)
         if not self.mode & 16:
             self._send(number.rjust(2))

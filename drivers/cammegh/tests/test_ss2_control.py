@@ -241,8 +241,9 @@ def test_daemon_starts_games_and_counts_revolutions(tmp_path: Path, broker: Brok
 def test_a_2_52_wheel_under_direction_control_alternates_as_wheeld_picks(
     tmp_path: Path, broker: Broker
 ) -> None:
-    """*T g 16 with mode bit 1: the wheel no longer alternates by itself; wheeld does."""
-    control = CONTROL + "game_options = 16\nsensor_events = false\n"
+    """*T g 16 with mode bit 1: the wheel no longer alternates by itself; wheeld does
+    (and with 32 the wheel passes through state 7, held undecided)."""
+    control = CONTROL + "game_options = 48\nsensor_events = false\n"
     simulate, daemon, sub = _session(tmp_path, broker, games=3, control=control)
     try:
         with running(daemon):
@@ -252,7 +253,7 @@ def test_a_2_52_wheel_under_direction_control_alternates_as_wheeld_picks(
             rotors = [p["rotor_direction"] for p in ends]
             assert rotors[0] != rotors[1] != rotors[2], rotors
         out, _ = simulate.communicate(timeout=30)
-        assert "*T g 16" in out and "*u 3" in out
+        assert "*T g 48" in out and "*u 3" in out
     finally:
         simulate.kill()
         sub.close()
