@@ -101,6 +101,7 @@ FAKE_DRIVER = Driver(
 )
 
 SS2 = "cammegh-ss2"
+MERCURY = "cammegh-mercury"
 
 
 @pytest.fixture
@@ -211,7 +212,7 @@ def test_replay_drives_the_game_rules_through_the_driver(
 def test_without_the_ss2_distribution_its_driver_is_refused_in_one_line(
     tmp_path: Path, installed: Callable[..., None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    installed(remove=(SS2,))
+    installed(remove=(SS2, MERCURY))
     assert sorted(registry.drivers()) == ["wrp"]
     config = _config(
         tmp_path,
@@ -227,7 +228,7 @@ def test_without_the_ss2_distribution_its_driver_is_refused_in_one_line(
 def test_without_the_ss2_distribution_replay_names_the_installed_drivers(
     tmp_path: Path, installed: Callable[..., None], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    installed(remove=(SS2,))
+    installed(remove=(SS2, MERCURY))
     capture = tmp_path / "ss2.cap"
     capture.write_text(f"{FORMAT_LINE}\n# driver: {SS2}\n")
     assert wheeld(["replay", str(capture)]) != 0

@@ -81,3 +81,41 @@ def test_a_number_not_on_the_wheel_has_no_facts() -> None:
     assert not SINGLE_ZERO.has_pocket("37")
     with pytest.raises(ValueError):
         layout_for(36)
+
+
+def test_the_extra_zeros_of_39_and_40_pocket_wheels() -> None:
+    """SS2 firmware 2.52: 000 one pocket clockwise of 0, and on 40 pockets 0000 of 00."""
+    from wheeld.layout import DOUBLE_ZERO_ORDER, layout_for
+
+    triple, quadruple = layout_for(39), layout_for(40)
+    assert quadruple.order[:3] == ("0", "000", "28")
+    at = quadruple.order.index("00")
+    assert quadruple.order[at : at + 3] == ("00", "0000", "27")
+    assert [n for n in quadruple.order if n not in ("000", "0000")] == list(DOUBLE_ZERO_ORDER)
+    assert triple.order == tuple(n for n in quadruple.order if n != "0000")
+    for zero in ("000", "0000"):
+        facts = quadruple.facts(zero)
+        assert (facts.color, facts.parity, facts.dozen, facts.sectors) == ("green", None, None, ())
+    assert not triple.has_pocket("0000") and not layout_for(38).has_pocket("000")
+
+
+def test_statistics_of_a_40_pocket_wheel() -> None:
+    import json
+
+    from wheeld.stats import Statistics
+
+    stats = Statistics(40)
+    for number in ("0000", "000", "17", "00", "0", "0000"):
+        stats.add({"event": "result", "game_id": 1, "number": number, "rotor_direction": "cw"})
+    figures = json.loads(json.dumps(stats.to_json()))
+    assert figures["pockets"] == 40 and figures["games"] == 6
+    assert figures["chi_squared"]["df"] == 39
+    restored = Statistics.restore(stats.snapshot())
+    assert restored.to_json() == stats.to_json()
+
+
+def test_the_marquee_counts_the_extra_zeros_as_zeros() -> None:
+    from wheeld.marquee.board import statistics
+
+    figures = statistics(["000", "0000", "1", "2"], min_games=100)
+    assert (figures["green"], figures["red"], figures["black"]) == (50, 25, 25)

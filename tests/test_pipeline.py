@@ -14,7 +14,8 @@ import pytest
 from tests.helpers import warmed_up
 from wheeld.capture import CUT_BYTES
 from wheeld.commands import OperatorCommand
-from wheeld.drivers.wrp import WrpDecoder, WrpSession, encode_query
+from wheeld.drivers import GreetingSession
+from wheeld.drivers.wrp import WrpDecoder, encode_query
 from wheeld.effects import Effects
 from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld_simulators.scripted import ScriptedWheel
@@ -246,7 +247,9 @@ def test_a_line_without_end_is_journaled_in_pieces() -> None:
 
 def test_lines_written_to_the_wheel_are_frames_too() -> None:
     pipeline = TablePipeline(
-        TableSettings(table="T9", base_topic=BASE, driver="wrp"), WrpDecoder(), WrpSession()
+        TableSettings(table="T9", base_topic=BASE, driver="wrp"),
+        WrpDecoder(),
+        GreetingSession(encode_query()),
     )
     out = pipeline.on_link_up(5.0)
     assert out.writes == [encode_query()]

@@ -128,7 +128,7 @@ def test_a_bad_config_is_refused_naming_the_key(tmp_path: Path) -> None:
 
 def test_a_clock_step_at_an_ss2_launch_keeps_the_game(tmp_path: Path) -> None:
     """The driver times the SS2 by the host's clock: a recorded step must not hide a launch."""
-    studio = ROOT / "drivers" / "cammegh-ss2" / "tests" / "captures" / "studio-games-2025.cap"
+    studio = ROOT / "drivers" / "cammegh" / "tests" / "captures" / "studio-games-2025.cap"
     lines = studio.read_text().splitlines(keepends=True)
     launch = next(i for i, line in enumerate(lines) if " < *X;3;042;" in line)
     stepped = [*lines[:launch], "# clock-step: +20.000\n"]

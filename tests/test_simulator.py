@@ -141,6 +141,60 @@ def test_simulate_help_and_bad_options() -> None:
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_a_mercury_on_extended_plays_to_a_listening_daemon(tmp_path: Path, broker: Broker) -> None:
+    """`wheeld simulate --driver cammegh-mercury --level extended`, on a pty, to the daemon:
+    revolutions from the wheel's counter, the level said on <base>/wheel."""
+    link = tmp_path / "wheel"
+    simulate = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wheeld", "simulate", "--driver", "cammegh-mercury"),
+            *("--level", "extended", "--link", str(link), "--speed", "8", "--games", "2"),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    sub = Subscriber(broker.port, "wheeld/T9/#")
+    try:
+        wait_for(link.exists, 10, "the simulated Mercury")
+        config = write_config(tmp_path / "c.toml", port=link, broker=broker.port, state=tmp_path)
+        config.write_text(
+            config.read_text().replace('driver = "wrp"', 'driver = "cammegh-mercury"')
+        )
+
+        def ends() -> list[dict[str, object]]:
+            return [p for p in sub.on("wheeld/T9/game") if p["event"] in ("result", "no_spin")]
+
+        with running(DaemonProcess(config, tmp_path)):
+            wait_for(lambda: len(ends()) >= 2, 60, "two games")
+            levels = [p.get("output_level") for p in sub.on("wheeld/T9/wheel")]
+        assert [(end["event"], end["revolutions"]) for end in ends()] == [("result", 10)] * 2
+        assert "extended" in levels
+    finally:
+        simulate.kill()
+        simulate.wait()
+        sub.close()
+
+
+def test_a_mercury_capture_file_replays_game_by_game(tmp_path: Path) -> None:
+    capture = tmp_path / "mercury.cap"
+    simulate = [
+        *("simulate", "--driver", "cammegh-mercury", "--level", "advanced", "--quiet"),
+        *("--target", "file", "--output", str(capture), "--games", "8", "--seed", "5"),
+        *("--fault-rate", "0.5"),
+    ]
+    assert wheeld(simulate) == 0
+    replayed = subprocess.run(
+        [sys.executable, "-m", "wheeld", "replay", str(capture)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    events = [json.loads(line) for line in replayed.splitlines()]
+    ends = [e for e in events if e["event"] in ("result", "no_spin")]
+    assert len(ends) == len({e["game_id"] for e in ends}) >= 6
+    # The simulator turns the rotor against the last result: alternation never voids.
+    assert not [e for e in ends if "direction_not_alternated" in e.get("reasons", [])]
+
+
 def test_a_default_ss2_alternates_its_rotor_and_gets_results(
     tmp_path: Path, broker: Broker
 ) -> None:
@@ -180,6 +234,6 @@ def test_the_ss2_simulator_without_its_driver_says_what_to_install(
     assert wheeld(["simulate", "--driver", "cammegh-ss2"]) == 2
     error = capsys.readouterr().err
     assert error == (
-        "wheeld simulate: the SS2 driver is not installed: "
-        "pip install 'wheeld-simulators[cammegh-ss2]'\n"
+        "wheeld simulate: the Cammegh drivers are not installed: "
+        "pip install 'wheeld-simulators[cammegh]'\n"
     )

@@ -43,10 +43,10 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 # wheeld, the simulators and demo (their own distribution, wheeld-simulators), and
-# the Cammegh SS2 driver (its own distribution, wheeld-cammegh-ss2).
-stamp=.venv/.installed-$(cat pyproject.toml simulators/pyproject.toml drivers/cammegh-ss2/pyproject.toml | sha1sum | cut -c1-12)
+# the Cammegh SS2 driver (its own distribution, wheeld-cammegh).
+stamp=.venv/.installed-$(cat pyproject.toml simulators/pyproject.toml drivers/cammegh/pyproject.toml | sha1sum | cut -c1-12)
 if [ ! -e "$stamp" ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[test]' -e ./drivers/cammegh-ss2 -e './simulators[cammegh-ss2]'
+    .venv/bin/python -m pip install -q -e '.[test]' -e ./drivers/cammegh -e './simulators[cammegh]'
     rm -f .venv/.installed-* && touch "$stamp"
 fi

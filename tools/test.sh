@@ -7,7 +7,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 lint="wheeld simulators drivers tests benchmarks"
 echo "== ruff"; ruff check $lint && ruff format --check $lint
 echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators tests \
-    drivers/cammegh-ss2/wheeld_cammegh drivers/cammegh-ss2/tests
+    drivers/cammegh/wheeld_cammegh drivers/cammegh/tests
 echo "== import contracts"; lint-imports
 # Three workers on two cores: most tests wait on a broker, a pty or a daemon,
 # and every test has its own ports, directories and topics.

@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--pockets",
         type=int,
-        choices=(37, 38),
+        choices=(37, 38, 39, 40),
         help="37 single zero, 38 double zero (default: configuration, else the wheel's hello)",
     )
     replay.add_argument(
@@ -244,7 +244,7 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     stats.add_argument(
         "--pockets",
         type=int,
-        choices=(37, 38),
+        choices=(37, 38, 39, 40),
         help="37 or 38 (default: configuration, else the wheel's hello for a capture, else "
         "38 when a 00 was drawn)",
     )
@@ -648,7 +648,7 @@ def _capture_pockets(capture: Capture, name: str, pipeline: TablePipeline) -> in
     from wheeld.drivers import driver_named
 
     shown: int | None = pipeline.wheel_info.get("wheel_pockets")
-    if shown in (37, 38):
+    if shown in (37, 38, 39, 40):
         return shown
     # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.
     decoder = driver_named(name).decoder()
@@ -702,6 +702,7 @@ def _capture_pipeline(
 ) -> tuple[Capture, str, TablePipeline]:
     """The capture ``args.capture``, its driver's name, and a table pipeline to replay it."""
     from wheeld import capture as capture_format
+    from wheeld.config import driver_settings
     from wheeld.drivers import UnknownDriver, driver_named
     from wheeld.pipeline import TablePipeline, TableSettings
     from wheeld.stats import Statistics
@@ -727,7 +728,10 @@ def _capture_pipeline(
         epoch=capture_format.epoch_of(args.capture),
     )
     statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs)
-    pipeline = TablePipeline(settings, driver.decoder(), signer=signer, statistics=statistics)
+    # The configuration's driver section applies when it is the capture's driver.
+    section = driver_settings(config) if name == config.wheel.driver else None
+    decoder = driver.new_decoder(section)
+    pipeline = TablePipeline(settings, decoder, signer=signer, statistics=statistics)
     return capture, name, pipeline
 
 

@@ -241,7 +241,8 @@ class WheelConfig(BaseModel):
     driver: str = Field(
         default="wrp",
         description="The wheel's protocol: an installed driver (`wheeld.drivers` entry "
-        "points). `wrp` ships with wheeld; `cammegh-ss2` comes with `wheeld-cammegh-ss2`. "
+        "points). `wrp` ships with wheeld; `cammegh-ss2` and `cammegh-mercury` come with "
+        "`wheeld-cammegh`. "
         "`check-config` names the installed ones when this is not one of them.",
     )
     port: str = Field(
@@ -264,9 +265,10 @@ class WheelConfig(BaseModel):
         description="The line speed. Unset: the driver's own (`wrp` 115200, `cammegh-ss2` 9600).",
         json_schema_extra={"shown_default": "the driver's"},
     )
-    pockets: Literal[37, 38] | None = Field(
+    pockets: Literal[37, 38, 39, 40] | None = Field(
         default=None,
-        description="37 single zero, 38 double zero. Unset: the wheel's hello says (37 "
+        description="37 single zero, 38 double zero, 39 triple zero (`000`), 40 with "
+        "`0000` too (Cammegh SS2 firmware 2.52). Unset: the wheel's hello says (37 "
         "until it does).",
         json_schema_extra={"shown_default": "from the wheel"},
     )

@@ -126,10 +126,11 @@ def build_pipeline(
 ) -> TablePipeline:
     """The table's pipeline, resumed from what the journal keeps (the chain included)."""
     driver = driver_named(config.wheel.driver)
-    decoder = driver.decoder()
+    section = driver_settings(config)
+    decoder = driver.new_decoder(section)
     session = None
     if driver.session is not None:
-        session = driver.session(decoder, driver_settings(config))
+        session = driver.session(decoder, section)
     settings = TableSettings(
         table=config.table.id,
         base_topic=config.base_topic,

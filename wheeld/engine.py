@@ -31,7 +31,9 @@ from wheeld.events import (
     WheelEvent,
     WheelHello,
     WheelIncident,
+    WheelProfile,
     WheelReply,
+    WheelVerdict,
     WheelVoid,
     WinningNumber,
 )
@@ -88,6 +90,8 @@ ANY_PHASE: dict[type, str] = {
     WheelReply: "a command reply: nothing for the rules",
     DisplayMismatch: "nothing for the rules (the pipeline raises display_mismatch)",
     ResultContradicted: "nothing for the rules (the pipeline raises result_contradicted)",
+    WheelProfile: "nothing for the rules (the pipeline says it on <base>/wheel)",
+    WheelVerdict: "nothing for the rules (the pipeline compares it: wheel_verdict_mismatch)",
 }
 _IN_GAME: dict[type, str] = {
     BallRunning: "the wheel still sees the ball in the rim",
@@ -201,6 +205,10 @@ class _Game:
     no_more_bets: bool = False
     #: The wheel itself called no more bets (its threshold stands in for a count).
     wheel_closed_betting: bool = False
+    #: False when the wheel's output never reports the rotor: unknown is not stopped.
+    rotor_reported: bool = True
+    #: False when the wheel is silent between its events: silence is not a lost link.
+    link_judged: bool = True
     candidate: str | None = None
     candidate_tick: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
@@ -253,6 +261,8 @@ class GameEngine:
             WheelReply: self._on_reply,
             DisplayMismatch: self._on_display_mismatch,
             ResultContradicted: self._on_display_mismatch,
+            WheelProfile: self._on_display_mismatch,
+            WheelVerdict: self._on_display_mismatch,
         }
 
     # -- queries ---------------------------------------------------------
@@ -279,7 +289,7 @@ class GameEngine:
 
     def link_deadline(self) -> float | None:
         """Host time at which silence from the wheel voids the open game, if any."""
-        if self._game is None or self._last_heard is None:
+        if self._game is None or self._last_heard is None or not self._game.link_judged:
             return None
         return self._last_heard + self._link_timeout_s
 
@@ -491,14 +501,20 @@ class GameEngine:
 
         causes: set[ReasonCode] = set()
         if rotor is None:
-            causes.add("rotor_stopped")
+            if game.rotor_reported:
+                causes.add("rotor_stopped")
         else:
             if game.ball_direction == rotor:
                 causes.add("ball_same_direction")
             if state.last_result_rotor == rotor:
                 causes.add("direction_not_alternated")
         revolutions = state.rotor_revolutions_since_no_spin
-        if revolutions is not None and revolutions < RESPIN_ROTOR_REVOLUTIONS:
+        # A wheel whose output never reports the rotor cannot show its turns either.
+        if (
+            game.rotor_reported
+            and revolutions is not None
+            and revolutions < RESPIN_ROTOR_REVOLUTIONS
+        ):
             causes.add("respin_too_early")
         if causes:
             self._void(causes, now, out)
@@ -540,6 +556,8 @@ class GameEngine:
             event.tick,
             counted=event.counts_revolutions,
             extra=dict(event.extra),
+            rotor_reported=event.rotor_reported,
+            link_judged=event.link_judged,
         )
         self._open_game(game, now, out)
 
@@ -560,6 +578,9 @@ class GameEngine:
         if not self.layout.has_pocket(event.number):
             self._void({"invalid_pocket"}, now, out)
             return
+        if event.extra:
+            # A new dict: the game's earlier decisions keep the one they were made with.
+            game.extra = {**game.extra, **event.extra}
         self._announce_result(game, event.number, now, out)
 
     def _on_wheel_void(self, event: WheelVoid, now: float, out: list[Decision]) -> None:
@@ -570,7 +591,7 @@ class GameEngine:
             reason = event.reason
         if self._game is not None:
             self._void({reason}, now, out)
-        else:
+        elif event.alarm_between_games:
             out.append(Alarm(now, "wheel_fault", {"reason": reason, "detail": event.detail}))
 
     def _on_alternation_unknown(
@@ -582,9 +603,12 @@ class GameEngine:
         """Command replies are for the controller, not the rules."""
 
     def _on_display_mismatch(
-        self, event: DisplayMismatch | ResultContradicted, now: float, out: list[Decision]
+        self,
+        event: DisplayMismatch | ResultContradicted | WheelProfile | WheelVerdict,
+        now: float,
+        out: list[Decision],
     ) -> None:
-        """The confirmed number stands: the alarm is the pipeline's, not the rules'."""
+        """Facts about the wheel, not the game: the pipeline's to say, not the rules'."""
 
     def _on_incident(self, event: WheelIncident, now: float, out: list[Decision]) -> None:
         reason = _INCIDENT_REASONS.get(event.code)
@@ -595,7 +619,7 @@ class GameEngine:
 
     def _on_hello(self, event: WheelHello, now: float, out: list[Decision]) -> None:
         rebooted = event.seq == 0 and self._heard_from_wheel
-        if event.pockets not in (37, 38):
+        if event.pockets not in (37, 38, 39, 40):
             out.append(Alarm(now, "pockets_unsupported", {"pockets": event.pockets}))
         elif not self._pockets_fixed:
             self.layout = layout_for(event.pockets)

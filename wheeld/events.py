@@ -139,6 +139,12 @@ class BallLaunched:
     #: True when ball passes are streamed, so revolutions can be counted.
     counts_revolutions: bool
     extra: dict[str, Any] = field(default_factory=dict)
+    #: False when the wheel's output says nothing of the rotor at all (a Cammegh
+    #: on Basic output): an unknown rotor is then not judged, never taken as stopped.
+    rotor_reported: bool = True
+    #: False when the wheel sends nothing between its events (a Cammegh on Basic
+    #: output): silence during the game is then no sign of a lost link.
+    link_judged: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +167,8 @@ class WinningNumber:
 
     tick: int
     number: str
+    #: Members the result carries beside the number (a Cammegh's ``bonus``).
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +178,9 @@ class WheelVoid:
     tick: int
     reason: ReasonCode
     detail: str = ""
+    #: False when the driver follows the wheel's game past wheeld's own end of it (a
+    #: rule wheeld judged): with no game open the void then says nothing.
+    alarm_between_games: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +220,30 @@ class ResultContradicted:
     later: str
 
 
+@dataclass(frozen=True, slots=True)
+class WheelProfile:
+    """What the driver learnt of the wheel's output, for ``<base>/wheel`` (its output
+    level, the rules the wheel judges, the warning-flag table); said when it changes."""
+
+    tick: int
+    facts: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WheelVerdict:
+    """The wheel's own verdict on the game it just ended: its number, or why it voided.
+
+    Sent where wheeld judges rules the wheel judges too, so the two can be compared
+    (``wheel_verdict_mismatch``); nothing for the rules.
+    """
+
+    tick: int
+    #: The number the wheel completed the game with, if it did.
+    number: str | None
+    #: Why the wheel voided it (a warning flag, no number), if it did.
+    void: str | None
+
+
 WheelEvent = (
     WheelHello
     | Heartbeat
@@ -227,4 +262,6 @@ WheelEvent = (
     | WheelReply
     | DisplayMismatch
     | ResultContradicted
+    | WheelProfile
+    | WheelVerdict
 )

@@ -24,6 +24,21 @@ DOUBLE_ZERO_ORDER: tuple[str, ...] = tuple(
     "27 10 25 29 12 8 19 31 18 6 21 33 16 4 23 35 14 2".split()
 )
 
+#: Firmware 2.52 of the Cammegh SS2: 40 pockets are the double-zero order with 000 one
+#: pocket clockwise of 0 and 0000 one clockwise of 00 (the orders above read
+#: clockwise); 39 is taken to be the same without 0000 (the maker's "M15" order is not
+#: published: an assumption the Cammegh driver's README states).
+QUADRUPLE_ZERO_ORDER: tuple[str, ...] = tuple(
+    z
+    for number in DOUBLE_ZERO_ORDER
+    for z in (
+        (number, "000") if number == "0" else (number, "0000") if number == "00" else (number,)
+    )
+)
+TRIPLE_ZERO_ORDER: tuple[str, ...] = tuple(n for n in QUADRUPLE_ZERO_ORDER if n != "0000")
+#: The zeros: green, and none of the even chances or groups.
+ZEROS = frozenset({"0", "00", "000", "0000"})
+
 # The single-zero "called bets": racetrack sectors (regulations 000 and 004, docs/rules.md).
 SECTORS: dict[Sector, frozenset[str]] = {
     "voisins": frozenset("22 18 29 7 28 12 35 3 26 0 32 15 19 4 21 2 25".split()),
@@ -54,7 +69,7 @@ class WheelLayout:
     order: tuple[str, ...]
 
     def has_pocket(self, pocket: str) -> bool:
-        """True when this wheel has a pocket named ``pocket`` (``"00"`` only on 38)."""
+        """True when this wheel has a pocket named ``pocket`` (``"00"`` only from 38 on)."""
         return pocket in self._pocket_set()
 
     def _pocket_set(self) -> frozenset[str]:
@@ -77,7 +92,7 @@ def _facts(number: str, single_zero: bool) -> NumberFacts:
     sectors: tuple[Sector, ...] = ()
     if single_zero:
         sectors = tuple(name for name, members in SECTORS.items() if number in members)
-    if number in ("0", "00"):
+    if number in ZEROS:
         return NumberFacts(number, "green", None, None, None, None, sectors)
     value = int(number)
     return NumberFacts(
@@ -93,12 +108,15 @@ def _facts(number: str, single_zero: bool) -> NumberFacts:
 
 SINGLE_ZERO = WheelLayout(37, SINGLE_ZERO_ORDER)
 DOUBLE_ZERO = WheelLayout(38, DOUBLE_ZERO_ORDER)
+TRIPLE_ZERO = WheelLayout(39, TRIPLE_ZERO_ORDER)
+QUADRUPLE_ZERO = WheelLayout(40, QUADRUPLE_ZERO_ORDER)
+LAYOUTS = {
+    layout.pockets: layout for layout in (SINGLE_ZERO, DOUBLE_ZERO, TRIPLE_ZERO, QUADRUPLE_ZERO)
+}
 
 
 def layout_for(pockets: int) -> WheelLayout:
-    """The layout of a 37- or 38-pocket wheel."""
-    if pockets == 37:
-        return SINGLE_ZERO
-    if pockets == 38:
-        return DOUBLE_ZERO
-    raise ValueError(f"a wheel has 37 or 38 pockets, not {pockets}")
+    """The layout of a 37-, 38-, 39- or 40-pocket wheel."""
+    if pockets in LAYOUTS:
+        return LAYOUTS[pockets]
+    raise ValueError(f"a wheel has 37 to 40 pockets, not {pockets}")

@@ -39,8 +39,24 @@ from wheeld.effects import (
     TableState,
 )
 from wheeld.engine import EngineState, GameEngine
-from wheeld.events import DisplayMismatch, ResultContradicted, WheelHello
-from wheeld.game import Alarm, Decision, GameEvent, NoMoreBets, NoSpin, Result, Spinning
+from wheeld.events import (
+    BallLaunched,
+    DisplayMismatch,
+    ResultContradicted,
+    WheelHello,
+    WheelProfile,
+    WheelVerdict,
+)
+from wheeld.game import (
+    Alarm,
+    Decision,
+    GameEvent,
+    NoMoreBets,
+    NoSpin,
+    ReasonCode,
+    Result,
+    Spinning,
+)
 from wheeld.messages import SCHEMA_VERSION, game_payload, iso_utc
 from wheeld.noise import NoiseMeter
 from wheeld.ratelimit import AlarmRate
@@ -49,6 +65,12 @@ from wheeld.signing import ChainState, Signer, digest, signature_problem
 from wheeld.signing import chain as sign_into_chain
 from wheeld.stats import Statistics
 
+#: The rules a wheel with sensor output (a Cammegh on Extended Advanced) lets wheeld
+#: judge itself: a no-spin for one of them where the wheel gave a number is a
+#: ``wheel_verdict_mismatch``; other no-spins (link, frames, an operator) are not.
+JUDGED_FROM_SENSORS: frozenset[ReasonCode] = frozenset(
+    {"insufficient_revolutions", "ball_same_direction", "rotor_stopped"}
+)
 #: The note a spin launched while the table is closed is voided with.
 CLOSED_TABLE_NOTE = "table closed"
 #: Faults that are set and later cleared (alarms with state, since and until).
@@ -196,6 +218,12 @@ class TablePipeline:
         self.table_state: TableState = table_state
         self.link_up = False
         self.wheel_info: dict[str, Any] = {}
+        #: What the driver said of the wheel's output (``WheelProfile``), on <base>/wheel.
+        self.wheel_profile: dict[str, Any] = {}
+        #: The game the wheel's last launch opened, and how wheeld ended it: what the
+        #: wheel's own verdict on that game is held against.
+        self._wheel_game: int | None = None
+        self._wheel_outcome: Result | NoSpin | None = None
         #: Game ids whose decisions the journal could not keep, in order.
         self.unrecorded: list[int] = []
         #: Faults now set: code -> host time they began.
@@ -371,13 +399,23 @@ class TablePipeline:
                     )
                 )
                 continue
+            if isinstance(event, WheelProfile):
+                if self.wheel_profile != {**self.wheel_profile, **event.facts}:
+                    self.wheel_profile.update(event.facts)
+                    out.messages.append(self.wheel_message(now))
+                continue
+            if isinstance(event, WheelVerdict):
+                decisions += self._judge_verdict(event, now)
+                continue
             if self.journal_failed:
                 # Nothing new is decided while decisions cannot be kept.
                 continue
             if self.table_state == "closed":
-                decisions += self._closed_table(self.engine.on_event(event, now), now)
+                made = self._closed_table(self.engine.on_event(event, now), now)
             else:
-                decisions += self.engine.on_event(event, now)
+                made = self.engine.on_event(event, now)
+            self._follow_wheel_game(event, made)
+            decisions += made
             if session is not None:
                 out.writes += session.on_event(event, now)
             if isinstance(event, WheelHello):
@@ -396,6 +434,33 @@ class TablePipeline:
         if session is not None:
             out.writes += session.after_decisions(decisions, now)
             self._session_alarms(now, out)
+
+    def _follow_wheel_game(self, event: object, made: list[Decision]) -> None:
+        """Keep the game a wheel's launch opened and wheeld's end of it."""
+        for decision in made:
+            if isinstance(decision, Spinning) and isinstance(event, BallLaunched):
+                self._wheel_game, self._wheel_outcome = decision.game_id, None
+            elif isinstance(decision, Result | NoSpin) and decision.game_id == self._wheel_game:
+                self._wheel_outcome = decision
+
+    def _judge_verdict(self, verdict: WheelVerdict, now: float) -> list[Decision]:
+        """``wheel_verdict_mismatch``: the wheel completed a number for a game wheeld voided
+        by a rule it judged from the wheel's own sensors, or voided one wheeld published."""
+        outcome, self._wheel_outcome = self._wheel_outcome, None
+        if outcome is None:
+            return []  # wheeld has not ended that game (or never saw it start)
+        wheel_valid = verdict.void is None and verdict.number is not None
+        if isinstance(outcome, Result):
+            if wheel_valid:
+                return []
+            ours = outcome.number
+        elif not wheel_valid or not JUDGED_FROM_SENSORS.intersection(outcome.reasons):
+            return []  # both void, or wheeld voided for what the wheel cannot see
+        else:
+            ours = outcome.reason
+        theirs = verdict.number if wheel_valid else verdict.void or "no number"
+        detail = {"game_id": outcome.game_id, "wheel_verdict": theirs, "wheeld_verdict": ours}
+        return [Alarm(now, "wheel_verdict_mismatch", detail)]
 
     def on_timer(self, now: float) -> Effects:
         """A deadline set by :meth:`next_deadline` has come."""
@@ -436,6 +501,10 @@ class TablePipeline:
         self.link_up = True
         out = Effects()
         if self.session is not None:
+            # A session that picks the rotor's direction needs the last result's (SS2 2.52).
+            on_last_result = getattr(self.session, "on_last_result", None)
+            if on_last_result is not None:
+                on_last_result(self.engine.state.last_result_rotor)
             out.writes += self.session.on_connect(now)
             self._session_alarms(now, out)
         out.messages.append(self.wheel_message(now))
@@ -814,6 +883,7 @@ class TablePipeline:
             "firmware": self.wheel_info.get("firmware"),
             "serial": self.wheel_info.get("serial"),
             "pockets": self.engine.layout.pockets,
+            **self.wheel_profile,
             "counters": self.decoder.counters.as_dict(),
             "refused_events": {
                 f"{phase}/{name}": count for (phase, name), count in self.engine.refused.items()
@@ -1128,6 +1198,11 @@ class TablePipeline:
         while session.unanswered:
             silent = session.unanswered.pop(0)
             self._decide([Alarm(now, "wheel_not_answering", {"command": silent})], out)
+        # A session may raise alarms of its own (the Cammegh SS2's wheel clock).
+        raised: list[tuple[str, dict[str, Any]]] = getattr(session, "alarms", [])
+        while raised:
+            code, detail = raised.pop(0)
+            self._decide([Alarm(now, code, detail)], out)
 
     @staticmethod
     def _log_decision(decision: GameEvent, out: Effects) -> None:

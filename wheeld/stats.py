@@ -522,9 +522,14 @@ def _decrement(counter: Counter[Any], key: Any) -> None:
         del counter[key]
 
 
+#: The extra zeros as integers for the correlation: the labels after 36.
+_ZERO_LABELS = {"00": 37, "000": 38, "0000": 39}
+
+
 def _label(number: str) -> int:
-    """A number as an integer for the correlation: 00 is 37, the label after 36."""
-    return 37 if number == "00" else int(number)
+    """A number as an integer for the correlation: 00 is 37, the label after 36 (000 38,
+    0000 39)."""
+    return _ZERO_LABELS.get(number) or int(number)
 
 
 class _PairSums:
@@ -659,7 +664,7 @@ class Arcs:
 
 
 def _number_key(number: str) -> tuple[int, int]:
-    return (-1, 0) if number == "00" else (0, int(number))
+    return (-len(number), 0) if number in ("00", "000", "0000") else (0, int(number))
 
 
 # -- phases, revolutions, speeds -----------------------------------------------------------------
@@ -1095,8 +1100,8 @@ class Statistics:
             )
         data = _fields(snapshot, "the snapshot", _SNAPSHOT_MEMBERS)
         kept = data["pockets"]
-        if kept not in (37, 38) or type(kept) is not int:
-            raise _malformed("pockets", "37 or 38 expected")
+        if kept not in (37, 38, 39, 40) or type(kept) is not int:
+            raise _malformed("pockets", "37 to 40 expected")
         kept_windows = _ascending(data["windows"], "windows", None)
         kept_arcs = _ascending(data["arcs"], "arcs", kept - 1)
         for name, had, wanted in (

@@ -20,7 +20,7 @@ from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
 #: bit 1 the rotor never reverses, and the rules void every game after the first.
 SS2_FACTORY_MODE = 1157
 #: What installs the SS2 simulator: the driver's encoder it speaks through.
-SS2_EXTRA = "pip install 'wheeld-simulators[cammegh-ss2]'"
+SS2_EXTRA = "pip install 'wheeld-simulators[cammegh]'"
 
 if TYPE_CHECKING:
     from wheeld_simulators.physics import GamePlan
@@ -57,7 +57,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--driver",
         default="wrp",
-        choices=("wrp", "cammegh-ss2"),
+        choices=("wrp", "cammegh-ss2", "cammegh-mercury"),
         help="the protocol the wheel speaks (default: wrp)",
     )
     parser.add_argument("--target", default="pty", choices=("pty", "tcp", "file"))
@@ -104,6 +104,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="probability of line noise before each frame (default: 0)",
     )
     parser.add_argument("--quiet", action="store_true", help="do not print each game")
+    mercury = parser.add_argument_group("cammegh-mercury only (a wheel that only talks)")
+    mercury.add_argument(
+        "--level",
+        choices=("basic", "advanced", "extended"),
+        default="advanced",
+        help="the Break Out Box port's output level (default: advanced, the wheel's own); "
+        "--fault-rate plays the Mercury's faults: same_direction, rotor_stops, short_spin "
+        "(two revolutions), dealer_lock",
+    )
     ss2 = parser.add_argument_group("cammegh-ss2 only (a wheel that answers commands)")
     ss2.add_argument(
         "--mode",
@@ -140,14 +149,16 @@ def _ss2_driver_installed() -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``wheeld simulate``; returns the exit status."""
-    if args.driver != "wrp" and args.target != "pty":
+    if args.driver == "cammegh-ss2" and args.target != "pty":
         print("wheeld simulate: --driver cammegh-ss2 plays on a pty only", file=sys.stderr)
         return 2
     if args.speed <= 0 or not 0 <= args.fault_rate <= 1 or not 0 <= args.noise_rate <= 1:
         print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
         return 2
-    if args.driver == "cammegh-ss2" and not _ss2_driver_installed():
-        print(f"wheeld simulate: the SS2 driver is not installed: {SS2_EXTRA}", file=sys.stderr)
+    if args.driver != "wrp" and not _ss2_driver_installed():
+        print(
+            f"wheeld simulate: the Cammegh drivers are not installed: {SS2_EXTRA}", file=sys.stderr
+        )
         return 2
     import asyncio
 
@@ -186,9 +197,69 @@ async def _simulate_ss2(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _simulate_mercury(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from wheeld_simulators.mercury import MercurySession, ScriptedMercury
+
+    wheel = ScriptedMercury(args.level, start=round(time.time(), 3))
+    session = MercurySession(wheel, args.seed, args.fault_rate)
+    faults = [None if name == "none" else name for name in args.fault]
+    if any(fault is not None for fault in faults):
+        print(
+            "wheeld simulate: --fault is for wrp; the Mercury plays --fault-rate", file=sys.stderr
+        )
+        return 2
+    if args.target == "file":
+        if args.output is None:
+            print("wheeld simulate: --target file needs --output FILE", file=sys.stderr)
+            return 2
+        for number in range(1, (args.games or 20) + 1):
+            _show_mercury(args, number, *session.next_game())
+        args.output.write_text(wheel.capture([f"source: wheeld simulate, level {args.level}"]))
+        return 0
+    from wheeld_simulators.targets import PtySink, Sink, TcpSink
+
+    sink: Sink
+    if args.target == "pty":
+        link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
+        pty = PtySink(link)
+        sink = pty
+        print(f'Mercury ({args.level}) on {pty.slave_name}: set wheel.port = "{link}"', flush=True)
+        await pty.wait_for_reader()
+    else:
+        host, _, port = args.listen.rpartition(":")
+        tcp = TcpSink()
+        await tcp.start(host or "127.0.0.1", int(port))
+        sink = tcp
+        print(f'Mercury listening: set wheel.port = "socket://{host}:{tcp.port}"', flush=True)
+    loop = asyncio.get_running_loop()
+    began, sent, number = loop.time(), 0, 0
+    try:
+        while args.games is None or number < args.games:
+            number += 1
+            _show_mercury(args, number, *session.next_game())
+            for at, line in wheel.lines[sent:]:
+                delay = began + (at - wheel.start) / args.speed - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)  # paced as the wheel sends
+                sink.write(line + b"\r\n")
+            sent = len(wheel.lines)
+    finally:
+        sink.close()
+    return 0
+
+
+def _show_mercury(args: argparse.Namespace, number: int, result: str, fault: str | None) -> None:
+    if not args.quiet:
+        print(f"game {number}: {result}" + (f" (fault {fault})" if fault else ""), flush=True)
+
+
 async def _simulate(args: argparse.Namespace) -> int:
     if args.driver == "cammegh-ss2":
         return await _simulate_ss2(args)
+    if args.driver == "cammegh-mercury":
+        return await _simulate_mercury(args)
     from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
     from wheeld_simulators.targets import CaptureSink, PtySink, Sink, TcpSink, play
 

@@ -14,12 +14,13 @@ from collections.abc import Iterable
 from wheeld.capture import FORMAT_LINE, clock_step_comment, format_line
 from wheeld.events import Direction
 from wheeld_cammegh.decoder import Status, encode_status
+from wheeld_simulators.timeline import STATUS_EVERY_MS, StatusTimeline
 
-STATUS_EVERY_MS = 500
 
-
-class ScriptedSS2:
+class ScriptedSS2(StatusTimeline):
     """An SS2 in automatic-status mode (operating mode bit 128)."""
+
+    status: Status
 
     def __init__(
         self,
@@ -30,34 +31,17 @@ class ScriptedSS2:
         speed: int = 170,
         bare_numbers: bool = True,
     ) -> None:
-        self.start = start
-        self.ms = 0
+        super().__init__(start)
         self.status = Status(
             state=2, spin=spin, win=None, flags=0, speed=speed, direction=direction
         )
         self.cruise = speed
         self.bare_numbers = bare_numbers
-        self.lines: list[tuple[float, bytes]] = []
         #: Wall-clock steps (seconds) seen just before the line at each index.
         self.clock_steps: dict[int, float] = {}
 
-    def now(self) -> float:
-        return round(self.start + self.ms / 1000, 3)
-
-    def line(self, text: bytes) -> None:
-        """Any line the wheel (or a noisy link) sends, now."""
-        self.lines.append((self.now(), text))
-
     def send_status(self) -> None:
         self.line(encode_status(self.status).rstrip(b"\r\n"))
-
-    def run(self, ms: int, **changes: object) -> None:
-        """Apply ``changes`` to the status, then send it every 500 ms for ``ms``."""
-        for key, value in changes.items():
-            setattr(self.status, key, value)
-        for _ in range(max(1, ms // STATUS_EVERY_MS)):
-            self.ms += STATUS_EVERY_MS
-            self.send_status()
 
     def clock_step(self, ms: int) -> None:
         """The host's wall clock steps by ``ms`` (frames keep coming; no time is lost)."""
@@ -104,9 +88,6 @@ class ScriptedSS2:
             self.line(number.rjust(2).encode())
         self.run(3000, state=5, win=number, flags=0)
         self.run(STATUS_EVERY_MS, state=2, spin=self.status.spin % 256 + 1)
-
-    def wire(self) -> bytes:
-        return b"".join(line + b"\r\n" for _, line in self.lines)
 
     def capture(self, comments: Iterable[str] = ()) -> str:
         head = [FORMAT_LINE, "# driver: cammegh-ss2", *(f"# {c}" for c in comments)]

@@ -15,6 +15,7 @@ import os
 import random
 from dataclasses import dataclass
 
+from wheeld.events import Direction
 from wheeld.layout import layout_for
 from wheeld_cammegh.decoder import Status, encode_status
 from wheeld_simulators.targets import PtySink
@@ -52,6 +53,9 @@ class LiveSS2:
         if mode:
             self.powered.set()
         self.sensors = False
+        #: Firmware 2.52's ``*T g`` game options (16: the host picks the direction).
+        self.game_options = 0
+        self._start_direction: Direction = "cw"
         self.games = 0
         self._start = asyncio.Event()
         self._respin = asyncio.Event()
@@ -123,7 +127,11 @@ class LiveSS2:
             ok = self.status.state == 2 and not self._start.is_set()
             self._send("*u OK" if ok else "*u NO")
             if ok:
+                self._start_direction = "ccw" if command[2:].strip() == "3" else "cw"
                 self._start.set()
+        elif command.startswith("*T g"):
+            self.game_options = int(command[4:].strip() or 0)
+            self._send("*T OK")
         elif command.startswith("*R"):
             self._send("*R OK")
             self._respin.set()
@@ -150,7 +158,13 @@ class LiveSS2:
         await self._phase(self.bets_s, state=2, flags=0)
         if self.mode & 2:
             await self._start.wait()
-        if self.mode & 1 or self.games == 0:
+        if self.game_options & 16:
+            # 2.52 direction control: the host's *u 1 / *u 3 (bit 1), else anticlockwise.
+            wanted: Direction = self._start_direction if self.mode & 1 else "ccw"
+            turn = wanted != status.direction
+        else:
+            turn = bool(self.mode & 1) or self.games == 0
+        if turn:
             for rpm in (100, 30, 0):
                 await self._phase(0.5, speed=rpm)
             status.direction = "ccw" if status.direction == "cw" else "cw"
@@ -173,6 +187,8 @@ class LiveSS2:
                 self._send(f"*bs {sensor}")
                 await self._sleep(0.1)
         await self._phase(3.0, state=4)
+        if self.game_options & 32:
+            await self._phase(1.0, state=7)  # 2.52's state 7 between no more bets and the number
         number = self.rng.choice(layout_for(37).order)
         if not self.mode & 16:
             self._send(number.rjust(2))

@@ -36,7 +36,7 @@ SchemaVersion = Annotated[
     Field(description="the version of this schema; changes only on a breaking change"),
 ]
 TableId = Annotated[str, Field(description="the table's id (table.id)")]
-Pocket = Annotated[str, Field(pattern=r"^(0|00|[1-9]|[12][0-9]|3[0-6])$")]
+Pocket = Annotated[str, Field(pattern=r"^(0|00|000|0000|[1-9]|[12][0-9]|3[0-6])$")]
 Base64Url = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
 KeyId = Annotated[Base64Url, Field(description="the signing key's id, as wheeld keygen prints it")]
 Signature = Annotated[
@@ -113,7 +113,9 @@ class GameResult(_GameEvent, ResultPayload):
 
     event: Literal["result"]
 
-    number: Pocket = Field(description="the winning number, a string: 0, 00, 1 ... 36")
+    number: Pocket = Field(
+        description="the winning number, a string: 0, 00, 1 ... 36 (000, 0000 on 39/40)"
+    )
     color: Color
     revolutions: int | None = Field(description="the ball's revolutions, null when unknown")
     rotor_direction: Direction | None
@@ -124,6 +126,11 @@ class GameResult(_GameEvent, ResultPayload):
     column: Annotated[int, Field(ge=1, le=3)] | None = Field(description="null for 0 and 00")
     sectors: list[Sector] = Field(
         description="single-zero wheels: the called bets the number is in"
+    )
+    bonus: dict[str, int | str] | SkipJsonSchema[None] = Field(
+        default=None,
+        description='the wheel\'s bonus lines for the game (Cammegh *Y: {"aurora": "03"},'
+        ' {"1": 17, "2": 250}); never the winning number',
     )
 
 
@@ -202,7 +209,17 @@ class Wheel(Published):
     model: str | None
     firmware: str | None
     serial: str | None
-    pockets: Literal[37, 38]
+    pockets: Literal[37, 38, 39, 40]
+    output_level: Literal["basic", "advanced", "extended"] | SkipJsonSchema[None] = Field(
+        default=None, description="Cammegh drivers: the output level the wheel speaks"
+    )
+    rules_judged_by_wheel: list[ReasonCode] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="the rules wheeld cannot judge at that level and takes from the wheel",
+    )
+    flag_table: str | SkipJsonSchema[None] = Field(
+        default=None, description="the warning-flag table the driver reads the flags through"
+    )
     counters: dict[str, Count] = Field(description="the driver's decoder counters, by name")
     refused_events: dict[str, Count] = Field(
         description='wheel events refused where they are not legal, by "<phase>/<event>"'
@@ -247,6 +264,18 @@ class Alarm(Signed):
     number: str | SkipJsonSchema[None] = None
     display: str | SkipJsonSchema[None] = None
     later: str | SkipJsonSchema[None] = None
+    wheel_verdict: str | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_verdict_mismatch: the wheel's number, or why it voided"
+    )
+    wheel_time: str | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_clock_off: the time the wheel's clock gave"
+    )
+    offset_s: float | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_clock_off: the wheel's clock minus the host's"
+    )
+    wheeld_verdict: str | SkipJsonSchema[None] = Field(
+        default=None, description="wheel_verdict_mismatch: wheeld's number, or its reason"
+    )
     broker_game_id: int | SkipJsonSchema[None] = None
     next_game_id: int | SkipJsonSchema[None] = None
     step_s: float | SkipJsonSchema[None] = None
@@ -422,7 +451,7 @@ class GameRate(Published):
 class Stats(Tally):
     """``<base>/stats`` (retained): the table's statistics after each game (docs/statistics.md)."""
 
-    pockets: Literal[37, 38]
+    pockets: Literal[37, 38, 39, 40]
     games: Count
     windows: dict[str, Tally] = Field(description="the last N results, by N")
     no_spins: NoSpins

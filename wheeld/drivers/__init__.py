@@ -72,6 +72,33 @@ class DriverSession(Protocol):
     def next_deadline(self) -> float | None: ...
 
 
+class GreetingSession:
+    """A session that writes the same lines on every connect and nothing else (a WRP/1
+    head's ``QRY``, a Cammegh Mercury's ``*V``)."""
+
+    def __init__(self, *greeting: bytes) -> None:
+        self.greeting = list(greeting)
+        self.unanswered: list[str] = []
+
+    def on_connect(self, now: float) -> list[bytes]:
+        return list(self.greeting)
+
+    def on_disconnect(self, now: float) -> None:
+        """Nothing is in flight: an answer, when it comes, is read as any line."""
+
+    def on_event(self, event: WheelEvent, now: float) -> list[bytes]:
+        return []
+
+    def after_decisions(self, decisions: list[Decision], now: float) -> list[bytes]:
+        return []
+
+    def on_timer(self, now: float) -> list[bytes]:
+        return []
+
+    def next_deadline(self) -> float | None:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class Driver:
     """A driver's declaration: everything wheeld needs to know of it, in one place."""
@@ -88,6 +115,16 @@ class Driver:
     section: str | None = None
     #: Checks the section against the rules: ``(dotted key, problem)`` pairs.
     check: Callable[[Any, Any], list[tuple[str, str]]] | None = None
+    #: Tells a new decoder what its section says of the wheel (what the wheel may
+    #: not say of itself: its model, firmware or game mode).
+    configure: Callable[[WheelDecoder, Any], None] | None = None
+
+    def new_decoder(self, settings: Any = None) -> WheelDecoder:
+        """A decoder for this driver, told its section's ``settings`` when given."""
+        decoder = self.decoder()
+        if self.configure is not None and settings is not None:
+            self.configure(decoder, settings)
+        return decoder
 
 
 class UnknownDriver(ValueError):

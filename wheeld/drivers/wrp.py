@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wheeld.drivers import CounterSet, Driver, WheelDecoder
+from wheeld.drivers import CounterSet, Driver, GreetingSession, WheelDecoder
 from wheeld.events import (
     BallPassed,
     Direction,
@@ -29,7 +29,6 @@ from wheeld.events import (
     WheelHello,
     WheelIncident,
 )
-from wheeld.game import Decision
 
 #: A whole frame, ``$`` to LF, is at most this many bytes.
 MAX_FRAME = 82
@@ -362,33 +361,9 @@ def encode_event(event: WheelEvent) -> bytes:
     raise ValueError(f"{type(event).__name__} is not sent by a wheel")
 
 
-class WrpSession:
-    """WRP/1 heads take one sentence: ``QRY`` on connect, to learn pockets and identity."""
-
-    def __init__(self) -> None:
-        self.unanswered: list[str] = []
-
-    def on_connect(self, now: float) -> list[bytes]:
-        return [encode_query()]
-
-    def on_disconnect(self, now: float) -> None:
-        """Nothing is in flight."""
-
-    def on_event(self, event: WheelEvent, now: float) -> list[bytes]:
-        return []
-
-    def after_decisions(self, decisions: list[Decision], now: float) -> list[bytes]:
-        return []
-
-    def on_timer(self, now: float) -> list[bytes]:
-        return []
-
-    def next_deadline(self) -> float | None:
-        return None
-
-
-def _session(decoder: WheelDecoder, settings: object) -> WrpSession:
-    return WrpSession()
+def _session(decoder: WheelDecoder, settings: object) -> GreetingSession:
+    # WRP/1 heads take one sentence: QRY on connect, to learn pockets and identity.
+    return GreetingSession(encode_query())
 
 
 DRIVER = Driver(

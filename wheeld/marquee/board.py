@@ -25,7 +25,7 @@ from wheeld.consumer import (
     StatusMessage,
     TableMessage,
 )
-from wheeld.layout import DOUBLE_ZERO, NumberFacts
+from wheeld.layout import QUADRUPLE_ZERO, NumberFacts
 from wheeld.marquee.labels import LABELS, reason_text
 from wheeld.rules import MIN_BALL_REVOLUTIONS_FLOOR
 
@@ -34,7 +34,7 @@ HEAT_SHOWN = 5
 
 
 def _color(number: str) -> str:
-    return DOUBLE_ZERO.facts(number).color if DOUBLE_ZERO.has_pocket(number) else "green"
+    return QUADRUPLE_ZERO.facts(number).color if QUADRUPLE_ZERO.has_pocket(number) else "green"
 
 
 def _percent(count: int, total: int) -> int:
@@ -58,7 +58,7 @@ def statistics(numbers: list[str], min_games: int) -> dict[str, Any]:
     total = len(numbers)
     if not total:
         return {"games": 0, "hot": [], "cold": [], "heat_after": min_games}
-    facts = [DOUBLE_ZERO.facts(n) for n in numbers if DOUBLE_ZERO.has_pocket(n)]
+    facts = [QUADRUPLE_ZERO.facts(n) for n in numbers if QUADRUPLE_ZERO.has_pocket(n)]
 
     def share(predicate: Callable[[NumberFacts], bool]) -> int:
         return _percent(sum(1 for f in facts if predicate(f)), total)

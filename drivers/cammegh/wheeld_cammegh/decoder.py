@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from wheeld.drivers import CounterSet
 from wheeld.events import (
@@ -45,27 +46,41 @@ from wheeld.events import (
     ResultContradicted,
     RotorDatum,
     WheelEvent,
+    WheelProfile,
     WheelReply,
     WheelVoid,
     WinningNumber,
 )
+from wheeld_cammegh.flags import FLAG_BITS, SS2_V2_10, FlagRole, FlagTable
 
 NAME = "cammegh-ss2"
 DEFAULT_BAUDRATE = 9600
 MAX_LINE = 120
 _TICK_MASK = (1 << 32) - 1
 
-_STATUS = re.compile(rb"\*X;([1-6]);(\d{3});([ \d]{2});([0-9A-Fa-f]);(\d{3});([01])")
-_BARE_NUMBER = re.compile(rb"\d{1,2}")
+_STATUS = re.compile(rb"\*X;([1-7]);(\d{3});([ \d]{2}|0{3,4});([0-9A-Fa-f]);(\d{3});([01])")
+#: Two characters, or 000 and 0000 on firmware 2.52's 39- and 40-pocket wheels.
+_BARE_NUMBER = re.compile(rb"\d{1,2}|0{3,4}")
 _FAULT = re.compile(rb"\*F ?(\d{1,3})")
 _SENSOR_PASS = re.compile(rb"\*bs ?(\d)")
 _REPLY = re.compile(rb"\*([A-Za-z)]) ?(.*)")
+#: Bonus lines: the SS2's ``*Y;k;nnn[;dd]`` and the Mercury's ``*Y:k:nnn``, ``*Y:P:n``
+#: (an Aurora prize game) and ``*Y:A:nn`` (the Aurora colour).
+_BONUS = re.compile(rb"\*Y([;:])([1-6PA])[;:](\d{1,3})(?:[;:]\d{1,3})?")
 _DIRECTIONS: dict[bytes, Direction] = {b"0": "cw", b"1": "ccw"}
 
-FLAG_BALL_MISSING = 1
+#: A Cammegh port's output level, as ``<base>/wheel`` names it (the SS2's is Advanced).
+OutputLevel = Literal["basic", "advanced", "extended"]
+
 FLAG_SAME_DIRECTION = 2
-FLAG_FAULT = 4
-FLAG_LAUNCH_FAILED = 8
+#: The order in which warning flags held together are judged (the first void wins).
+_ROLE_ORDER: tuple[FlagRole, ...] = (
+    "same_direction",
+    "sensor_fault",
+    "void_game",
+    "launch_failed",
+    "ball_missing",
+)
 #: The maker's grace periods before a persisting flag voids the game.
 LAUNCH_FAILED_GRACE_MS = 3000
 BALL_MISSING_GRACE_MS = 5000
@@ -140,6 +155,8 @@ class CammeghCounters(CounterSet):
     #: Published numbers that later state-5 frames of the same spin outvoted
     #: (they agreed on another number as many times as confirms one).
     contradicted_results: int = 0
+    #: Bonus lines that could not be read (the others are in ``bonus_lines``).
+    bonus_malformed: int = 0
 
 
 def parse_status(line: bytes) -> Status | None:
@@ -150,7 +167,8 @@ def parse_status(line: bytes) -> Status | None:
     state, spin, win, flags, speed, direction = match.groups()
     win_text = win.strip().decode()
     if win_text and not (
-        win_text.isdigit() and (win[:1] == b" " or win == b"00" or win[:1] != b"0")
+        win_text.isdigit()
+        and (win[:1] == b" " or win in (b"00", b"000", b"0000") or win[:1] != b"0")
     ):
         return None
     return Status(
@@ -171,8 +189,34 @@ def _previous_spin(spin: int) -> int:
     return 256 if spin <= 1 else spin - 1
 
 
+def parse_bonus(line: bytes) -> tuple[str, int | str] | None:
+    """A bonus line's key and value for a result's ``bonus`` (never a winning number)."""
+    match = _BONUS.fullmatch(line)
+    if match is None:
+        return None
+    _, kind, value = (group.decode() for group in match.groups())
+    if kind == "A":
+        return "aurora", value.zfill(2)
+    if kind == "P":
+        return "aurora_prize", int(value)
+    return kind, int(value)
+
+
 class CammeghDecoder:
-    """Incremental SS2 decoder: ``feed(bytes, now)`` returns engine events."""
+    """Incremental SS2 decoder: ``feed(bytes, now)`` returns engine events.
+
+    The core both Cammegh drivers share: the lines, the ``*X`` status frames and
+    their game, the confirmation of numbers, the rotor's integration and the bonus
+    lines. The Mercury decoder (``mercury.py``) overrides the hooks below (the
+    status format, the spin counter, the flags, its own lines and the launch).
+    """
+
+    #: States in which the ball is in play (their ``win`` is the previous game's): 3
+    #: ball in the rim, 4 no more bets, and 7 (SS2 firmware 2.52 with ``*T g`` bit 32,
+    #: the Mercury's dealer lock), held undecided until state 5 or another state.
+    RUNNING_STATES: tuple[int, ...] = (3, 4, 7)
+    #: What each warning bit means (the SS2 firmware 2.5x's: the V2.10 guide).
+    flag_table: FlagTable = SS2_V2_10
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -206,6 +250,11 @@ class CammeghDecoder:
         self._run_length = 0
         #: The spin and number last published, held against later state-5 frames.
         self._published: tuple[int, str] | None = None
+        #: The bonus lines of the game in progress (``*Y``), published with its result.
+        self._bonus: dict[str, int | str] = {}
+        self.output_level: OutputLevel | None = None
+        #: What was last said of the wheel's output on <base>/wheel.
+        self._said: dict[str, object] = {}
 
     def feed(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
         """Bytes from the wheel heard at host time ``now``; the events they complete."""
@@ -254,7 +303,7 @@ class CammeghDecoder:
     def _line(self, line: bytes, tick: int, out: list[WheelEvent]) -> None:
         counters = self.counters
         if line.startswith(b"*X"):
-            status = parse_status(line)
+            status = self._parse(line)
             if status is None:
                 counters.malformed += 1  # truncated, doubled or garbled: a snapshot missed
                 return
@@ -264,7 +313,7 @@ class CammeghDecoder:
         elif _BARE_NUMBER.fullmatch(line):
             counters.frames += 1
             counters.winning_number_lines += 1
-            self.last_bare_number = line.decode()
+            self.last_bare_number = self._bare_number(line.decode())
             if self._game_spin is not None:
                 self._game_display = self.last_bare_number
         elif match := _FAULT.fullmatch(line):
@@ -282,6 +331,13 @@ class CammeghDecoder:
         elif line.startswith(b"*Y"):
             counters.frames += 1
             counters.bonus_lines += 1
+            bonus = parse_bonus(line)
+            if bonus is None:
+                counters.bonus_malformed += 1
+            elif self._bonus_game():
+                self._bonus[bonus[0]] = bonus[1]
+        elif self._other_line(line, tick, out):
+            counters.frames += 1
         elif match := _REPLY.fullmatch(line):
             counters.frames += 1
             counters.replies += 1
@@ -292,9 +348,92 @@ class CammeghDecoder:
             counters.malformed += 1
             counters.garbage_bytes += len(line)
 
+    # -- the output level, said on <base>/wheel -------------------------------------
+
+    def _profile(self, level: OutputLevel, tick: int, out: list[WheelEvent]) -> None:
+        """Say the output level, the rules left to the wheel and the flag table, on change."""
+        self.output_level = level
+        facts: dict[str, object] = {
+            "output_level": level,
+            "rules_judged_by_wheel": self._judged_by_wheel(level),
+            "flag_table": self.flag_table.name,
+        }
+        if facts != self._said:
+            self._said = facts
+            out.append(WheelProfile(tick, dict(facts)))
+
+    # -- what a wheel of the family does its own way (the Mercury overrides) -------
+
+    def _level_of(self, status: Status) -> OutputLevel:
+        """The output level a status frame is written in (the SS2 has one)."""
+        return "advanced"
+
+    def _judged_by_wheel(self, level: OutputLevel) -> list[ReasonCode]:
+        """The rules wheeld takes from the wheel at ``level``: the SS2 reports no ball
+        direction (flag 2 is its word) and, without ``*bs`` passes, no revolutions."""
+        if self._sensor_streaming:
+            return ["ball_same_direction"]
+        return ["ball_same_direction", "insufficient_revolutions"]
+
+    def _parse(self, line: bytes) -> Status | None:
+        """A status frame's fields, or None when the line is not one."""
+        return parse_status(line)
+
+    def _bare_number(self, text: str) -> str:
+        """The number a bare winning-number line names, as the status frames write it."""
+        return text
+
+    def _other_line(self, line: bytes, tick: int, out: list[WheelEvent]) -> bool:
+        """A line of this wheel's own (before replies): True when it was one."""
+        return False
+
+    def _bonus_game(self) -> bool:
+        """Whether a game is in progress for a bonus line to belong to."""
+        return self._game_spin is not None
+
+    def _spin_before(self, spin: int) -> int:
+        """The spin number before ``spin`` on this wheel's counter."""
+        return _previous_spin(spin)
+
+    def _in_this_game(self, status: Status) -> bool:
+        """Whether ``status`` belongs to the game in progress (its spin number)."""
+        return status.spin == self._game_spin
+
+    def _launch_event(self, status: Status, tick: int) -> BallLaunched:
+        """The launch a state-3 frame after state 1 or 2 stands for."""
+        rotor: Direction | None = status.direction if status.speed > 0 else None
+        ball: Direction | None = None
+        if rotor is not None:
+            same = status.flags & FLAG_SAME_DIRECTION
+            ball = rotor if same else _opposite(rotor)
+        extra: dict[str, object] = {"spin": status.spin}
+        if status.speed > 0:
+            # The rotor's speed as the wheel reports it at launch (docs/statistics.md).
+            extra["rotor_rpm"] = status.speed / 10
+        return BallLaunched(tick, rotor, ball, self._sensor_streaming, extra)
+
+    def _in_game(self, status: Status, tick: int, out: list[WheelEvent]) -> bool:
+        """What else a frame of the game in progress says; True when it voided it."""
+        return False
+
+    def _respun(self, status: Status, previous: Status | None, gap: int | None) -> bool:
+        """Whether a frame with no game in progress shows the ball spun again without the
+        wheel going back to betting (the SS2 always does: never)."""
+        return False
+
+    def _game_over(
+        self, number: str | None, void: str | None, tick: int, out: list[WheelEvent]
+    ) -> None:
+        """The wheel ended its game: with ``number``, or void for ``void``."""
+
+    def _void_event(self, tick: int, reason: ReasonCode, detail: str) -> WheelVoid:
+        """The void of the game in progress, as the status frames tell it."""
+        return WheelVoid(tick, reason, detail)
+
     # -- status: the game as the wheel sees it -------------------------------------
 
     def _status(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
+        self._profile(self._level_of(status), tick, out)
         previous = self.last_status
         gap = None if self._last_status_ms is None else (tick - self._last_status_ms) & _TICK_MASK
         self.last_status = status
@@ -316,25 +455,25 @@ class CammeghDecoder:
                 and previous.state in (1, 2)
                 and (gap is None or gap <= STATUS_GAP_MS)
             )
-            if launched:
+            if launched or self._respun(status, previous, gap):
                 self._launch(status, previous, tick, out)
             else:
                 self._track_flags(status, tick)
             return
 
         # A game is in progress, as far as the wheel has told us.
-        if status.spin != self._game_spin:
+        if not self._in_this_game(status):
             # The wheel moved on to another spin: its end went by unseen.
             self._end_game(whole=False)
-            out.append(WheelVoid(tick, "frame_loss", "spin changed mid-game"))
+            out.append(self._void_event(tick, "frame_loss", "spin changed mid-game"))
             return
-        if state in (3, 4):
+        if state in self.RUNNING_STATES:
             out.append(BallRunning(tick))
             if status.win is not None:
                 self._previous_numbers.add(status.win)
         else:
             out.append(Heartbeat(0, tick))
-        if self._flags_void(status, tick, out):
+        if self._flags_void(status, tick, out) or self._in_game(status, tick, out):
             return
         if state == 5:
             self._winning_number(status, tick, out)
@@ -342,15 +481,20 @@ class CammeghDecoder:
             # The wheel never leaves state 5 before the next spin: a frame that
             # did (or a state-5 frame that was not one) was corrupted on the line.
             self.counters.unconfirmed_numbers += 1
-            out.append(WheelVoid(tick, "frame_loss", f"state 5 then {state}: number not confirmed"))
+            detail = f"state 5 then {state}: number not confirmed"
+            out.append(self._void_event(tick, "frame_loss", detail))
+            self._game_over(None, "number not confirmed", tick, out)
             self._end_game(whole=False)
         elif state == 4 and (previous is None or previous.state != 4):
             out.append(BettingClosed(tick))
         elif state == 6:
-            out.append(WheelVoid(tick, "rotor_malfunction", "wheel closed (state 6)"))
+            out.append(self._void_event(tick, "rotor_malfunction", "wheel closed (state 6)"))
+            self._game_over(None, "table closed (state 6)", tick, out)
             self._end_game(whole=False)
         elif state in (1, 2):
-            out.append(WheelVoid(tick, "ball_not_settled", "back to betting without a number"))
+            detail = "back to betting without a number"
+            out.append(self._void_event(tick, "ball_not_settled", detail))
+            self._game_over(None, "back to betting without a number", tick, out)
             self._end_game(whole=False)
 
     def _winning_number(self, status: Status, tick: int, out: list[WheelEvent]) -> None:
@@ -360,7 +504,8 @@ class CammeghDecoder:
         run = self._agreeing_run(number)
         if number is None:
             if run >= CONFIRMING_FRAMES:
-                out.append(WheelVoid(tick, "invalid_pocket", "state 5 without a number"))
+                out.append(self._void_event(tick, "invalid_pocket", "state 5 without a number"))
+                self._game_over(None, "state 5 without a number", tick, out)
                 self._end_game(whole=False)
             return
         if run >= self._frames_to_confirm(number):
@@ -369,6 +514,9 @@ class CammeghDecoder:
             self._state_5_frames == 1
             and number == self._game_display
             and number not in self._previous_numbers
+            # A wheel sending bonus lines sends the last of them after this frame
+            # (SS2 *Y;4 and *Y;5): the next frame confirms, so they go with the result.
+            and not self._bonus
         ):
             # The first state-5 frame: the bare line the wheel sent just before
             # it is the only other witness so far. It never vouches for the
@@ -415,7 +563,9 @@ class CammeghDecoder:
             # passive displays are showing players another number.
             self.counters.display_mismatches += 1
             out.append(DisplayMismatch(tick, number, display))
-        out.append(WinningNumber(tick, number))
+        extra: dict[str, object] = {"bonus": dict(self._bonus)} if self._bonus else {}
+        out.append(WinningNumber(tick, number, extra))
+        self._game_over(number, None, tick, out)
         spin = self._game_spin
         self._end_game(whole=self._game_seen_whole)
         if spin is not None:
@@ -424,12 +574,8 @@ class CammeghDecoder:
     def _launch(
         self, status: Status, previous: Status | None, tick: int, out: list[WheelEvent]
     ) -> None:
-        rotor: Direction | None = status.direction if status.speed > 0 else None
-        ball: Direction | None = None
-        if rotor is not None:
-            same = status.flags & FLAG_SAME_DIRECTION
-            ball = rotor if same else _opposite(rotor)
-        if self._last_whole_spin != _previous_spin(status.spin):
+        launch = self._launch_event(status, tick)
+        if self._last_whole_spin != self._spin_before(status.spin):
             # The spin before this one was not seen whole (or spins went by unseen):
             # its rotor direction is unknown, so alternation cannot be judged.
             if self._last_whole_spin is not None:
@@ -444,15 +590,13 @@ class CammeghDecoder:
             if frame is not None and frame.spin == status.spin and frame.win is not None
         }
         self._published = None
-        self._game_direction = ball
+        self._game_direction = launch.ball_direction
         self._flag_since.clear()
         self._last_pass_ms = None
-        extra: dict[str, object] = {"spin": status.spin}
-        if status.speed > 0:
-            # The rotor's speed as the wheel reports it at launch (docs/statistics.md).
-            extra["rotor_rpm"] = status.speed / 10
-        out.append(BallLaunched(tick, rotor, ball, self._sensor_streaming, extra))
-        self._flags_void(status, tick, out)
+        self._bonus = {}
+        out.append(launch)
+        if not self._flags_void(status, tick, out):
+            self._in_game(status, tick, out)
 
     def _end_game(self, *, whole: bool) -> None:
         if whole and self._game_spin is not None:
@@ -466,7 +610,7 @@ class CammeghDecoder:
         self._flag_since.clear()
 
     def _track_flags(self, status: Status, tick: int) -> None:
-        for flag in (FLAG_BALL_MISSING, FLAG_SAME_DIRECTION, FLAG_FAULT, FLAG_LAUNCH_FAILED):
+        for flag in FLAG_BITS:
             if status.flags & flag:
                 self._flag_since.setdefault(flag, tick)
             else:
@@ -475,22 +619,39 @@ class CammeghDecoder:
     def _flags_void(self, status: Status, tick: int, out: list[WheelEvent]) -> bool:
         """Void the game for a warning flag, as the maker prescribes; True if voided."""
         self._track_flags(status, tick)
-        state = status.state
-        held = {flag: (tick - since) & _TICK_MASK for flag, since in self._flag_since.items()}
+        held: dict[FlagRole, tuple[int, int]] = {}
+        for flag, since in self._flag_since.items():
+            role = self.flag_table.role(flag)
+            if role is not None:
+                held[role] = (flag, (tick - since) & _TICK_MASK)
         reason: tuple[ReasonCode, str] | None = None
-        if state == 3 and FLAG_SAME_DIRECTION in held:
-            reason = ("ball_same_direction", "flag 2 in state 3")
-        elif FLAG_FAULT in held:
-            reason = ("rotor_malfunction", "flag 4: sensor, motor or encoder fault")
-        elif state == 3 and held.get(FLAG_LAUNCH_FAILED, -1) >= LAUNCH_FAILED_GRACE_MS:
-            reason = ("rotor_malfunction", "flag 8: launch failed for 3 s")
-        elif state == 4 and held.get(FLAG_BALL_MISSING, -1) >= BALL_MISSING_GRACE_MS:
-            reason = ("ball_out_of_wheel", "flag 1: ball not detected for 5 s")
+        for role in _ROLE_ORDER:
+            if role in held:
+                reason = self._flag_reason(role, *held[role], status.state)
+                if reason is not None:
+                    break
         if reason is None:
             return False
-        out.append(WheelVoid(tick, *reason))
+        out.append(self._void_event(tick, *reason))
+        self._game_over(None, reason[1], tick, out)
         self._end_game(whole=False)
         return True
+
+    def _flag_reason(
+        self, role: FlagRole, flag: int, held_ms: int, state: int
+    ) -> tuple[ReasonCode, str] | None:
+        """The void a warning flag held ``held_ms`` in ``state`` stands for, if any."""
+        if role == "same_direction" and state == 3:
+            return "ball_same_direction", f"flag {flag} in state 3"
+        if role == "sensor_fault":
+            return "rotor_malfunction", f"flag {flag}: sensor, motor or encoder fault"
+        if role == "void_game":
+            return "rotor_malfunction", f"flag {flag}: the wheel voids the game"
+        if role == "launch_failed" and state == 3 and held_ms >= LAUNCH_FAILED_GRACE_MS:
+            return "rotor_malfunction", f"flag {flag}: launch failed for 3 s"
+        if role == "ball_missing" and state == 4 and held_ms >= BALL_MISSING_GRACE_MS:
+            return "ball_out_of_wheel", f"flag {flag}: ball not detected for 5 s"
+        return None
 
     def _integrate_rotor(
         self, status: Status, gap: int | None, tick: int, out: list[WheelEvent]
@@ -505,6 +666,9 @@ class CammeghDecoder:
             out.append(RotorDatum(0, tick, status.direction, round(60_000 / rpm)))
 
     def _sensor_pass(self, sensor: bytes, tick: int, out: list[WheelEvent]) -> None:
+        if not self._sensor_streaming and self.output_level is not None:
+            self._sensor_streaming = True
+            self._profile(self.output_level, tick, out)  # revolutions are wheeld's now
         self._sensor_streaming = True
         if self._reference_sensor is None:
             self._reference_sensor = sensor

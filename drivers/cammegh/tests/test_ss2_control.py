@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -70,6 +71,96 @@ def test_starts_a_game_once_bets_have_been_open_long_enough() -> None:
     assert controller.on_status(Status(2, 5, None, 0, 170, "cw"), 12.0) == []  # not twice
 
 
+def _started(controller: SS2Controller, spin: int, at: float) -> list[bytes]:
+    """The start command the controller sends for ``spin`` once bets have been open."""
+    controller.on_status(Status(2, spin, None, 0, 170, "cw"), at)
+    sent = controller.on_timer(at + 20)
+    controller.on_event(WheelReply("u", "OK"), at + 20.1)
+    controller.on_status(Status(3, spin, None, 0, 170, "cw"), at + 21)
+    return sent
+
+
+def test_with_direction_control_the_next_game_turns_against_the_last_result() -> None:
+    """Firmware 2.52, ``*T g`` bit 16 and mode bit 1: *u 1 clockwise, *u 3 anticlockwise."""
+    controller = SS2Controller(ControlSettings(sensor_events=False, game_options=16))
+    assert controller.on_connect(0.0) == [b"*o 1159\r\n"]
+    assert controller.on_event(WheelReply("o", "1159"), 0.1) == [b"*T g 16\r\n"]
+    assert controller.on_event(WheelReply("T", "OK"), 0.2) == [b"*P 1\r\n"]
+    controller.on_event(WheelReply("P", "OK"), 0.3)
+    assert _started(controller, 5, 1.0) == [b"*u 1\r\n"]  # nothing to alternate with
+    controller.last_result = "cw"
+    assert _started(controller, 6, 100.0) == [b"*u 3\r\n"]
+    controller.last_result = "ccw"
+    assert _started(controller, 7, 200.0) == [b"*u 1\r\n"]
+    # Without direction control (older firmware), always *u 1: the wheel alternates.
+    plain = SS2Controller(ControlSettings(sensor_events=False))
+    plain.on_connect(0.0)
+    plain.on_event(WheelReply("o", "1159"), 0.1)
+    plain.on_event(WheelReply("P", "OK"), 0.2)
+    plain.last_result = "cw"
+    assert _started(plain, 5, 1.0) == [b"*u 1\r\n"]
+
+
+def test_the_session_learns_each_result_and_the_journals_last() -> None:
+    from wheeld.game import Result
+    from wheeld_cammegh.decoder import CammeghDecoder
+    from wheeld_cammegh.session import CammeghSession
+
+    session = CammeghSession(CammeghDecoder(), ControlSettings(game_options=16))
+    session.on_last_result("ccw")
+    assert session._controller.last_result == "ccw"
+    session.on_connect(0.0)
+    session.after_decisions([Result(1, 1.0, "17", None, "cw", "ccw")], 1.0)
+    learnt: object = session._controller.last_result
+    assert learnt == "cw"
+
+
+def test_the_wheels_clock_is_read_said_when_off_and_set_when_asked() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 12, 1, 14, 0, 30, tzinfo=UTC).timestamp()
+    controller = SS2Controller(ControlSettings(sensor_events=False, set_clock=True))
+    controller.on_connect(now)
+    controller.on_event(WheelReply("o", "1159"), now + 0.2)
+    assert controller.on_event(WheelReply("P", "OK"), now + 0.4) == [b"*d g\r\n"]
+    # The guide's en dash arrives as whatever the line made of it.
+    sent = controller.on_event(WheelReply("d", "g 13:58:00 \ufffd 01/12/26"), now + 0.6)
+    assert controller.alarms == [
+        ("wheel_clock_off", {"wheel_time": "2026-12-01T13:58:00+00:00", "offset_s": -150.6})
+    ]
+    assert sent == [b"*d s 0 30\r\n"]  # then minutes, hours, day, month, year
+    for at, field in enumerate(("1 00", "2 14", "3 01", "4 12", "5 26"), 1):
+        sent = controller.on_event(WheelReply("d", "OK"), now + 0.6 + at * 0.2)
+        assert sent == [f"*d s {field}\r\n".encode()]
+    # Within 2 s: nothing to say; and without set_clock, only said.
+    checking = SS2Controller(ControlSettings(sensor_events=False, check_clock=True))
+    checking.on_connect(now)
+    checking.on_event(WheelReply("o", "1159"), now + 0.2)
+    checking.on_event(WheelReply("P", "OK"), now + 0.4)
+    assert checking.on_event(WheelReply("d", "g 14:00:31 - 01/12/26"), now + 0.6) == []
+    assert checking.alarms == []
+
+
+def test_a_session_alarm_goes_out_on_the_alarm_topic() -> None:
+    from datetime import UTC, datetime
+
+    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld_cammegh.decoder import CammeghDecoder
+    from wheeld_cammegh.session import CammeghSession
+
+    now = datetime(2026, 12, 1, 14, 0, 30, tzinfo=UTC).timestamp()
+    decoder = CammeghDecoder()
+    session = CammeghSession(decoder, ControlSettings(sensor_events=False, check_clock=True))
+    settings = TableSettings(table="T1", base_topic="w/T1", driver="cammegh-ss2", port="x")
+    pipeline = TablePipeline(settings, decoder, session)
+    pipeline.on_link_up(now)
+    pipeline.on_bytes(b"*o 1159\r\n", now + 0.2)
+    assert pipeline.on_bytes(b"*P OK\r\n", now + 0.4).writes == [b"*d g\r\n"]
+    effects = pipeline.on_bytes(b"*d g 10:00:00 - 01/12/26\r\n", now + 0.6)
+    alarms = [json.loads(m.payload) for m in effects.messages if m.topic == "w/T1/alarm"]
+    assert [(a["alarm"], a["offset_s"]) for a in alarms] == [("wheel_clock_off", -14430.6)]
+
+
 # -- the daemon driving a simulated SS2 on a pty ------------------------------------------
 
 
@@ -88,7 +179,7 @@ bets_open_s = 3.0
 
 
 def _session(
-    tmp_path: Path, broker: Broker, *sim_args: str, games: int
+    tmp_path: Path, broker: Broker, *sim_args: str, games: int, control: str = CONTROL
 ) -> tuple[subprocess.Popen[str], DaemonProcess, Subscriber]:
     link = tmp_path / "wheel"
     simulate = subprocess.Popen(
@@ -120,7 +211,7 @@ def _session(
         port=link,
         broker=broker.port,
         state=tmp_path / "state",
-        control=CONTROL,
+        control=control,
     )
     config.write_text(config.read_text().replace('driver = "wrp"', 'driver = "cammegh-ss2"'))
     sub = Subscriber(broker.port, f"{BASE}/#")
@@ -142,6 +233,27 @@ def test_daemon_starts_games_and_counts_revolutions(tmp_path: Path, broker: Brok
             assert [r["spin"] for r in results] == [1, 2]
         out, _ = simulate.communicate(timeout=30)
         assert "*o 1159" in out and "*P 1" in out and "*I 4" in out and "*u 1" in out
+    finally:
+        simulate.kill()
+        sub.close()
+
+
+def test_a_2_52_wheel_under_direction_control_alternates_as_wheeld_picks(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """*T g 16 with mode bit 1: the wheel no longer alternates by itself; wheeld does
+    (and with 32 the wheel passes through state 7, held undecided)."""
+    control = CONTROL + "game_options = 48\nsensor_events = false\n"
+    simulate, daemon, sub = _session(tmp_path, broker, games=3, control=control)
+    try:
+        with running(daemon):
+            wait_for(lambda: len(_ends(sub)) >= 3, 90, "three games")
+            ends = _ends(sub)
+            assert [p["event"] for p in ends] == ["result"] * 3, ends
+            rotors = [p["rotor_direction"] for p in ends]
+            assert rotors[0] != rotors[1] != rotors[2], rotors
+        out, _ = simulate.communicate(timeout=30)
+        assert "*T g 48" in out and "*u 3" in out
     finally:
         simulate.kill()
         sub.close()
@@ -190,3 +302,18 @@ def test_a_wheel_that_stops_answering_raises_an_alarm(tmp_path: Path, broker: Br
     finally:
         simulate.kill()
         sub.close()
+
+
+def test_the_pipeline_tells_the_session_the_journals_last_result_on_connect() -> None:
+    from wheeld.engine import EngineState
+    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld_cammegh.decoder import CammeghDecoder
+    from wheeld_cammegh.session import CammeghSession
+
+    decoder = CammeghDecoder()
+    session = CammeghSession(decoder, ControlSettings(game_options=16))
+    settings = TableSettings(table="T1", base_topic="w/T1", driver="cammegh-ss2", port="x")
+    state = EngineState(last_result_rotor="cw")
+    pipeline = TablePipeline(settings, decoder, session, state=state)
+    pipeline.on_link_up(1.0)
+    assert session._controller.last_result == "cw"

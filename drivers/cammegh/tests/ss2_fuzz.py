@@ -1,7 +1,7 @@
 """A mutation fuzzer for the Cammegh SS2 decoder feeding the game engine.
 
-    python drivers/cammegh-ss2/tests/ss2_fuzz.py --seconds 600 [--seed S] [--failures DIR]
-    python drivers/cammegh-ss2/tests/ss2_fuzz.py --replay FILE     # judge one saved input
+    python drivers/cammegh/tests/ss2_fuzz.py --seconds 600 [--seed S] [--failures DIR]
+    python drivers/cammegh/tests/ss2_fuzz.py --replay FILE     # judge one saved input
 
 Seeds (``corpus/`` beside this file) are stretches of the real captures as raw serial
 bytes, a few games each. Each input is a seed put through a few random
@@ -31,9 +31,11 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheeld.drivers import WheelDecoder
 from wheeld.engine import GameEngine
 from wheeld.game import Decision, Result, Spinning
 from wheeld.rules import RulesConfig
@@ -51,9 +53,9 @@ _STATUS = re.compile(rb"\*X;([1-5]);(\d{3});([ \d]{2});[0-9A-Fa-f];\d{3};[01]")
 _BARE = re.compile(rb"\d{1,2}")
 
 
-def load_corpus(directory: Path = CORPUS) -> list[bytes]:
+def load_corpus(directory: Path = CORPUS, pattern: str = "*.ss2") -> list[bytes]:
     """The seeds, in name order."""
-    seeds = [path.read_bytes() for path in sorted(directory.glob("*.ss2"))]
+    seeds = [path.read_bytes() for path in sorted(directory.glob(pattern))]
     if not seeds:
         raise SystemExit(f"no seeds in {directory}")
     return seeds
@@ -139,59 +141,91 @@ def _justified(lines: list[bytes], number: str, spin: int) -> bool:
     return frames >= 2 or (frames >= 1 and bare >= 1)
 
 
+def results(lines: list[bytes], decoder: WheelDecoder, engine: GameEngine) -> Iterator[Played]:
+    """Feed the lines, 500 ms apart, through the driver and the rules: every result,
+    with the lines of its game."""
+    opened_at = 0
+    for index, line in enumerate(lines):
+        now = START + index * STATUS_EVERY_S
+        decisions: list[Decision] = []
+        deadline = engine.link_deadline()
+        if deadline is not None and now >= deadline:
+            decisions += engine.on_host_time(now)
+        for event in decoder.feed(line, now):
+            decisions += engine.on_event(event, now)
+        for decision in decisions:
+            if isinstance(decision, Spinning):
+                opened_at = index
+            elif isinstance(decision, Result):
+                yield Played(decision, index, opened_at, lines[opened_at : index + 1])
+
+
+@dataclass(slots=True)
+class Played:
+    """A published result, the line that ended its game, and that game's lines."""
+
+    result: Result
+    index: int
+    opened_at: int
+    game: list[bytes]
+
+    def unjustified(self, spin: object) -> Failure:
+        return Failure(
+            f"result {self.result.number} (spin {spin}) at line {self.index} is not "
+            f"justified by lines {self.opened_at}..{self.index}"
+        )
+
+
 def check(data: bytes, rules: RulesConfig | None = None) -> Failure | None:
     """Feed ``data`` through the driver and the rules; why it fails the oracles, if it does."""
-    decoder = CammeghDecoder()
     engine = GameEngine(rules or RulesConfig())
-    lines = _lines(data)
-    opened_at = 0
     try:
-        for index, line in enumerate(lines):
-            now = START + index * STATUS_EVERY_S
-            decisions: list[Decision] = []
-            deadline = engine.link_deadline()
-            if deadline is not None and now >= deadline:
-                decisions += engine.on_host_time(now)
-            for event in decoder.feed(line, now):
-                decisions += engine.on_event(event, now)
-            for decision in decisions:
-                if isinstance(decision, Spinning):
-                    opened_at = index
-                elif isinstance(decision, Result):
-                    game = lines[opened_at : index + 1]
-                    spin = decision.extra.get("spin")
-                    if not isinstance(spin, int) or not _justified(game, decision.number, spin):
-                        return Failure(
-                            f"result {decision.number} (spin {spin}) at line {index} is not "
-                            f"justified by lines {opened_at}..{index}"
-                        )
+        for played in results(_lines(data), CammeghDecoder(), engine):
+            spin = played.result.extra.get("spin")
+            if not isinstance(spin, int) or not _justified(played.game, played.result.number, spin):
+                return played.unjustified(spin)
     except Exception:
         return Failure("raised:\n" + traceback.format_exc())
     return None
 
 
-def fuzz(seconds: float, seed: int, failures: Path | None = None) -> tuple[int, Failure | None]:
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a fuzz run feeds and judges: the seeds and the oracle (the SS2's by default;
+    ``mercury_fuzz.py`` has the Mercury's)."""
+
+    name: str
+    check: Callable[[bytes], Failure | None]
+    pattern: str = "*.ss2"
+
+
+SS2 = Target("ss2", check)
+
+
+def fuzz(
+    seconds: float, seed: int, failures: Path | None = None, target: Target = SS2
+) -> tuple[int, Failure | None]:
     """Mutate and judge inputs for ``seconds``; (inputs judged, the first failure)."""
     rng = random.Random(seed)
-    seeds = load_corpus()
+    seeds = load_corpus(CORPUS, target.pattern)
     mutate = Mutator(rng, seeds)
     deadline = time.monotonic() + seconds
     judged = 0
     while time.monotonic() < deadline:
         data = mutate(rng.choice(seeds))
         judged += 1
-        failure = check(data)
+        failure = target.check(data)
         if failure is not None:
             if failures is not None:
                 failures.mkdir(parents=True, exist_ok=True)
-                path = failures / f"ss2-seed{seed}-input{judged}.ss2"
+                path = failures / f"{target.name}-seed{seed}-input{judged}{target.pattern[1:]}"
                 path.write_bytes(data)
                 failure.why += f"\n(input saved to {path})"
             return judged, failure
     return judged, None
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, target: Target = SS2) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to fuzz")
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
@@ -199,12 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", type=Path, default=None, help="judge one saved input")
     args = parser.parse_args(argv)
     if args.replay is not None:
-        failure = check(args.replay.read_bytes())
+        failure = target.check(args.replay.read_bytes())
         print(failure or "ok")
         return 1 if failure else 0
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
-    judged, failure = fuzz(args.seconds, seed, args.failures)
-    print(f"ss2 fuzz: seed {seed}, {judged} inputs", file=sys.stderr)
+    judged, failure = fuzz(args.seconds, seed, args.failures, target)
+    print(f"{target.name} fuzz: seed {seed}, {judged} inputs", file=sys.stderr)
     if failure is not None:
         print(f"FAILED: {failure}", file=sys.stderr)
         return 1

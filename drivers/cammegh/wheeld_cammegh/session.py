@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wheeld.drivers import Driver, WheelDecoder
-from wheeld.events import WheelEvent
-from wheeld.game import Decision, NoSpin
+from wheeld.events import Direction, WheelEvent
+from wheeld.game import Decision, NoSpin, Result
 from wheeld_cammegh.control import AUTO_STATUS_BIT, ControlSettings, SS2Controller
 from wheeld_cammegh.decoder import DEFAULT_BAUDRATE, NAME, CammeghDecoder, Status
 
@@ -28,7 +28,7 @@ class ControlConfig(BaseModel):
 
     enabled: bool = Field(
         default=False,
-        description="Drive the wheel instead of only listening (drivers/cammegh-ss2/README.md).",
+        description="Drive the wheel instead of only listening (drivers/cammegh/README.md).",
     )
     operating_mode: int = Field(
         default=1159,
@@ -55,6 +55,22 @@ class ControlConfig(BaseModel):
         ge=0.1,
         le=60,
         description="The `*X` poll interval without automatic status, in seconds.",
+    )
+    game_options: int | None = Field(
+        default=None,
+        ge=0,
+        le=255,
+        description="Firmware 2.52's `*T g` game options, set on connect (8 no relaunch after "
+        "a misfire, 16 direction control, 32 state 7); unset: not sent (older firmware). "
+        "With 16 and mode bit 1, wheeld picks each game's direction.",
+    )
+    check_clock: bool = Field(
+        default=False,
+        description="Read the wheel's clock (`*d g`) on every connect: `wheel_clock_off` when "
+        "it is more than 2 s off the host's (both taken as UTC).",
+    )
+    set_clock: bool = Field(
+        default=False, description="With `check_clock`, then set it to the host's (`*d s`)."
     )
 
 
@@ -91,12 +107,21 @@ class CammeghSession:
     def unanswered(self) -> list[str]:
         return self._controller.unanswered
 
+    @property
+    def alarms(self) -> list[tuple[str, dict[str, Any]]]:
+        """Alarms the controller raised (the wheel's clock), for the pipeline to say."""
+        return self._controller.alarms
+
     def on_connect(self, now: float) -> list[bytes]:
         self._connected = True
         return self._controller.on_connect(now)
 
     def on_disconnect(self, now: float) -> None:
         self._connected = False
+
+    def on_last_result(self, direction: Direction | None) -> None:
+        """The rotor direction of the table's last result, as the journal keeps it."""
+        self._controller.last_result = direction
 
     def on_event(self, event: WheelEvent, now: float) -> list[bytes]:
         return self._controller.on_event(event, now) if self._connected else []
@@ -109,6 +134,9 @@ class CammeghSession:
         if status is not None and status is not self._seen:
             self._seen = status
             out += self._controller.on_status(status, now)
+        for decision in decisions:
+            if isinstance(decision, Result):
+                self._controller.last_result = decision.rotor_direction
         voided = any(isinstance(d, NoSpin) for d in decisions)
         if voided and status is not None and status.state in _BALL_IN_PLAY:
             out += self._controller.void(now)
@@ -133,6 +161,9 @@ def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
             bets_open_s=settings.bets_open_s,
             sensor_events=settings.sensor_events,
             poll_s=settings.poll_s,
+            game_options=settings.game_options,
+            check_clock=settings.check_clock,
+            set_clock=settings.set_clock,
         ),
     )
 

@@ -8,10 +8,13 @@ time; each waits for its reply, is retried after a timeout a few times, and a
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
-from wheeld.events import WheelEvent, WheelReply
+from wheeld.events import Direction, WheelEvent, WheelReply
 from wheeld_cammegh.decoder import Status, encode_command
 
 REPLY_TIMEOUT_S = 1.0
@@ -20,6 +23,32 @@ BUSY_RETRY_S = 1.0
 MIN_POLL_S = 0.1
 AUTO_STATUS_BIT = 128
 MANUAL_START_BIT = 2
+REVERSE_BIT = 1
+#: ``*T g`` (firmware 2.52): the host picks each game's direction (``*u 1``/``*u 3``).
+DIRECTION_CONTROL_OPTION = 16
+#: A wheel clock further than this from the host's is said (and set, if asked).
+CLOCK_TOLERANCE_S = 2.0
+#: ``*d g HH:MM:SS - DD/MM/YY`` (the guide prints an en dash between the two).
+_CLOCK = re.compile(r"g ?(\d\d):(\d\d):(\d\d)\D+(\d\d)/(\d\d)/(\d\d)\s*")
+
+
+def wheel_clock(text: str) -> datetime | None:
+    """The time a ``*d g`` reply gives (taken as UTC), or None when it is not one."""
+    match = _CLOCK.fullmatch(text)
+    if match is None:
+        return None
+    hour, minute, second, day, month, year = (int(part) for part in match.groups())
+    try:
+        return datetime(2000 + year, month, day, hour, minute, second, tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def clock_commands(now: float) -> list[str]:
+    """``*d s <field> <value>`` for each field, 0 seconds to 5 year, to host time ``now``."""
+    moment = datetime.fromtimestamp(now, UTC)
+    fields = (moment.second, moment.minute, moment.hour, moment.day, moment.month)
+    return [f"*d s {i} {v:02d}" for i, v in enumerate((*fields, moment.year % 100))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +60,18 @@ class ControlSettings:
     bets_open_s: float = 15.0
     sensor_events: bool = True
     poll_s: float = 0.5
+    #: Firmware 2.52's game options (``*T g``), set on connect; None: not sent.
+    game_options: int | None = None
+    #: Read the wheel's clock (``*d g``) on connect and say when it is off the host's.
+    check_clock: bool = False
+    #: ... and set it (``*d s``) to the host's when it is.
+    set_clock: bool = False
+
+    @property
+    def picks_direction(self) -> bool:
+        """Direction control: with mode bit 1 the wheel no longer alternates, wheeld does."""
+        options = self.game_options or 0
+        return bool(options & DIRECTION_CONTROL_OPTION and self.operating_mode & REVERSE_BIT)
 
 
 @dataclass(slots=True)
@@ -52,7 +93,11 @@ class SS2Controller:
         self._last_status: Status | None = None
         self._betting_since: float | None = None
         self._start_sent_for: int | None = None
+        #: The rotor direction of the last result: the next game turns the other way.
+        self.last_result: Direction | None = None
         self.unanswered: list[str] = []
+        #: Alarms for the pipeline to raise: (code, members).
+        self.alarms: list[tuple[str, dict[str, Any]]] = []
 
     @property
     def polling(self) -> bool:
@@ -64,9 +109,13 @@ class SS2Controller:
         self._queue.clear()
         self._pending = None
         self._queue.append(f"*o {self.settings.operating_mode}")
+        if self.settings.game_options is not None:
+            self._queue.append(f"*T g {self.settings.game_options}")
         self._queue.append("*P 1")
         if self.settings.sensor_events:
             self._queue.append("*I 4")
+        if self.settings.check_clock or self.settings.set_clock:
+            self._queue.append("*d g")
         self._next_poll = now if self.polling else None
         return self.on_timer(now)
 
@@ -100,7 +149,22 @@ class SS2Controller:
         if event.text.startswith("BUSY"):
             self._queue.appendleft(command)
             self._not_before = now + BUSY_RETRY_S
+        elif command == "*d g":
+            self._judge_clock(event.text, now)
         return self.on_timer(now)
+
+    def _judge_clock(self, text: str, now: float) -> None:
+        """The wheel's clock against the host's: ``wheel_clock_off``, and set it if asked."""
+        clock = wheel_clock(text)
+        if clock is None:
+            return
+        offset = round(clock.timestamp() - now, 1)
+        if abs(offset) <= CLOCK_TOLERANCE_S:
+            return
+        detail = {"wheel_time": clock.isoformat(), "offset_s": offset}
+        self.alarms.append(("wheel_clock_off", detail))
+        if self.settings.set_clock:
+            self._queue.extend(clock_commands(now))
 
     def on_timer(self, now: float) -> list[bytes]:
         """Time passed: send what is due."""
@@ -141,7 +205,10 @@ class SS2Controller:
         ):
             return
         self._start_sent_for = status.spin
-        self._queue.append("*u 1")
+        # With direction control, anticlockwise (*u 3) after a clockwise result, so no
+        # game wheeld starts is ever void for direction_not_alternated.
+        anticlockwise = self.settings.picks_direction and self.last_result == "cw"
+        self._queue.append("*u 3" if anticlockwise else "*u 1")
 
     def next_deadline(self) -> float | None:
         """When ``on_timer`` next has something to do."""

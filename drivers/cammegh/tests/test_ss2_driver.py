@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from ss2_games import games_owed_a_result, wheel_games
 from tests.captures.regenerate import replay_output
@@ -29,6 +28,7 @@ from wheeld_cammegh.decoder import (
     parse_status,
 )
 from wheeld_simulators.ss2 import ScriptedSS2
+from wire_chunks import Feeder, split, streams
 
 CAPTURES = Path(__file__).parent / "captures"
 
@@ -64,7 +64,7 @@ def test_status_frames_parse() -> None:
     for bad in (
         b"*X;2 WARNING detected! Sending error signal...",
         b"*X;4;14*X;*X;4;146; 9;0;158;0",
-        b"*X;7;001;  ;0;000;0",
+        b"*X;8;001;  ;0;000;0",
         b"*X;4;011;15;0;176;2",
         b"4;146; 9;0;159;0",
     ):
@@ -85,12 +85,7 @@ def test_replies_faults_and_garbage_are_told_apart() -> None:
     assert counters.winning_number_lines == 1 and decoder.last_bare_number == "7"
 
 
-def _wire_events(pieces: list[bytes]) -> tuple[list[WheelEvent], dict[str, int]]:
-    decoder = CammeghDecoder()
-    out: list[WheelEvent] = []
-    for piece in pieces:
-        out += decoder.feed(piece, 5.0)
-    return out, decoder.counters.as_dict()
+_wire_events = Feeder(CammeghDecoder)
 
 
 #: Lines a game is made of, so that generated streams reach every branch.
@@ -110,23 +105,10 @@ _WIRE_LINES = [
 
 
 @settings(max_examples=300)
-@given(
-    st.lists(
-        st.one_of(
-            st.binary(max_size=30),
-            st.tuples(
-                st.sampled_from(_WIRE_LINES),
-                st.sampled_from([b"\r\n", b"\n\r", b"\r", b"\n", b""]),
-            ).map(b"".join),
-        ),
-        max_size=40,
-    ).map(b"".join),
-    st.lists(st.integers(0, 5000), max_size=12),
-)
-def test_any_bytes_split_anywhere_decode_as_unsplit(data: bytes, cuts: list[int]) -> None:
-    points = sorted({c % (len(data) + 1) for c in cuts})
-    pieces = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
-    assert _wire_events(pieces) == _wire_events([data])
+@given(streams(_WIRE_LINES))
+def test_any_bytes_split_anywhere_decode_as_unsplit(stream: tuple[bytes, list[int]]) -> None:
+    data, cuts = stream
+    assert _wire_events(split(data, cuts)) == _wire_events([data])
 
 
 def test_an_overlong_line_is_dropped_whole_however_it_arrives() -> None:
@@ -545,3 +527,72 @@ def test_other_captures_replay_without_error_and_no_invented_result(name: str) -
         payload = json.loads(line)
         if payload["event"] == "result":
             assert (payload["spin"], payload["number"]) in finished
+
+
+def test_state_7_of_firmware_2_52_holds_the_game_undecided() -> None:
+    """``*T g`` bit 32: state 7, however long, is no decision; then state 5 gives the number."""
+    wheel = ScriptedSS2()
+    wheel.reverse()
+    wheel.run(3000, state=3)
+    wheel.run(3000, state=4)
+    wheel.run(20_000, state=7)  # longer than result_timeout_ms
+    wheel.line(b"17")
+    wheel.run(3000, state=5, win="17")
+    assert ends(decide(wheel)) == ["17"]
+
+
+def test_the_ss2_says_its_output_level_and_what_it_leaves_to_the_wheel() -> None:
+    from wheeld.events import WheelProfile
+
+    decoder = CammeghDecoder()
+    said = [
+        e.facts
+        for e in decoder.feed(b"*X;2;001;  ;0;170;0\r\n*X;2;001;  ;0;170;0\r\n*bs 1\r\n", 1.0)
+        if isinstance(e, WheelProfile)
+    ]
+    assert said == [
+        {
+            "output_level": "advanced",
+            "rules_judged_by_wheel": ["ball_same_direction", "insufficient_revolutions"],
+            "flag_table": "ss2-v2.10",
+        },
+        {
+            "output_level": "advanced",
+            "rules_judged_by_wheel": ["ball_same_direction"],  # *bs passes: counted by wheeld
+            "flag_table": "ss2-v2.10",
+        },
+    ]
+
+
+def test_bonus_numbers_all_go_with_the_result_never_as_the_number() -> None:
+    """Mode bit 32768: *Y;1-2 in state 3, *Y;3 and 6 in state 4, *Y;4-5 after the first
+    state-5 frame and the bare line; all six are in the result's bonus."""
+    wheel = ScriptedSS2()
+    wheel.reverse()
+    wheel.run(500, state=3)
+    wheel.line(b"*Y;1;017")
+    wheel.line(b"*Y;2;250")
+    wheel.run(2500)
+    wheel.run(500, state=4)
+    wheel.line(b"*Y;3;003")
+    wheel.line(b"*Y;6;999;00")  # a licence run out: 999, days left 00
+    wheel.run(3000)
+    wheel.line(b"17")
+    wheel.run(500, state=5, win="17")
+    wheel.line(b"*Y;4;100")
+    wheel.line(b"*Y;5;101;30")
+    wheel.run(2500)
+    results = [d for d in decide(wheel) if isinstance(d, Result)]
+    assert [r.number for r in results] == ["17"]
+    assert results[0].extra["bonus"] == {"1": 17, "2": 250, "3": 3, "6": 999, "4": 100, "5": 101}
+
+
+@pytest.mark.parametrize(("pockets", "zero"), [(39, "000"), (40, "0000")])
+def test_extra_zeros_of_firmware_2_52(pockets: int, zero: str) -> None:
+    """The bare line and the status frame write the extra zeros in three or four characters."""
+    assert parse_status(f"*X;5;011;{zero};0;175;1".encode()) == Status(5, 11, zero, 0, 175, "ccw")
+    wheel = ScriptedSS2()
+    wheel.game(zero)
+    assert ends(decide(wheel, GameEngine(RulesConfig(), pockets=pockets))) == [zero]
+    # A 37-pocket wheel has no such pocket.
+    assert ends(decide(wheel)) == ["invalid_pocket"]
