@@ -61,7 +61,9 @@ import statistics as stats_
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -83,7 +85,7 @@ from wheeld.drivers.wrp import WrpDecoder
 from wheeld.effects import Effects, FrameRecord, Outgoing
 from wheeld.engine import EngineState
 from wheeld.journal import JOURNAL_FILE, UNHURRIED_EVENTS, Journal, outbox
-from wheeld.journal.chain import GENESIS, block_hash, put_heads
+from wheeld.journal.chain import GENESIS, block_hash, put_heads, stored_hash
 from wheeld.journal.codec import BlockLine, encode_block
 from wheeld.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
 from wheeld.pipeline import TablePipeline
@@ -149,7 +151,8 @@ class Plan:
 # The pipeline's process hands the journal's process items, in the order the
 # daemon would apply them:
 #   ("F", at, line, game_id)               a line of a game whose effects are that frame only
-#   ("E", at, effects, state, chain, kept) any other effects (state and chain for record())
+#   ("E", at, effects, state, chain)      any other effects (state and chain for record())
+#   ("K", kept)                            the statistics kept (every 200 decisions)
 #   ("W", at, message)                     the 60 s refresh of <base>/wheel
 #   ("C", at, kept)                        the 600 s checkpoint
 #   ("I", message)                         <base>/info, when the wheel's identity changed
@@ -295,9 +298,17 @@ class QuickWheel(ScriptedWheel):
         return stretch
 
 
-def encode_run(parts: Sequence[RunPart]) -> list[Block]:
-    """A run of lines between games, cut into blocks as ``FrameTail.append`` cuts them
-    (at ``MAX_BLOCK_LINES`` lines or ``MAX_BLOCK_SPAN_S``), each encoded as ``seal`` does."""
+#: A run of lines between games, encoded: the blocks it seals, and the lines after the
+#: last of them (at, direction, line), which the journal's ``FrameTail`` takes as the
+#: daemon's lines: the lead of the next game's block, or a block of their own.
+EncodedRun = tuple[list[Block], list[tuple[float, str, bytes]]]
+
+
+def encode_run(parts: Sequence[RunPart]) -> EncodedRun:
+    """A run of lines between games, cut into blocks where ``FrameTail.append`` cuts idle
+    lines (at ``MAX_BLOCK_LINES`` lines or past ``MAX_BLOCK_SPAN_S``), each encoded as
+    ``FrameTail.seal`` encodes it; the lines of the last block, whose end the next game
+    decides (``MAX_LEAD``), are left to the journal."""
     lines: list[tuple[float, str, bytes]] = []
     for part in parts:
         if isinstance(part, Stretch):
@@ -307,20 +318,34 @@ def encode_run(parts: Sequence[RunPart]) -> list[Block]:
     blocks: list[Block] = []
     begun = 0
     first_t = lines[0][0] if lines else 0.0
-    for index in range(len(lines) + 1):
-        if index < len(lines):
-            at = lines[index][0]
-            if index - begun < MAX_BLOCK_LINES and 0 <= at - first_t <= MAX_BLOCK_SPAN_S:
-                continue
+    for index in range(len(lines)):
+        at = lines[index][0]
+        if index - begun < MAX_BLOCK_LINES and 0 <= at - first_t <= MAX_BLOCK_SPAN_S:
+            continue
         block = lines[begun:index]
-        if block:
-            data = encode_block(
-                [BlockLine(round(t * 1000), cast(Any, d), escape(text)) for t, d, text in block]
-            )
-            blocks.append((block[0][0], block[-1][0], len(block), data))
-        if index < len(lines):
-            begun, first_t = index, lines[index][0]
-    return blocks
+        data = encode_block(
+            [BlockLine(round(t * 1000), cast(Any, d), escape(text)) for t, d, text in block]
+        )
+        blocks.append((block[0][0], block[-1][0], len(block), data))
+        begun, first_t = index, at
+    return blocks, lines[begun:]
+
+
+def insert_block(journal: Journal, heads: dict[str, tuple[int, str]], block: Block) -> None:
+    """A sealed block of lines between games (no game, no lead, nothing dropped), inserted
+    and chained as ``FrameTail.seal`` inserts it (inside the journal's transaction)."""
+    first_t, last_t, lines, data = block
+    db = journal._db
+    given = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'frame_blocks'").fetchone()
+    head_id, previous = heads.get("frame_blocks", GENESIS)
+    block_id = max(head_id, given[0] if given else 0) + 1
+    link = block_hash(previous, (block_id, None, 0, 0, lines, first_t, last_t, data))
+    db.execute(
+        "INSERT INTO frame_blocks (id, game_id, first_t, last_t, lines, lead, dropped, data, hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (block_id, None, first_t, last_t, lines, 0, 0, data, stored_hash(link)),
+    )
+    heads["frame_blocks"] = (block_id, link)
 
 
 class Shell:
@@ -330,7 +355,7 @@ class Shell:
     (None: every line comes through ``record_frames``, as in the daemon).
     """
 
-    def __init__(self, journal: Journal, runs: Callable[[], list[Block]] | None = None) -> None:
+    def __init__(self, journal: Journal, runs: Callable[[], EncodedRun] | None = None) -> None:
         self.journal = journal
         self._runs = runs
         self._frames: list[FrameRecord] = []
@@ -352,18 +377,19 @@ class Shell:
                 elif self._frames_due is None:
                     self._frames_due = at + FRAME_FLUSH_S
             elif kind == "E":
-                _, at, effects, state, chain, kept = item
+                _, at, effects, state, chain = item
                 self._due(at)
                 self.apply(effects, at, state, chain)
-                if kept is not None:
-                    self._keep(kept)
+            elif kind == "K":
+                self._keep(item[1])
             elif kind == "RS":
-                # The game's lines end where a run of lines between games begins.
+                # The game's block ends where a run of lines between games begins: the
+                # first line after the game seals it (``FrameTail.append``).
                 self._flush_frames()
                 if self.journal._tail.pending:
                     self.journal._seal()
             elif kind == "RE":
-                # Sealed when the next game's lines reach the journal, as FrameTail seals it.
+                # Written when the next game's lines reach the journal (``_flush_frames``).
                 self._run_ended = True
             elif kind == "W":
                 self._due(item[1])
@@ -380,7 +406,9 @@ class Shell:
             else:
                 raise ValueError(f"unknown item {kind!r}")
 
-    # -- Daemon._apply, minus the wheel, the log and the timer ---------------------------
+    # -- Daemon._apply, minus the wheel, the log, the timer and ``committed()`` ------------
+    # (the pipeline's process hands ``pipeline.committed()``'s effects on as items of
+    # their own, right after the record they follow, and the statistics kept after both)
 
     def apply(
         self, effects: Effects, at: float, state: EngineState | None, chain: ChainState | None
@@ -401,8 +429,12 @@ class Shell:
                 commands_later = True  # call_soon: once this turn of the loop is over
         if effects.table_state is not None:
             journal.save_table_state(effects.table_state)
+        if effects.superseded:
+            raise ValueError("a superseded journal: the build has no other controller")
         if effects.chain_floor is not None:
             journal.record_floor(*effects.chain_floor)
+        if effects.taken_from is not None:
+            journal.record_takeover(effects.taken_from)
         if effects.alarms or effects.set_alerts is not None:
             journal.record_alarms(effects.alarms, effects.set_alerts)
         enqueued = False
@@ -429,36 +461,28 @@ class Shell:
 
     def _flush_frames(self) -> None:
         self._frames_due = None
-        if self._frames:
-            frames, self._frames = self._frames, []
-            if self._run_ended:
-                self._write_run()
+        frames, self._frames = self._frames, []
+        if self._run_ended:
+            frames = self._write_run() + frames
+        if frames:
             self.journal.record_frames(frames)
 
-    def _write_run(self) -> None:
-        """A run's blocks (encoded elsewhere), chained and inserted as ``FrameTail.seal`` does."""
+    def _write_run(self) -> list[FrameRecord]:
+        """A run's sealed blocks (encoded elsewhere), chained and inserted as ``FrameTail.seal``
+        does; its last lines, for ``record_frames`` (they go before the game's)."""
         assert self._runs is not None
         self._run_ended = False
-        blocks = self._runs()
+        blocks, rest = self._runs()
         journal = self.journal
-        db = journal._db
-        heads = dict(journal._heads)
-        with journal._writing(durable=False):
-            for first_t, last_t, lines, data in blocks:
-                given = db.execute(
-                    "SELECT seq FROM sqlite_sequence WHERE name = 'frame_blocks'"
-                ).fetchone()
-                head_id, previous = heads.get("frame_blocks", GENESIS)
-                block_id = max(head_id, given[0] if given else 0) + 1
-                link = block_hash(previous, block_id, None, 0, data)
-                db.execute(
-                    "INSERT INTO frame_blocks (id, game_id, first_t, last_t, lines, dropped, data,"
-                    " hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (block_id, None, first_t, last_t, lines, 0, data, link),
-                )
-                heads["frame_blocks"] = (block_id, link)
-            put_heads(db, heads)
-        journal._heads = heads
+        if blocks:
+            assert not journal._tail.pending
+            heads = dict(journal._heads)
+            with journal._writing(durable=False):
+                for block in blocks:
+                    insert_block(journal, heads, block)
+                put_heads(journal._db, heads)
+            journal._heads = heads
+        return [FrameRecord(at, cast(Any, direction), line, None) for at, direction, line in rest]
 
     def _flush_commands(self) -> None:
         if self._commands:
@@ -496,9 +520,7 @@ class Shell:
     def stop(self, kept: Kept) -> None:
         """``Daemon.run``'s end: commands, frames, statistics, then the journal closes."""
         self._flush_commands()
-        self._flush_frames()
-        if self._run_ended:
-            self._write_run()  # what the journal's close seals
+        self._flush_frames()  # a run's last lines too: the journal's close seals them
         if kept is not None:
             self._keep(kept)
         self.journal.close()
@@ -593,7 +615,7 @@ class Table:
         return self._snapshot(), self.decisions
 
     def _snapshot(self) -> dict[str, Any]:
-        return cast(dict[str, Any], self._statistics.snapshot())  # type: ignore[attr-defined]
+        return self._statistics.snapshot()
 
     def _timers(self, at: float) -> None:
         """The daemon's repeating timers due before ``at``."""
@@ -636,7 +658,8 @@ class Table:
         self.items.append(("RE",))
 
     def effects(self, at: float, effects: Effects) -> None:
-        """One input's effects, as ``_apply`` gets them."""
+        """One input's effects, as ``_apply`` gets them (and, after a record of games,
+        ``pipeline.committed()``'s, as ``_apply`` applies them)."""
         pipeline = self.pipeline
         if self.fast and effects.frames:
             effects.frames = self._runs_frames(effects.frames)
@@ -651,23 +674,21 @@ class Table:
             and effects.set_alerts is None
             and not effects.alarmed
             and effects.chain_floor is None
+            and effects.taken_from is None
+            and not effects.superseded
         ):
             if effects.frames:
                 frame = effects.frames[0]
                 self.items.append(("F", frame.at, frame.line, frame.game_id))
             elif not self.fast:
-                self.items.append(("E", at, effects, None, None, None))
+                self.items.append(("E", at, effects, None, None))
             if self._identity is not None:
                 return
         else:
             state = chain = None
-            kept: Kept = None
             if effects.durable:
                 state = effects.state or replace(pipeline.engine.state)
                 chain = pipeline.chain if pipeline.signer is not None else None
-                self.decisions += len(effects.games)
-                if self.decisions - self._kept >= STATISTICS_EVERY:
-                    kept = self._kept_now()
             for game in effects.games:
                 if game.event in ("result", "no_spin"):
                     self.last_game_at = at
@@ -677,7 +698,14 @@ class Table:
                         self.no_spins += 1
             messages = bool(effects.messages)
             effects.logs, effects.writes = [], []  # the log's and the wheel's, not the journal's
-            self.items.append(("E", at, effects, state, chain, kept))
+            self.items.append(("E", at, effects, state, chain))
+            if effects.durable:
+                self.decisions += len(effects.games)
+                if effects.games:
+                    # Kept: the history, the statistics and the alerts follow from them.
+                    self.effects(at, pipeline.committed())
+                if self.decisions - self._kept >= STATISTICS_EVERY:
+                    self.items.append(("K", self._kept_now()))
             if not messages and self._identity is not None:
                 return
         # The identity changes with the wheel's hello, which comes with <base>/wheel.
@@ -908,7 +936,7 @@ class BuildReport:
 def _encoder(
     conn: multiprocessing.connection.Connection, out: multiprocessing.queues.Queue[Any]
 ) -> None:
-    """The runs' process: runs of lines between games in, encoded blocks out, in order."""
+    """The runs' process: runs of lines between games in, encoded runs out, in order."""
     while True:
         runs = pickle.loads(conn.recv_bytes())
         if runs is None:
@@ -936,6 +964,72 @@ def _writer(
         shell.handle(batch)
     conn.send((shell.decisions, time.process_time(), runs.get()))
     conn.close()
+
+
+def _reporting(
+    target: Callable[..., None], errors: multiprocessing.connection.Connection, *args: Any
+) -> None:
+    """A build process's body: its failure, with its traceback, goes to the parent."""
+    try:
+        target(*args)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            errors.send(traceback.format_exc())
+        raise
+
+
+class Children:
+    """The build's processes, watched: when one fails, the others are ended, so whatever
+    the pipeline's process waits on (a full pipe, a reply) fails at once, and ``check``
+    raises why (the child's traceback)."""
+
+    def __init__(self, context: Any) -> None:
+        self._context = context
+        self._reader, self._writer = context.Pipe(duplex=False)
+        self.processes: list[Any] = []
+        self.failure: str | None = None
+        self._watcher: threading.Thread | None = None
+
+    def start(self, target: Callable[..., None], *args: Any, name: str) -> None:
+        process = self._context.Process(
+            target=_reporting, args=(target, self._writer, *args), name=name, daemon=True
+        )
+        process.start()
+        self.processes.append(process)
+
+    def watch(self) -> None:
+        """Watch the processes started (in a thread of this process)."""
+        self._watcher = threading.Thread(target=self._watch, name="children", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        waiting = {process.sentinel: process for process in self.processes}
+        while waiting:
+            for sentinel in multiprocessing.connection.wait(list(waiting)):
+                process = waiting.pop(cast(int, sentinel))
+                process.join()
+                if process.exitcode != 0:
+                    self._failed(process)
+                    return
+
+    def _failed(self, process: Any) -> None:
+        said = ""
+        with contextlib.suppress(OSError, EOFError):
+            if self._reader.poll(1.0):
+                said = self._reader.recv()
+        self.failure = f"the build's {process.name} process failed (exit {process.exitcode})" + (
+            f":\n{said}" if said else ""
+        )
+        for other in self.processes:
+            if other.is_alive():
+                other.kill()  # a process this build started, by its own handle
+
+    def check(self) -> None:
+        """Raise the failure of a child, if one failed (once the watcher has had its say)."""
+        if self._watcher is not None:
+            self._watcher.join(timeout=10)
+        if self.failure is not None:
+            raise RuntimeError(self.failure)
 
 
 def build(
@@ -1000,14 +1094,12 @@ def build(
         encoded: multiprocessing.queues.Queue[Any] = context.Queue()
         to_journal, journal_end = context.Pipe()
         to_runs, runs_end = context.Pipe()
-        writer = context.Process(
-            target=_writer, args=(state_dir, journal_end, encoded), name="journal"
-        )
-        encoder = context.Process(target=_encoder, args=(runs_end, encoded), name="runs")
-        writer.start()
-        encoder.start()
+        children = Children(context)
+        children.start(_writer, state_dir, journal_end, encoded, name="journal")
+        children.start(_encoder, runs_end, encoded, name="runs")
         journal_end.close()
         runs_end.close()
+        children.watch()
 
         def send(items: list[Item], runs: list[list[RunPart]]) -> None:
             if runs:  # first: the journal's process waits for them at their ("RE",)
@@ -1015,17 +1107,17 @@ def build(
             to_journal.send_bytes(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL))
 
         table = Table(plan, pipeline, fast=True, send=send, info=info)
-        table.run()
-        to_runs.send_bytes(pickle.dumps(None))
-        to_journal.send_bytes(pickle.dumps(None))
-        decisions, journal_cpu, runs_cpu = to_journal.recv()
-        writer.join()
-        encoder.join()
-        if writer.exitcode != 0 or encoder.exitcode != 0:
-            raise RuntimeError(
-                f"a build process failed (journal: exit {writer.exitcode},"
-                f" runs: exit {encoder.exitcode})"
-            )
+        try:
+            table.run()
+            to_runs.send_bytes(pickle.dumps(None))
+            to_journal.send_bytes(pickle.dumps(None))
+            decisions, journal_cpu, runs_cpu = to_journal.recv()
+        except (OSError, EOFError):
+            children.check()  # a child failed: its error, not the broken pipe it left
+            raise
+        for process in children.processes:
+            process.join()
+        children.check()
     assert decisions == table.decisions, (decisions, table.decisions)
     return BuildReport(
         time.perf_counter() - started,
@@ -1105,7 +1197,7 @@ def compare(games: int, fps: float, work: Path) -> list[str]:
             site.mkdir(parents=True)
             for key in ("signing.key", "signing.pub"):
                 shutil.copy2(work / "reference" / key, site / key)
-        report = _in_child(functools.partial(build, site, plan, fast=fast, epoch="check-0"))
+        report = _in_child(functools.partial(build, site, plan, fast=fast, epoch="check-epoch-0"))
         print(
             f"  {name}: {report.results} results, {report.no_spins} no-spins,"
             f" {report.seconds:.1f} s"
@@ -1132,20 +1224,26 @@ def compare(games: int, fps: float, work: Path) -> list[str]:
 
 
 def _in_child(action: Callable[[], Any]) -> Any:
-    """Run ``action`` in a forked process (its patches stay there); its result."""
+    """Run ``action`` in a forked process (its patches stay there); its result, or its
+    failure raised here (a child that dies without a word included: never a wait forever)."""
     context = multiprocessing.get_context("fork")
-    ours, theirs = context.Pipe()
+    ours, theirs = context.Pipe(duplex=False)
 
     def run() -> None:
         try:
             theirs.send(("ok", action()))
-        except BaseException as exc:
-            theirs.send(("error", f"{type(exc).__name__}: {exc}"))
+        except BaseException:
+            theirs.send(("error", traceback.format_exc()))
             raise
 
     child = context.Process(target=run)
     child.start()
-    status, result = ours.recv()
+    theirs.close()
+    try:
+        status, result = ours.recv()
+    except EOFError:
+        child.join()
+        raise RuntimeError(f"the build process died (exit {child.exitcode})") from None
     child.join()
     if status != "ok":
         raise RuntimeError(result)
