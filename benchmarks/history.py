@@ -84,6 +84,8 @@ from wheeld.daemon import (
     CHECKPOINT_EVERY_S,
     FRAME_BATCH,
     FRAME_FLUSH_S,
+    RECALL_BURST,
+    RECALLS_PER_S,
     RETENTION_PAUSE_S,
     STATISTICS_EVERY,
     WHEEL_STATE_EVERY_S,
@@ -126,6 +128,8 @@ PIT_BOSS = "pit-boss"
 BUILD_FORMAT = 1
 #: A year of a table: 60-90 games an hour, 20 hours a day.
 GAMES_PER_YEAR = 547_000
+#: Between two timed recalls: under the table's recall rate (``RECALLS_PER_S``).
+RECALL_PACE_S = 0.6
 #: The checkout: the daemons and the tools measured run from here.
 REPO = Path(__file__).resolve().parent.parent
 
@@ -1586,15 +1590,27 @@ class Operator:
 
     def reply(self, timeout: float = 60) -> int:
         """The next reply's length in bytes."""
+        size = self._next(time.monotonic() + timeout)
+        if size is None:
+            raise TimeoutError("no recall reply")
+        return size
+
+    def replies_until(self, deadline: float) -> int:
+        """How many replies come before ``deadline`` (``time.monotonic()``)."""
+        count = 0
+        while self._next(deadline) is not None:
+            count += 1
+        return count
+
+    def _next(self, deadline: float) -> int | None:
         import select
 
         stdout = self.replies.stdout
         assert stdout is not None
-        deadline = time.monotonic() + timeout
         while b"\n" not in self._pending:
             ready, _, _ = select.select([stdout], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
-                raise TimeoutError("no recall reply")
+                return None
             chunk = os.read(stdout.fileno(), 65536)
             if not chunk:
                 raise RuntimeError("mosquitto_sub ended")
@@ -1638,6 +1654,7 @@ def measure_recall(
     session.pty.write(wheel.wire())
 
     def timed(body: dict[str, Any]) -> tuple[float, int]:
+        time.sleep(RECALL_PACE_S)  # within the table's recall rate: every one answered
         sent = time.monotonic()
         operator.recall(body)
         size = operator.reply()
@@ -1659,9 +1676,12 @@ def measure_recall(
                     "warm_s": stats_.median(warm),
                     "reply_bytes": size,
                 }
-        spread = 10 * found["last_10"]["warm_s"] if games else 0.0
+        # Of 10 recalls sent at once the table answers its burst (RECALL_BURST, 5) and
+        # refuses the rest unread; the answered ones run RECALLS_AT_ONCE (2) at a time.
+        spread = RECALL_BURST / 2 * found["last_10"]["warm_s"] if games else 0.0
         rng = random.Random(7)
         latencies: dict[str, list[float]] = {"without": [], "with": []}
+        answered: list[int] = []
 
         def arrival(wanted: bytes, timeout: float = 30) -> float:
             deadline = time.monotonic() + timeout
@@ -1683,6 +1703,7 @@ def measure_recall(
             wheel.advance(wheel.rotor_period_ms * 3 + 100)
             session.pty.write(b"".join(frame + b"\r\n" for _, frame in wheel.lines[:before]))
             if busy:
+                recalled = time.monotonic()
                 for _ in range(10):
                     operator.recall({"last": 10})
                 time.sleep(rng.uniform(0, spread))
@@ -1693,8 +1714,8 @@ def measure_recall(
             session.pty.write(b"".join(frame + b"\r\n" for _, frame in wheel.lines[before + 1 :]))
             arrival(b'"event":"no_spin"')
             if busy:
-                for _ in range(10):
-                    operator.reply()
+                # Every answer, until the recall rate's bucket is full again for the next.
+                answered.append(operator.replies_until(recalled + RECALL_BURST / RECALLS_PER_S))
         for kind, samples in latencies.items():
             if samples:
                 found[f"spinning_{kind}"] = {
@@ -1703,6 +1724,8 @@ def measure_recall(
                     "max_ms": max(samples),
                     "n": len(samples),
                 }
+        if answered:
+            found["recalls_answered"] = {"sent": 10 * len(answered), "answered": sum(answered)}
         found["vmhwm_kib"] = session.memory()[0]
     finally:
         operator.close()
@@ -1888,9 +1911,12 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
         if "spinning_with" in recall:
             busy = recall["spinning_with"]
             extra = busy["p99_ms"] - quiet["p99_ms"]
+            count = recall.get("recalls_answered", {})
             text += (
-                f"; with 10 recalls running {busy['p99_ms']:.2f} ms (p50 {busy['p50_ms']:.2f},"
-                f" max {busy['max_ms']:.2f}): {extra:+.2f} ms - target <= +1 ms: {_met(extra <= 1)}"
+                f"; with 10 recalls sent at once {busy['p99_ms']:.2f} ms (p50"
+                f" {busy['p50_ms']:.2f}, max {busy['max_ms']:.2f}; {count.get('answered', 0)} of"
+                f" {count.get('sent', 0)} answered, the rest refused over the recall rate):"
+                f" {extra:+.2f} ms - target <= +1 ms: {_met(extra <= 1)}"
             )
         lines.append(text)
         lines.append(
@@ -1907,8 +1933,10 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
             f" {_met(peak_kib * 1024 <= 200e6)}"
         )
         if name in ("verify", "export") and games >= 10_000:
+            cpu_year = figure["cpu_s"] * GAMES_PER_YEAR / games
             text += (
-                f"; a year at this rate {year / 60:,.1f} min - target <= 5 min: {_met(year <= 300)}"
+                f"; a year at this rate {year / 60:,.1f} min ({cpu_year / 60:,.1f} min of CPU)"
+                f" - target <= 5 min: {_met(year <= 300)}"
             )
         lines.append(text)
     prune = found.get("prune")
