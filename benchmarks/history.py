@@ -1882,6 +1882,12 @@ def _met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+def _load(figure: dict[str, Any]) -> str:
+    """The 1-minute load average when the figure was taken, if kept."""
+    load = figure.get("load")
+    return f" [load {load[0]:.1f}]" if load else ""
+
+
 def report(games: int, found: dict[str, Any]) -> list[str]:
     """Each figure beside its target, one line each."""
     lines: list[str] = []
@@ -1905,7 +1911,7 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
             lines.append(
                 f"READY {kind}: {ready[f'{kind}_s'] * 1000:,.0f} ms against"
                 f" {empty[f'{kind}_s'] * 1000:,.0f} ms on an empty journal, x{ratio:.2f}"
-                f" - target <= x1.2: {_met(ratio <= 1.2)}"
+                f" - target <= x1.2: {_met(ratio <= 1.2)}{_load(ready)}"
             )
         growth = ready["vmhwm_kib"] / empty["vmhwm_kib"]
         lines.append(
@@ -1940,7 +1946,7 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
                 f"; with 10 recalls sent at once {busy['p99_ms']:.2f} ms (p50"
                 f" {busy['p50_ms']:.2f}, max {busy['max_ms']:.2f}; {count.get('answered', 0)} of"
                 f" {count.get('sent', 0)} answered, the rest refused over the recall rate):"
-                f" {extra:+.2f} ms - target <= +1 ms: {_met(extra <= 1)}"
+                f" {extra:+.2f} ms - target <= +1 ms: {_met(extra <= 1)}{_load(recall)}"
             )
         lines.append(text)
         lines.append(
@@ -1954,7 +1960,7 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
             f" {figure['maxrss_kib'] / 1024:,.0f} MiB largest process,"
             f" {figure.get('tree_rss_kib', 0) / 1024:,.0f} MiB all its processes (exit"
             f" {figure['exit']}: {figure['last_line'][:70]!r}) - target <= 200 MB:"
-            f" {_met(peak_kib * 1024 <= 200e6)}"
+            f" {_met(peak_kib * 1024 <= 200e6)}{_load(figure)}"
         )
         if name in ("verify", "export") and games >= 10_000:
             cpu_year = figure["cpu_s"] * GAMES_PER_YEAR / games
@@ -1975,7 +1981,8 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
             f" {prune.get('cpu_longest_ms', 0):.1f} ms,"
             f" p99 {prune.get('cpu_p99_ms', 0):.1f} ms, {prune.get('cpu_over_10ms', 0)} over 10 ms;"
             f" the first 10 steps {prune.get('first_10_ms')} ms) - target: no step over 10 ms:"
-            f" {_met(prune['longest_ms'] <= 10)}; file {prune['size_before'] / 2**20:,.1f} ->"
+            f" {_met(prune['longest_ms'] <= 10)}{_load(prune)};"
+            f" file {prune['size_before'] / 2**20:,.1f} ->"
             f" {prune['size_after'] / 2**20:,.1f} MiB"
         )
     return lines
@@ -2078,6 +2085,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ("stats", [*wheeld, "stats", "--state-dir", str(state), "--json"]),
             ):
                 found["tools"][name] = measure_tool(command, state, work / f"{name}.out")
+                found["tools"][name]["load"] = os.getloadavg()
                 print(*report(games, {"tools": {name: found["tools"][name]}}), sep="\n", flush=True)
             found["tools"]["export"]["file_bytes"] = (
                 exported.stat().st_size if exported.exists() else 0
@@ -2092,6 +2100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 session.stop()
                 ready = measure_ready(session, {"empty": empty, "built": state}, args.repeats)
                 found["ready_empty"], found["ready"] = ready["empty"], ready["built"]
+                found["ready"]["load"] = os.getloadavg()
                 print(
                     *(
                         line
@@ -2104,10 +2113,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 found["recall"] = measure_recall(
                     session, state, games, args.rounds, _last_result_rotor(state)
                 )
+                found["recall"]["load"] = os.getloadavg()
             finally:
                 session.close()
         if games and "prune" in phases:
             found["prune"] = measure_prune(state, first, last)
+            found["prune"]["load"] = os.getloadavg()
         found["machine"]["load_after"] = os.getloadavg()
         print("\n== history benchmark, " + time.strftime("%Y-%m-%d %H:%M %Z"))
         print(f"{games:,} games at {fps:g} frames/s, built in {out}")
