@@ -166,7 +166,7 @@ class Plan:
 # The pipeline's process hands the journal's process items, in the order the
 # daemon would apply them:
 #   ("F", at, line, game_id)               a line of a game whose effects are that frame only
-#   ("E", at, effects, state, chain)      any other effects (state and chain for record())
+#   ("E", at, effects, state, chain)       any other effects (state and chain for record())
 #   ("K", kept)                            the statistics kept (every 200 decisions)
 #   ("W", at, message)                     the 60 s refresh of <base>/wheel
 #   ("C", at, kept)                        the 600 s checkpoint
@@ -178,8 +178,10 @@ class Plan:
 # Fast build: the lines between games (game id None) go to a third process
 # instead, as runs: each part either a line decoded by the pipeline
 # (at, dir, line) or a ``Stretch`` of lines that were not; it generates them,
-# cuts the run into blocks as ``FrameTail`` does and encodes each block; the
-# journal's process chains and inserts them at the run's ``("RE",)``.
+# cuts the run where ``FrameTail`` cuts idle lines and encodes each block it
+# seals; the journal's process chains and inserts those when the next game's
+# lines reach it (after the run's ``("RE",)``), and hands the run's last lines,
+# with the game's, to the journal's own ``FrameTail``.
 
 Item = tuple[Any, ...]
 Kept = tuple[dict[str, Any], int] | None
