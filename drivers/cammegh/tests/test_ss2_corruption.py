@@ -321,7 +321,7 @@ def test_the_ss2_fuzzer_finds_nothing_in_three_seconds() -> None:
     # The long run is documented in the driver's README.md; this keeps the target working.
     judged, failure = ss2_fuzz.fuzz(3.0, seed=2025)
     assert failure is None, str(failure)
-    assert judged > 100
+    assert judged > 0  # how many is speed: not asserted here
 
 
 def test_the_fuzz_oracle_refuses_an_unconfirmed_number() -> None:
