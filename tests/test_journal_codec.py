@@ -42,6 +42,13 @@ def test_any_lines_come_back_as_they_went_in(block: list[BlockLine]) -> None:
     assert decode_block(encode_block(block)) == block
 
 
+@given(lines, st.integers(min_value=0, max_value=40))
+@settings(max_examples=200)
+def test_skipped_lines_are_read_but_not_returned(block: list[BlockLine], skip: int) -> None:
+    """Recall and export skip a game block's lead: what follows is the same lines."""
+    assert decode_block(encode_block(block), skip) == block[skip:]
+
+
 @given(st.binary(max_size=200))
 def test_anything_else_is_refused_in_one_line(data: bytes) -> None:
     with contextlib.suppress(ValueError):

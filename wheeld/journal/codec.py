@@ -119,8 +119,13 @@ def encode_block(lines: Iterable[BlockLine]) -> bytes:
     return BLOCK_FORMAT + zlib.compress("\n".join(records).encode("ascii"), 9)
 
 
-def decode_block(stored: bytes) -> list[BlockLine]:
-    """A block's lines; ValueError when the value cannot be read."""
+def decode_block(stored: bytes, skip: int = 0) -> list[BlockLine]:
+    """A block's lines, but the first ``skip``; ValueError when the value cannot be read.
+
+    A skipped line is still read (the lines after it are written against it),
+    but not built: a game's block leads with the traffic before the game,
+    most of its lines, which recall and export leave out.
+    """
     if stored[:1] != BLOCK_FORMAT:
         raise ValueError("frame block stored in an unknown format")
     try:
@@ -144,7 +149,10 @@ def decode_block(stored: bytes) -> list[BlockLine]:
             body = record[match.end() :]
             if match[3] == "=":
                 shapes.append(_NUMBER.split(body))
-                append(BlockLine(at, _DIRECTIONS[match[2]], body))
+                if skip:
+                    skip -= 1
+                else:
+                    append(BlockLine(at, _DIRECTIONS[match[2]], body))
                 continue
             changes = body.split(_FIELD)
             parts = shapes[int(changes[0])]
@@ -157,6 +165,9 @@ def decode_block(stored: bytes) -> list[BlockLine]:
                         parts[index] = str(int(parts[index]) + int(change))
                 elif change:  # "" unchanged, else "|" and the text
                     parts[index] = change[1:]
+            if skip:
+                skip -= 1
+                continue
             append(BlockLine(at, _DIRECTIONS[match[2]], "".join(parts)))
     except (KeyError, IndexError) as exc:
         raise ValueError(f"frame block is malformed ({exc!r})") from None

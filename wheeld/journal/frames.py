@@ -215,7 +215,7 @@ def read_frames(
         tuple(game_ids),
     ):
         try:
-            lines = decode_block(data)[lead:]
+            lines = decode_block(data, lead)
         except ValueError as exc:
             # One damaged block costs its own lines, said where they would be, not the rest.
             found[game_id].append(
