@@ -15,6 +15,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -189,6 +190,24 @@ def test_demo_refuses_bad_options(option: list[str], capsys: pytest.CaptureFixtu
     assert exit_.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.startswith(f"wheeld demo: error: argument {option[0]}:"), error
+
+
+def test_the_live_view_shows_link_changes_not_the_wheel_heartbeat(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    view = demo_module.LiveView("wheeld/D")
+    shows: list[tuple[str, dict[str, Any]]] = [
+        ("wheeld/D/status", {"state": "online"}),
+        ("wheeld/D/wheel", {"link": "up", "frames": 10}),
+        ("wheeld/D/wheel", {"link": "up", "frames": 610}),  # the retained heartbeat, a minute on
+        ("wheeld/D/status", {"state": "online"}),  # said again at a reconnect
+        ("wheeld/D/wheel", {"link": "down", "frames": 611}),
+        ("wheeld/D/wheel", {"link": "up", "frames": 612}),
+    ]
+    for topic, payload in shows:
+        view.show(topic, payload)
+    shown = [line.split("  ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert shown == ["wheeld online", "wheel link up", "wheel link down", "wheel link up"]
 
 
 def test_dealer_alternates_from_the_result_the_daemon_published() -> None:
