@@ -200,6 +200,8 @@ def _path(default: Path | None = None) -> Any:
 
 class TableConfig(_Section):
     id: str = Field(default="T1", max_length=MAX_TABLE_ID_CHARS)
+    #: The table's name for patrons ("Ruleta 1"): the marquee shows it large, and the
+    #: id small in a corner, for staff. Unset: the marquee shows the id.
     name: str | None = None
     #: Table limits, shown on the marquee.
     min_bet: float | None = Field(default=None, ge=0)
@@ -422,6 +424,8 @@ class MarqueeConfig(_Section):
     """``[marquee]``: the winning-number display board (``wheeld marquee``)."""
 
     listen: str = "127.0.0.1:8080"
+    #: The board's words: ``es`` (Spanish, the default: HAGAN JUEGO, NO VA MÁS, MESA
+    #: CERRADA) or ``en`` (English: PLACE YOUR BETS, NO MORE BETS, TABLE CLOSED).
     language: Literal["es", "en"] = "es"
     #: Games the hot/cold numbers and percentages are taken over.
     stats_games: int = Field(default=100, ge=1, le=1000)
