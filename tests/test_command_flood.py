@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import paho.mqtt.client as paho
+import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -40,6 +41,7 @@ def _as(operator: str) -> Properties:
     return properties
 
 
+@pytest.mark.timeout(600)  # 20,000 commands: minutes on two cores shared with other suites
 def test_a_close_sent_during_a_flood_of_20000_acks_is_carried_out(tmp_path: Path) -> None:
     broker = Broker(tmp_path)
     broker.conf.write_text(broker.conf.read_text() + _queue_setting() + "\n")

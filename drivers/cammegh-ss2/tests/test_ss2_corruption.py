@@ -252,8 +252,9 @@ def flipped_pairs_and_stray_bare_lines(lines: list[Line]) -> Iterator[Edit]:
             yield Edit(four, four + 1, (stray, (at, b"*X;5;" + data[5:])))
 
 
-# Exhaustive: a minute and a half for the studio capture alone, longer beside other suites.
-@pytest.mark.timeout(600)
+# Exhaustive: a minute and a half for the studio capture alone, longer beside other
+# suites (more than ten minutes on two cores with a load of 18).
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.stem)
 def test_no_single_corrupted_line_publishes_another_number(capture: Path) -> None:
     clean = clean_replay(capture)
@@ -321,7 +322,8 @@ def test_the_ss2_fuzzer_finds_nothing_in_three_seconds() -> None:
     # The long run is documented in the driver's README.md; this keeps the target working.
     judged, failure = ss2_fuzz.fuzz(3.0, seed=2025)
     assert failure is None, str(failure)
-    assert judged > 100
+    # Hundreds on a quiet core; tens on two cores shared with other suites: it runs.
+    assert judged >= 10
 
 
 def test_the_fuzz_oracle_refuses_an_unconfirmed_number() -> None:
