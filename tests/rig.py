@@ -196,7 +196,7 @@ class Subscriber:
         self._drain()
         return [body for t, body, _ in self.seen if t == topic]
 
-    def wait(self, topic: str, predicate: Callable[[Any], bool], timeout: float = 10) -> Any:
+    def wait(self, topic: str, predicate: Callable[[Any], bool], timeout: float = 30) -> Any:
         """The first payload on ``topic`` that satisfies ``predicate``."""
 
         def found() -> Any:

@@ -65,7 +65,7 @@ def test_a_close_sent_during_a_flood_of_20000_acks_is_carried_out(tmp_path: Path
                 if n == FLOOD // 2:
                     close = json.dumps({"operator": "boss"})
                     flooder.publish(f"{BASE}/command/close", close, qos=1, properties=_as("boss"))
-            table = watcher.wait(f"{BASE}/table", lambda t: t.get("state") == "closed", 60)
+            table = watcher.wait(f"{BASE}/table", lambda t: t.get("state") == "closed", 180)
             assert table["table"] == "T9"
             answer = watcher.wait("wheeld-replies/boss", lambda r: "ok" in r, 30)
             assert answer["ok"] is True and answer["state"] == "closed"

@@ -67,7 +67,7 @@ def _demo_until_a_result(tmp_path: Path, *demo_args: str) -> tuple[str, str]:
 
     try:
         os.set_blocking(demo.stdout.fileno(), False)
-        wait_for(shown_a_result, 15, "a result shown")
+        wait_for(shown_a_result, 60, "a result shown")  # a limit: seconds when quiet
         assert Path(work).parent == tmp_path, "the demo's directory is its own"
         assert _processes_mentioning(work), "the daemon runs"
         board = re.search(r"winning-number board\): (http://\S+)", "".join(seen))

@@ -358,6 +358,7 @@ async def test_a_session_taken_over_is_said_once_and_backs_off(
                 # A second "wheeld" for table T9: same client id, and it keeps coming back
                 # (paho reconnects by itself), as a second daemon would.
                 intruder = operator_client(broker.port, client_id="wheeld-T9")
+                intruder.reconnect_delay_set(1, 2)  # back every second or two, as a daemon
                 knocked_off: list[float] = []
                 intruder.on_disconnect = lambda *_: knocked_off.append(time.monotonic())
                 await until(lambda: publisher.session_taken_over, "the takeover", timeout=20)
@@ -378,6 +379,7 @@ async def test_a_session_taken_over_is_said_once_and_backs_off(
                 )
         finally:
             if intruder is not None:
+                intruder.disconnect()  # first: it wakes paho's loop from a reconnect delay
                 intruder.loop_stop()
             journal.close()
 
