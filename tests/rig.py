@@ -4,14 +4,17 @@ process, an MQTT subscriber and a systemd notify socket. Every wait has a timeou
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import queue
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import tty
 from collections.abc import Callable, Iterator
@@ -24,10 +27,56 @@ from paho.mqtt.enums import CallbackAPIVersion
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
 
+#: Where a test run's port reservations are: one lock file a port, held (flock) by the
+#: process that reserved it for as long as it lives, honoured by every run of the suite
+#: on the machine (two copies side by side, a demo, another checkout's).
+PORT_LOCKS = Path(tempfile.gettempdir()) / "wheeld-test-ports"
+_reserved: dict[int, int] = {}
+
+
+def _server_ports() -> range:
+    """Ports no outgoing connection is given: below the kernel's ephemeral range.
+
+    A port picked there and released can be taken by any process's next outgoing
+    connection before the server the test starts binds it (found: ``eaddrinuse``
+    under load); below the range only a server asking for that very port can.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(10000, low) if low > 12000 else range(1024, 10000)
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A port for a server another process starts (mosquitto, a daemon's metrics, ...).
+
+    Such a server cannot be handed a socket the test holds, so the port is held
+    another way: reserved by a lock file for this whole test process (no other
+    test of any run on the machine is given it), outside the kernel's ephemeral
+    range (no outgoing connection takes it meanwhile), and bindable when handed
+    out. A server that still finds it taken (a program outside the suite) is
+    started again on another one: ``Broker.start``. In-process servers bind port
+    0 and keep their socket instead.
+    """
+    PORT_LOCKS.mkdir(mode=0o777, exist_ok=True)
+    ports = _server_ports()
+    pick = random.Random(os.urandom(8))
+    for _ in range(2000):
+        port = pick.choice(ports)
+        if port in _reserved:
+            continue
+        fd = os.open(PORT_LOCKS / str(port), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", port))
+        except OSError:
+            os.close(fd)  # reserved by another run, or in use: another one
+            continue
+        _reserved[port] = fd
+        return port
+    raise RuntimeError(f"no free port to reserve in {ports.start}-{ports.stop - 1}")
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -62,18 +111,45 @@ class Broker:
             lines += ["persistence false"]
         self.conf.write_text("\n".join(lines) + "\n")
         self.process: subprocess.Popen[bytes] | None = None
+        #: Started once: a restart must come back on the same port.
+        self.started = False
 
     def start(self) -> None:
-        self.process = subprocess.Popen(
-            [MOSQUITTO, "-c", str(self.conf)],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.workdir / "mosquitto.log").open("ab"),
-        )
-        wait_for(self._listening, 10, f"mosquitto on port {self.port}")
+        """Start mosquitto and wait until it says it runs (its own word, not a port that
+        answers: that could be someone else's). A port found in use after all is
+        given up for another one, unless the broker was started on it before (a
+        restart: the test's clients know that port)."""
+        log = self.workdir / "mosquitto.log"
+        for _ in range(5):
+            said_before = log.stat().st_size if log.exists() else 0
+            self.process = subprocess.Popen(
+                [MOSQUITTO, "-c", str(self.conf)],
+                stdout=subprocess.DEVNULL,
+                stderr=log.open("ab"),
+            )
+            process = self.process
 
-    def _listening(self) -> bool:
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", self.port)) == 0
+            def said(since: int = said_before) -> str:
+                with log.open("rb") as handle:
+                    handle.seek(since)
+                    return handle.read().decode(errors="replace")
+
+            def up_or_gone(process: subprocess.Popen[bytes] = process) -> bool:
+                return " running" in said() or process.poll() is not None
+
+            wait_for(up_or_gone, 20, f"mosquitto on port {self.port}")
+            if process.poll() is None:
+                self.started = True
+                return
+            self.process = None
+            if "Address already in use" not in said() or self.started:
+                raise AssertionError(f"mosquitto stopped: {said().strip()[-300:]}")
+            old = self.port
+            self.port = free_port()
+            self.conf.write_text(
+                self.conf.read_text().replace(f"listener {old} ", f"listener {self.port} ")
+            )
+        raise AssertionError("mosquitto found every port it was given in use")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -120,7 +196,7 @@ class Subscriber:
         self._drain()
         return [body for t, body, _ in self.seen if t == topic]
 
-    def wait(self, topic: str, predicate: Callable[[Any], bool], timeout: float = 10) -> Any:
+    def wait(self, topic: str, predicate: Callable[[Any], bool], timeout: float = 30) -> Any:
         """The first payload on ``topic`` that satisfies ``predicate``."""
 
         def found() -> Any:

@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import paho.mqtt.client as paho
+import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -40,6 +41,7 @@ def _as(operator: str) -> Properties:
     return properties
 
 
+@pytest.mark.timeout(600)  # 20,000 commands: minutes on two cores shared with other suites
 def test_a_close_sent_during_a_flood_of_20000_acks_is_carried_out(tmp_path: Path) -> None:
     broker = Broker(tmp_path)
     broker.conf.write_text(broker.conf.read_text() + _queue_setting() + "\n")
@@ -63,7 +65,7 @@ def test_a_close_sent_during_a_flood_of_20000_acks_is_carried_out(tmp_path: Path
                 if n == FLOOD // 2:
                     close = json.dumps({"operator": "boss"})
                     flooder.publish(f"{BASE}/command/close", close, qos=1, properties=_as("boss"))
-            table = watcher.wait(f"{BASE}/table", lambda t: t.get("state") == "closed", 60)
+            table = watcher.wait(f"{BASE}/table", lambda t: t.get("state") == "closed", 180)
             assert table["table"] == "T9"
             answer = watcher.wait("wheeld-replies/boss", lambda r: "ok" in r, 30)
             assert answer["ok"] is True and answer["state"] == "closed"

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,7 +67,7 @@ def _demo_until_a_result(tmp_path: Path, *demo_args: str) -> tuple[str, str]:
 
     try:
         os.set_blocking(demo.stdout.fileno(), False)
-        wait_for(shown_a_result, 15, "a result shown")
+        wait_for(shown_a_result, 60, "a result shown")  # a limit: seconds when quiet
         assert Path(work).parent == tmp_path, "the demo's directory is its own"
         assert _processes_mentioning(work), "the daemon runs"
         board = re.search(r"winning-number board\): (http://\S+)", "".join(seen))
@@ -189,6 +190,24 @@ def test_demo_refuses_bad_options(option: list[str], capsys: pytest.CaptureFixtu
     assert exit_.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.startswith(f"wheeld demo: error: argument {option[0]}:"), error
+
+
+def test_the_live_view_shows_link_changes_not_the_wheel_heartbeat(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    view = demo_module.LiveView("wheeld/D")
+    shows: list[tuple[str, dict[str, Any]]] = [
+        ("wheeld/D/status", {"state": "online"}),
+        ("wheeld/D/wheel", {"link": "up", "frames": 10}),
+        ("wheeld/D/wheel", {"link": "up", "frames": 610}),  # the retained heartbeat, a minute on
+        ("wheeld/D/status", {"state": "online"}),  # said again at a reconnect
+        ("wheeld/D/wheel", {"link": "down", "frames": 611}),
+        ("wheeld/D/wheel", {"link": "up", "frames": 612}),
+    ]
+    for topic, payload in shows:
+        view.show(topic, payload)
+    shown = [line.split("  ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert shown == ["wheeld online", "wheel link up", "wheel link down", "wheel link up"]
 
 
 def test_dealer_alternates_from_the_result_the_daemon_published() -> None:

@@ -207,7 +207,9 @@ async def test_the_publisher_takes_the_next_broker_and_says_which(tmp_path: Path
             journal.close()
     assert server == f"127.0.0.1:{second.port}"
     assert [json.loads(e.message.payload)["game_id"] for e in acknowledged] == [1, 2, 3]
-    assert log.at("info", "broker connected") == [{"host": "127.0.0.1", "port": second.port}]
+    (connected,) = log.at("info", "broker connected")
+    assert (connected["host"], connected["port"]) == ("127.0.0.1", second.port)
+    assert connected["attempts"] == 1  # after the dead primary's one failed try
     (moved,) = log.at("info", "moving to another broker")
     assert moved == {"server": f"127.0.0.1:{dead}", "to": f"127.0.0.1:{second.port}"}
 

@@ -108,11 +108,13 @@ def test_a_second_daemon_for_the_table_exits_78_and_the_first_plays_on(
         notify.close()
 
     assert second.returncode == EX_CONFIG, second.stderr
-    # The wheel is opened while the broker is asked (READY waits on no broker): the
+    # The wheel is opened while the broker is asked: the
     # log says so; the last line, the only one not a JSON log record, says why it stopped.
     *logged, line = second.stderr.strip().splitlines()
     assert all(record.startswith("{") for record in logged), second.stderr
     assert "Traceback" not in second.stderr
+    # Never ready: READY and "wheeld ready" come only after the check for a rival.
+    assert "wheeld ready" not in second.stderr
     assert f"another wheeld ({first_instance}) is online for table T9" in line
     assert (
         "give this one its own table.id" in line

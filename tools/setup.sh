@@ -46,7 +46,12 @@ fi
 # the Cammegh SS2 driver (its own distribution, wheeld-cammegh).
 stamp=.venv/.installed-$(cat pyproject.toml simulators/pyproject.toml drivers/cammegh/pyproject.toml | sha1sum | cut -c1-12)
 if [ ! -e "$stamp" ]; then
+    echo "setup: installing wheeld, its driver and simulators into .venv (a minute or two, once)" >&2
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    .venv/bin/python -m pip install -q -e '.[test]' -e ./drivers/cammegh -e './simulators[cammegh]'
+    # setuptools says "Editable installation ... Please be careful with folders in your
+    # working directory" once per distribution: information, not a problem, and ten lines
+    # each on a first run. Hidden by its own words; every other warning still shows.
+    PYTHONWARNINGS="ignore:Editable installation" .venv/bin/python -m pip install -q \
+        -e '.[test]' -e ./drivers/cammegh -e './simulators[cammegh]'
     rm -f .venv/.installed-* && touch "$stamp"
 fi

@@ -128,6 +128,21 @@ def _parser() -> argparse.ArgumentParser:
     display.add_argument("--port", required=True, help="the display's serial port or URL")
     display.add_argument("--baudrate", type=int, default=9600)
 
+    status = commands.add_parser(
+        "status",
+        help="say whether the broker, the wheel and the journal are reachable right now",
+        description="One line each for the broker, the wheel and the journal, asked now; "
+        "exit status 1 when one of them is not reachable. Beside a running daemon, the "
+        "wheel is judged from the daemon's own retained <base>/health (it holds the port).",
+    )
+    status.add_argument("--config", type=Path, required=True, metavar="FILE")
+    status.add_argument(
+        "--timeout",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="how long each broker may take to answer, and the wheel to speak (default: 3)",
+    )
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
     check.add_argument("file", type=Path)
     _add_audit_commands(commands)
@@ -850,6 +865,15 @@ def _sets_nothing(path: Path) -> bool:
         return False
 
 
+def _status(args: argparse.Namespace) -> int:
+    from wheeld import status
+
+    if not 0 < args.timeout <= 60:
+        raise CommandError("--timeout: between 0 and 60 seconds", EXIT_USAGE)
+    config = _load_config(args.config, signing_key=False)
+    return status.main(config, args.timeout)
+
+
 def _run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -1008,6 +1032,7 @@ _COMMANDS = {
     "replay": _replay,
     "check-config": _check_config,
     "run": _run,
+    "status": _status,
     "keygen": _keygen,
     "verify": _verify,
     "recall": _recall,
@@ -1019,25 +1044,41 @@ _COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wheeld`` console script."""
-    args = _parser().parse_args(argv)
-    # Plug-in commands carry their own handler; built-in ones are looked up.
-    command: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
-    command = command or _COMMANDS.get(args.command)
-    if command is None:
-        print(f"wheeld {args.command}: the plug-in gave this command no handler", file=sys.stderr)
-        return EXIT_FAILURE
+    import signal
+
+    import wheeld
+
+    # Ctrl-C at any moment is one line and status 130, never a traceback: from
+    # here on as Python's KeyboardInterrupt, caught below (before, while the
+    # package was imported, by ``wheeld._interrupted``; after, again by it).
+    quiet = signal.getsignal(signal.SIGINT) is wheeld._interrupted
+    if quiet:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    name = "wheeld"
     try:
+        args = _parser().parse_args(argv)
+        name = f"wheeld {args.command}"
+        # Plug-in commands carry their own handler; built-in ones are looked up.
+        command: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+        command = command or _COMMANDS.get(args.command)
+        if command is None:
+            print(f"{name}: the plug-in gave this command no handler", file=sys.stderr)
+            return EXIT_FAILURE
         return command(args)
     except CommandError as exc:
         for line in str(exc).splitlines():
-            print(f"wheeld {args.command}: {line}", file=sys.stderr)
+            print(f"{name}: {line}", file=sys.stderr)
         return exc.status
     except BrokenPipeError:
         # `wheeld replay ... | head` is normal use, not an error.
         sys.stderr.close()
         return 0
     except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if quiet:  # the interpreter's own shutdown, too, ends in one line
+            signal.signal(signal.SIGINT, wheeld._interrupted)
 
 
 if __name__ == "__main__":

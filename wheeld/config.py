@@ -210,7 +210,11 @@ class TableConfig(_Section):
         "`/` or control characters, not starting with `$` (a topic level); under "
         "`wheeld@T1` the unit sets it to the instance.",
     )
-    name: str | None = Field(default=None, description="A longer name for displays.")
+    name: str | None = Field(
+        default=None,
+        description="The table's name for patrons (`Ruleta 1`): the marquee shows it large, "
+        "and the id small in a corner, for staff. Unset: the marquee shows the id.",
+    )
     #: Table limits, shown on the marquee.
     min_bet: float | None = Field(
         default=None, ge=0, description="The table's minimum bet, shown on the marquee."
@@ -595,7 +599,9 @@ class MarqueeConfig(_Section):
         "`--listen` overrides it.",
     )
     language: Literal["es", "en"] = Field(
-        default="es", description="The board's language: Spanish or English."
+        default="es",
+        description="The board's words: `es` (Spanish, the default: HAGAN JUEGO, NO VA MÁS, "
+        "MESA CERRADA) or `en` (English: PLACE YOUR BETS, NO MORE BETS, TABLE CLOSED).",
     )
     stats_games: int = Field(
         default=100,

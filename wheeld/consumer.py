@@ -78,10 +78,12 @@ class WheelMessage(_Incoming):
 
 
 class TableMessage(_Incoming):
-    """``<base>/table``: open or closed by the pit boss."""
+    """``<base>/table``: open or closed by the pit boss, with the last three results."""
 
     state: Literal["open", "closed"]
     table: TableId | None = None
+    #: The last three results when it was said, newest first (an older wheeld: none).
+    last_numbers: list[Pocket] = Field(default_factory=list, max_length=3)
 
 
 class _GameMessage(_Incoming):
@@ -201,7 +203,7 @@ def _check_pockets(message: Message, pockets: int) -> None:
     match message:
         case ResultMessage(number=number) | LatestResult(number=number):
             numbers = [number]
-        case HistoryMessage(numbers=numbers):
+        case HistoryMessage(numbers=numbers) | TableMessage(last_numbers=numbers):
             pass
         case _:
             return

@@ -34,7 +34,14 @@ from wheeld.commands import (
 from wheeld.config import Config, driver_settings
 from wheeld.drivers import driver_named
 from wheeld.effects import CommandRecord, Effects, FrameRecord, Outgoing
-from wheeld.health import Condition, Heartbeat, LinkState, Readings, health_payload
+from wheeld.health import (
+    BROKER_UNREACHABLE,
+    Condition,
+    Heartbeat,
+    LinkState,
+    Readings,
+    health_payload,
+)
 from wheeld.journal import (
     JOURNAL_FILE,
     UNHURRIED_EVENTS,
@@ -343,10 +350,10 @@ class Daemon:
         # One line, never a traceback, for what a callback of the loop's raises (paho's
         # socket callbacks after a connection died under a paused VM, say).
         asyncio.get_running_loop().set_exception_handler(self._loop_exception)
-        # Asked of the broker while the wheel is opened, not before: READY must not
-        # wait on a broker. Until the answer is in, nothing is decided (what the
-        # wheel says is held, in order): the broker's memory of the table's game
-        # ids and seqs, and whether another wheeld runs it, come first.
+        # Asked of the broker while the wheel is opened, not before. Until the answer
+        # is in (PREFLIGHT_TOTAL_S at most), nothing is decided (what the wheel says is
+        # held, in order) and READY is not sent: the broker's memory of the table's
+        # game ids and seqs, and whether another wheeld runs it, come first.
         preflight = asyncio.create_task(
             read_broker_memory(config, self.publisher.instance, self.log), name="preflight"
         )
@@ -378,13 +385,6 @@ class Daemon:
         if self.notifier.watchdog_interval is not None:
             self._every(self.notifier.watchdog_interval / 2, self._watchdog)
         self._every(HEALTH_CHECK_S, self._check_health)
-        self.notifier.ready(self.status_line())
-        self.log.info(
-            "wheeld ready",
-            base_topic=config.base_topic,
-            port=config.wheel.port,
-            driver=config.wheel.driver,
-        )
         stopper = asyncio.create_task(self._stop.wait())
         done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
         failed = False
@@ -455,6 +455,14 @@ class Daemon:
             self._rival = self._rival_error(memory.rival)
             self._stop.set()
             return
+        # Ready only now: a second daemon for a running table never says it is.
+        self.notifier.ready(self.status_line())
+        self.log.info(
+            "wheeld ready",
+            base_topic=self.config.base_topic,
+            port=self.config.wheel.port,
+            driver=self.config.wheel.driver,
+        )
         now = time.time()
         started = Effects()
         if memory.sequence is not None:
@@ -650,6 +658,8 @@ class Daemon:
             parts.append(f"MQTT client id {self.config.client_id} taken by another client")
         if publisher.stuck_since is not None:
             parts.append(f"broker refusing messages ({publisher.refusals} refusals)")
+        elif publisher.unreachable:
+            parts.append("no broker reached since start")
         elif not publisher.connected:
             parts.append("broker unreachable")
         return "; ".join(parts)
@@ -944,6 +954,8 @@ class Daemon:
             faults.add("broker_refused")
         if publisher.session_taken_over:
             faults.add("session_taken_over")
+        if publisher.unreachable:
+            faults.add(BROKER_UNREACHABLE)
         return Condition(
             link=self._link_state(now),
             broker="connected" if publisher.connected else "disconnected",

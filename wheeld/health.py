@@ -3,7 +3,9 @@
 ``ok``: the wheel is heard, the journal writes and the broker takes what is
 published. ``degraded``: games are still decided and kept, but something wants
 an engineer (the broker away or refusing, a fault or alert set). ``fault``:
-no game can be decided (the wheel link down or silent, the journal unwritable).
+no game can be decided (the wheel link down or silent, the journal unwritable),
+or nothing decided can reach anyone: no broker reached since the daemon
+started (``broker_unreachable``: a wrong host, a broker down at start).
 
 Pure: the daemon reads the figures and the clocks, and says when; this module
 judges them, builds the payload and decides whether it is due.
@@ -27,6 +29,10 @@ LINK_STATES: tuple[LinkState, ...] = ("up", "silent", "down")
 
 #: Faults under which no game is decided (the others leave the table running).
 STOPPING_FAULTS = frozenset({"journal_unwritable"})
+#: No broker has been reached since start: whatever is decided reaches nobody yet.
+BROKER_UNREACHABLE = "broker_unreachable"
+#: Faults that make the health ``fault``: the stopping ones, and a broker never reached.
+FAULT_STATE_FAULTS = STOPPING_FAULTS | {BROKER_UNREACHABLE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +47,7 @@ class Condition:
 
     @property
     def state(self) -> HealthState:
-        if self.link != "up" or STOPPING_FAULTS.intersection(self.faults):
+        if self.link != "up" or FAULT_STATE_FAULTS.intersection(self.faults):
             return "fault"
         if self.broker != "connected" or self.faults:
             return "degraded"

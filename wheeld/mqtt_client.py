@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import aiomqtt
 import paho.mqtt.client as paho
+from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -294,3 +295,89 @@ def make_client(
     if manual_ack:
         client._client.manual_ack_set(True)
     return client
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """Every exception in a group, and what each was raised from, outermost first."""
+    if isinstance(error, BaseExceptionGroup):
+        return [cause for inner in error.exceptions for cause in _causes(inner)]
+    found: list[BaseException] = []
+    seen: BaseException | None = error
+    while seen is not None and seen not in found:
+        found.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return found
+
+
+#: MQTT 5 reason codes a broker ends or refuses a connection with, in an operator's words.
+_REASONS = {
+    0x80: "the connection was lost (the broker closed it, or the network dropped it)",
+    0x81: "the broker found a malformed packet",
+    0x82: "the broker found a protocol error",
+    0x84: "the broker does not speak this MQTT version (mqtt.protocol)",
+    0x85: "the broker refused the client id",
+    0x86: "bad user name or password (mqtt.username, mqtt.password_file)",
+    0x87: "not authorized by the broker (its ACL or credentials)",
+    0x88: "the broker is unavailable",
+    0x89: "the broker is busy",
+    0x8A: "banned by the broker",
+    0x8B: "the broker is shutting down",
+    0x8D: "the broker heard nothing within the keepalive (mqtt.keepalive_s)",
+    0x8E: "session taken over: another client connected with the same client id",
+    0x9C: "the broker asks to use another server",
+    0x9D: "the broker has moved to another server",
+    0x9F: "connection rate exceeded on the broker",
+}
+#: paho's MQTT 3.1.1 CONNACK return codes.
+_CONNACK_311 = {
+    1: "the broker does not speak this MQTT version (mqtt.protocol)",
+    2: "the broker refused the client id",
+    3: "the broker is unavailable",
+    4: "bad user name or password (mqtt.username, mqtt.password_file)",
+    5: "not authorized by the broker (its ACL or credentials)",
+}
+#: aiomqtt's words for a connection lost while reading or waiting.
+_WRAPPERS = ("Disconnected during message iteration", "Operation timed out")
+
+
+def in_words(error: BaseException) -> str:
+    """Why a broker connection failed or ended, said for an operator, on one line.
+
+    aiomqtt's own words (``Disconnected during message iteration: [code:128]
+    Unspecified error``) name where the loss was noticed, not what happened:
+    the cause is looked for in what it was raised from. The technical detail
+    stays available to callers from the exception itself.
+    """
+    causes = _causes(error)
+    for cause in causes:
+        if isinstance(cause, socket.gaierror):
+            return f"the broker's host name does not resolve ({cause.strerror or cause})"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused: nothing listens on that port (is the broker running?)"
+        if isinstance(cause, ConnectionResetError | BrokenPipeError):
+            return "the connection was reset (the broker closed it, or the network dropped it)"
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"TLS: the broker's certificate is not trusted ({cause.verify_message})"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS: {getattr(cause, 'reason', None) or cause}"
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"cannot reach the broker: {cause.strerror.lower()}"
+        rc = getattr(cause, "rc", None)
+        value = getattr(rc, "value", rc)
+        if isinstance(value, int):
+            if isinstance(cause, MqttConnectError) and value in _CONNACK_311:
+                return f"refused: {_CONNACK_311[value]}"
+            if value in _REASONS:
+                refused = isinstance(cause, MqttConnectError) and value != 0x80
+                return ("refused: " if refused else "") + _REASONS[value]
+            if value == paho.MQTT_ERR_CONN_LOST:
+                return _REASONS[0x80]
+            if value == paho.MQTT_ERR_NO_CONN:
+                return "not connected to the broker"
+    for cause in causes:
+        text = str(cause)
+        if "timed out" in text.lower() or isinstance(cause, TimeoutError):
+            return "no answer from the broker in time (a host that drops packets, or a hung broker)"
+        if text and text not in _WRAPPERS:
+            return text.splitlines()[0]
+    return "the broker ended the session"

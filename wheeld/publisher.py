@@ -277,6 +277,61 @@ def _causes(error: BaseException) -> Iterator[BaseException]:
         seen = seen.__cause__ or seen.__context__
 
 
+#: While the broker stays away, the line that says so comes again after 5 s, 10 s,
+#: 20 s ... and never more than a minute apart: never silent, never a line a try.
+OUTAGE_SAY_FIRST_S = 5.0
+OUTAGE_SAY_MAX_S = 60.0
+
+
+class Outage:
+    """When a broker outage is said again in the log, and what the line says.
+
+    At once when it begins or its reason (or broker) changes; otherwise after a
+    pause that doubles from OUTAGE_SAY_FIRST_S up to OUTAGE_SAY_MAX_S, so a long
+    outage is a line a minute at least. Each line names the next try and how
+    long the broker has been away.
+    """
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        #: When the first failure of this outage was (monotonic), None while connected.
+        self.since: float | None = None
+        self.attempts = 0
+        self._said: tuple[str, str] | None = None
+        self._next_at = 0.0
+        self._pause_s = OUTAGE_SAY_FIRST_S
+
+    def failed(self, server: str, error: str, now: float) -> bool:
+        """A try (or a connection) failed at ``now`` (monotonic): whether to say so now."""
+        if self.since is None:
+            self.since = now
+        self.attempts += 1
+        return (server, error) != self._said or now >= self._next_at
+
+    def said(self, server: str, error: str, now: float, retry_in_s: float) -> dict[str, Any]:
+        """It is being said at ``now``: the line's figures."""
+        since = self.since if self.since is not None else now
+        self._said = (server, error)
+        self._next_at = now + self._pause_s
+        self._pause_s = min(self._pause_s * 2, OUTAGE_SAY_MAX_S)
+        return {
+            "retry_in_s": round(retry_in_s, 1),
+            "retry_at": iso_utc(time.time() + retry_in_s),
+            "down_s": round(now - since, 1),
+            "attempts": self.attempts,
+        }
+
+    def ended(self) -> dict[str, Any]:
+        """A connection was made: the outage's figures for that line, if there was one."""
+        figures: dict[str, Any] = {}
+        if self.since is not None:
+            figures = {"down_s": round(time.monotonic() - self.since, 1), "attempts": self.attempts}
+        self._reset()
+        return figures
+
+
 @dataclass(slots=True)
 class _Refusal:
     """An outbox entry the broker refused, and when to offer it again."""
@@ -361,6 +416,10 @@ class Publisher:
         self._taken_over_at: float | None = None
         self._takeover_backoff_s = TAKEOVER_BACKOFF_FIRST_S
         self.connected = False
+        #: Whether any broker has been reached since start.
+        self.reached = False
+        #: No broker reached since start, and at least one try has failed: health ``fault``.
+        self.unreachable = False
         #: The broker connected to, ``host:port``; None while there is none.
         self.server: str | None = None
         self.refusals = 0
@@ -445,11 +504,10 @@ class Publisher:
         """Connect, serve, and reconnect, moving along the brokers, forever."""
         import aiomqtt
 
-        from wheeld.mqtt_client import Failover
+        from wheeld.mqtt_client import Failover, in_words
 
         failover = Failover(self._config.mqtt.brokers)
-        #: The last error said per broker, so an outage is logged once, not every retry.
-        said: dict[str, str] = {}
+        outage = Outage()
         last_server: str | None = None
         while True:
             server = failover.server
@@ -457,27 +515,31 @@ class Publisher:
             self._connected_at = None
             taken_over = False
             error = "the broker ended the session"
+            detail = ""
             try:
                 async with client:
                     self._client = client
                     self.connected = True
+                    self.reached = True
+                    self.unreachable = False
                     self.server = server
                     self._connected_at = time.monotonic()
-                    said.clear()
                     if server != last_server:
                         # Another broker may take what this one refused: offer it at once.
                         for refusal in self._refused.values():
                             refusal.retry_at = 0.0
                         last_server = server
                     host, port = split_server(server)
-                    self._log.info("broker connected", host=host, port=port)
+                    self._log.info("broker connected", host=host, port=port, **outage.ended())
                     await self._serve(client)
                     if self._standing_down:
                         return
             except* aiomqtt.MqttError as group:
                 taken_over = self._taken_over(group)
-                # aiomqtt's own words ("Disconnected during message iteration") hide the cause.
-                error = ": ".join(dict.fromkeys(str(cause) for cause in _causes(group)))
+                # aiomqtt's own words ("Disconnected during message iteration: [code:128]
+                # Unspecified error") say where the loss was noticed, not why.
+                error = in_words(group)
+                detail = ": ".join(dict.fromkeys(str(cause) for cause in _causes(group)))
             finally:
                 self._client = None
                 self.connected = False
@@ -489,15 +551,43 @@ class Publisher:
                 await asyncio.sleep(self._takeover_backoff_s)
                 self._takeover_backoff_s = min(self._takeover_backoff_s * 2, TAKEOVER_BACKOFF_MAX_S)
                 continue
-            if self._connected_at is None:
-                delay = failover.failed()
-            else:
-                delay = failover.lost(time.monotonic() - self._connected_at)
-            if said.get(server) != error:
-                said[server] = error
-                self._log.warning(
-                    "broker unavailable, retrying", server=server, error=error, next=failover.server
-                )
+            held_s = None if self._connected_at is None else time.monotonic() - self._connected_at
+            delay = failover.failed() if held_s is None else failover.lost(held_s)
+            now = time.monotonic()
+            self.unreachable = not self.reached
+            if outage.failed(server, error, now):
+                fields = outage.said(server, error, now, delay)
+                if held_s is not None:
+                    # A connection that held: its end is news, said at once with its reason.
+                    self._log.warning(
+                        "broker connection lost, reconnecting",
+                        server=server,
+                        error=error,
+                        detail=detail,
+                        held_s=round(held_s, 1),
+                        next=failover.server,
+                        **fields,
+                    )
+                elif self.reached:
+                    self._log.warning(
+                        "broker unavailable, retrying",
+                        server=server,
+                        error=error,
+                        detail=detail,
+                        next=failover.server,
+                        **fields,
+                    )
+                else:
+                    # Loud: nothing decided has reached anyone, and it may be a wrong host.
+                    self._log.error(
+                        "broker unavailable, retrying: no broker reached since start, "
+                        "nothing published yet",
+                        server=server,
+                        error=error,
+                        detail=detail,
+                        next=failover.server,
+                        **fields,
+                    )
                 if failover.server != server:
                     self._log.info("moving to another broker", server=server, to=failover.server)
             await asyncio.sleep(delay)

@@ -206,6 +206,16 @@ class LiveView:
     def __init__(self, base: str) -> None:
         self.base = base
         self.tty = sys.stdout.isatty()
+        #: What was last shown of the daemon's status and the wheel's link: the
+        #: retained <base>/wheel comes again every minute (its counters), and a
+        #: status again at every reconnect; only a change is news.
+        self._shown: dict[str, object] = {}
+
+    def _changed(self, what: str, value: object) -> bool:
+        if self._shown.get(what, object()) == value:
+            return False
+        self._shown[what] = value
+        return True
 
     def _paint(self, text: str, colour: str) -> str:
         return f"{_COLOURS[colour]} {text:>2} {_RESET}" if self.tty else text
@@ -213,10 +223,12 @@ class LiveView:
     def show(self, topic: str, payload: dict[str, Any]) -> None:
         clock = time.strftime("%H:%M:%S")
         if topic == f"{self.base}/status":
-            print(f"{clock}  wheeld {payload.get('state')}", flush=True)
+            if self._changed("status", payload.get("state")):
+                print(f"{clock}  wheeld {payload.get('state')}", flush=True)
             return
         if topic == f"{self.base}/wheel":
-            print(f"{clock}  wheel link {payload.get('link')}", flush=True)
+            if self._changed("link", payload.get("link")):
+                print(f"{clock}  wheel link {payload.get('link')}", flush=True)
             return
         if topic != f"{self.base}/game":
             return
@@ -408,7 +420,8 @@ def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, pro
     config = work / "wheeld.toml"
     key = _write_signing_key(work)
     config.write_text(
-        f"[table]\nid = {json.dumps(table)}\n"
+        # The marquee shows the name; the id, for staff, small in a corner.
+        f'[table]\nid = {json.dumps(table)}\nname = "Ruleta demo"\n'
         f"[wheel]\nport = {json.dumps(str(link))}\n"
         f"[mqtt]\nhost = {json.dumps(broker.host)}\nport = {broker.port}\n"
         f'protocol = "{protocol}"\nclient_id = "wheeld-{table.lower()}"\n'

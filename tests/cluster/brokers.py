@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import paho.mqtt.client as paho
 import pytest
@@ -83,6 +83,48 @@ def _wait_gone(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(10)
+
+
+class _Startable(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+#: What a node says when a port it was given is taken after all (Erlang, NATS, mosquitto).
+IN_USE = ("eaddrinuse", "address already in use")
+
+
+def _says_in_use(directory: Path) -> bool:
+    """Whether any node's output or log in ``directory`` says a port was in use."""
+    for path in directory.rglob("*"):
+        if path.is_file() and path.suffix in (".log", ".out"):
+            text = path.read_text(errors="replace").lower()
+            if any(words in text for words in IN_USE):
+                return True
+    return False
+
+
+C = TypeVar("C", bound=_Startable)
+
+
+def start_cluster(make: Callable[[Path], C], workdir: Path, tries: int = 3) -> C:
+    """``make(directory)`` and start it; a node that found one of its ports in use
+    (``eaddrinuse``) is no failure of the engine: the whole cluster is made again, in a
+    directory of its own, on other ports. Anything else fails at once."""
+    for attempt in range(1, tries + 1):
+        directory = workdir / f"attempt-{attempt}"
+        directory.mkdir(parents=True)
+        cluster = make(directory)
+        try:
+            cluster.start()
+            return cluster
+        except AssertionError:
+            in_use = _says_in_use(directory)
+            cluster.stop()
+            if not in_use or attempt == tries:
+                raise
+    raise AssertionError("unreachable")
 
 
 class _Nodes:

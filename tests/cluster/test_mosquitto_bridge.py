@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.brokers import BridgedMosquittos, require
+from tests.cluster.brokers import BridgedMosquittos, require, start_cluster
 from tests.cluster.table import (
     AFTER,
     DURING,
@@ -31,10 +31,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 def bridged(tmp_path: Path) -> Iterator[BridgedMosquittos]:
     """A pair of the test's own: each test kills one (they start in a second)."""
     require(MOSQUITTO, "mosquitto")
-    pair = BridgedMosquittos(tmp_path / "brokers")
-    pair.workdir.mkdir()
+    pair = start_cluster(BridgedMosquittos, tmp_path / "brokers")
     try:
-        pair.start()
         yield pair
     finally:
         pair.stop()
@@ -44,10 +42,8 @@ def bridged(tmp_path: Path) -> Iterator[BridgedMosquittos]:
 def relayed(tmp_path: Path) -> Iterator[BridgedMosquittos]:
     """A pair whose bridge runs through a relay the test can hold and cut."""
     require(MOSQUITTO, "mosquitto")
-    pair = BridgedMosquittos(tmp_path / "brokers", relayed=True)
-    pair.workdir.mkdir()
+    pair = start_cluster(lambda work: BridgedMosquittos(work, relayed=True), tmp_path / "brokers")
     try:
-        pair.start()
         yield pair
     finally:
         pair.stop()

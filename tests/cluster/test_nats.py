@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.brokers import NATS_SERVER, NatsCluster, require
+from tests.cluster.brokers import NATS_SERVER, NatsCluster, require, start_cluster
 from tests.cluster.table import (
     ClusterTable,
     assert_every_result_once_in_order,
@@ -21,9 +21,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 @pytest.fixture(scope="module")
 def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
     require(NATS_SERVER, "nats-server")
-    cluster = NatsCluster(tmp_path_factory.mktemp("nats"))
+    cluster = start_cluster(NatsCluster, tmp_path_factory.mktemp("nats"))
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.stop()

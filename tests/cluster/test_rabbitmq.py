@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.brokers import RABBITMQ_BIN, RabbitCluster, require
+from tests.cluster.brokers import RABBITMQ_BIN, RabbitCluster, require, start_cluster
 from tests.cluster.table import (
     BASE,
     ClusterTable,
@@ -19,15 +19,15 @@ from tests.cluster.table import (
 )
 
 # Three Erlang nodes take a while to boot and join on a shared machine.
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 
 @pytest.fixture(scope="module")
 def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitCluster]:
     require(RABBITMQ_BIN / "rabbitmq-server", "rabbitmq-server")
-    cluster = RabbitCluster(tmp_path_factory.mktemp("rabbitmq"))
+    # A port taken meanwhile (eaddrinuse) starts the cluster again on others.
+    cluster = start_cluster(RabbitCluster, tmp_path_factory.mktemp("rabbitmq"))
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.stop()

@@ -29,6 +29,7 @@ def board_for(config: Config) -> Board:
         shown=marquee.history_shown,
         stats_games=marquee.stats_games,
         stats_min_games=marquee.stats_min_games,
+        # The name is what patrons read; the id, for staff, stays small in a corner.
         table={"id": table.id, "name": table.name or table.id, "limits": limits},
         min_ball_revolutions=config.rules.min_ball_revolutions,
         connected=False,  # "offline" until the broker is reached

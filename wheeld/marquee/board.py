@@ -115,6 +115,8 @@ class Board:
     #: Whether the broker connection is up: without it nothing shown is current.
     connected: bool = True
     closed: bool = False
+    #: The last results ``<base>/table`` said, newest first: shown on the closed screen.
+    closed_numbers: list[str] = field(default_factory=list)
     phase: str = "bets_open"
     last: str | None = None
     history: list[str] = field(default_factory=list)
@@ -145,8 +147,9 @@ class Board:
                 # The history list comes with its own topic.
                 self.last = number
                 self._seen.first_time(game_id, epoch)
-            case TableMessage(state=state):
+            case TableMessage(state=state, last_numbers=numbers):
                 self.closed = state == "closed"
+                self.closed_numbers = list(numbers[:3])
             case SpinningMessage():
                 self.phase = "spinning"
                 self.no_spin = None
@@ -198,6 +201,8 @@ class Board:
             # False, not None, without a broker: the page shows "offline".
             "online": self.online if self.connected else False,
             "closed": self.closed,
+            # "anunciar las tres (3) últimas lanzadas": the closed screen shows them.
+            "closed_numbers": [{"number": n, "color": _color(n)} for n in self.closed_numbers],
             "phase": self.phase,
             "last": None
             if self.last is None

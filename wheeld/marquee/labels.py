@@ -30,6 +30,8 @@ LABELS: dict[str, dict[str, str]] = {
         "stats_after": "Calientes y fríos desde {n} partidas",
         "games": "partidas",
         "limits": "Límites",
+        "closed_last": "Últimas tiradas",
+        "table": "Mesa",
     },
     "en": {
         "bets_open": "PLACE YOUR BETS",
@@ -51,6 +53,8 @@ LABELS: dict[str, dict[str, str]] = {
         "stats_after": "Hot and cold after {n} games",
         "games": "games",
         "limits": "Limits",
+        "closed_last": "Last spins",
+        "table": "Table",
     },
 }
 

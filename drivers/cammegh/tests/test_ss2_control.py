@@ -295,7 +295,7 @@ def test_a_wheel_that_stops_answering_raises_an_alarm(tmp_path: Path, broker: Br
     try:
         with running(daemon):
             alarm = sub.wait(
-                f"{BASE}/alarm", lambda p: p["alarm"] == "wheel_not_answering", timeout=20
+                f"{BASE}/alarm", lambda p: p["alarm"] == "wheel_not_answering", timeout=60
             )
             assert alarm["command"] == "*o 1159"
             assert daemon.process is not None and daemon.process.poll() is None

@@ -252,8 +252,9 @@ def flipped_pairs_and_stray_bare_lines(lines: list[Line]) -> Iterator[Edit]:
             yield Edit(four, four + 1, (stray, (at, b"*X;5;" + data[5:])))
 
 
-# Exhaustive: a minute and a half for the studio capture alone, longer beside other suites.
-@pytest.mark.timeout(600)
+# Exhaustive: a minute and a half for the studio capture alone, longer beside other
+# suites (more than ten minutes on two cores with a load of 18).
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("capture", CAPTURES, ids=lambda p: p.stem)
 def test_no_single_corrupted_line_publishes_another_number(capture: Path) -> None:
     clean = clean_replay(capture)

@@ -39,6 +39,8 @@ function render(state) {
   const labels = state.labels || {};
   document.documentElement.lang = labels.bets_open === "PLACE YOUR BETS" ? "en" : "es";
   text("table-name", state.table ? state.table.name || "" : "");
+  // The id, for staff, in a corner of every screen (offline and closed included).
+  text("table-id", state.table && state.table.id ? `${labels.table || ""} ${state.table.id}`.trim() : "");
   text("limits", state.table && state.table.limits ? `${labels.limits}: ${state.table.limits}` : "");
 
   const last = document.getElementById("last");
@@ -58,7 +60,13 @@ function render(state) {
   // the last number, never over it, and never over the closed screen.
   const closed = document.getElementById("closed");
   closed.hidden = !(online && state.closed);
-  closed.textContent = labels.closed || "";
+  text("closed-title", labels.closed || "");
+  // "anunciar las tres (3) últimas lanzadas": what <base>/table said with the close.
+  const closedNumbers = state.closed_numbers || [];
+  document.getElementById("closed-last").hidden = closedNumbers.length === 0;
+  text("closed-label", labels.closed_last || "");
+  document.getElementById("closed-numbers").replaceChildren(
+    ...closedNumbers.map((n) => chip(n.number, n.color, "li")));
 
   const banner = document.getElementById("no-spin");
   banner.hidden = !state.no_spin || state.closed;
