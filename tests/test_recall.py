@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.test_verify import games, write_journal
 from wheeld.cli import main
 from wheeld.journal import JOURNAL_FILE, Journal
+from wheeld.recall import frame_line
 
 
 def recall(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -104,3 +107,16 @@ def test_recall_carries_each_game_s_messages_as_published(tmp_path: Path, capsys
     recalled = [json.loads(line) for line in out.splitlines()]
     assert [m for game in recalled for m in game["messages"]] == published
     assert all(game["messages"] == game["events"] for game in recalled)
+
+
+@given(
+    st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**40), 2**40),
+    st.sampled_from(["<", ">", "!"]),
+    st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=80),
+    st.integers(1, 2**53 - 1),
+)
+def test_an_export_frame_line_is_what_json_writes(
+    t: float, direction: str, line: str, game_id: int
+) -> None:
+    expected = json.dumps({"frame": {"t": t, "dir": direction, "line": line, "game_id": game_id}})
+    assert frame_line(t, direction, line, game_id) == expected

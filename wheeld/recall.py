@@ -8,6 +8,7 @@ stopped or the wheel faulted.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -187,15 +188,30 @@ def export_lines(
             for f in view.frames([gid])[gid]:
                 summary.frames += 1
                 summary.lines += 1
-                yield json.dumps(
-                    {"frame": {"t": f.t, "dir": f.dir, "line": f.line, "game_id": gid}}
-                )
+                yield frame_line(f.t, f.dir, f.line, gid)
         summary.messages += 1
         summary.lines += 1
         yield payload
     if read != last_row:
         # A damaged page can end a read early without a word: an export is whole or fails.
         raise ExportError(f"the journal could not be read past decision row {read}")
+
+
+def frame_line(t: float, direction: str, line: str, game_id: int) -> str:
+    """An export's frame line: ``json.dumps`` of ``{"frame": {...}}``, byte for byte.
+
+    Written by hand because a year's export has a hundred million of them and
+    ``json.dumps`` was a sixth of its time; ``json`` still writes any text that
+    needs escaping (a capture line is printable ASCII, so only ``"`` and ``\\``).
+    """
+    if '"' in line or "\\" in line or '"' in direction:
+        text = json.dumps(line)
+        way = json.dumps(direction)
+    else:
+        text = f'"{line}"'
+        way = f'"{direction}"'
+    stamp = repr(t) if type(t) is float and math.isfinite(t) else json.dumps(t)
+    return f'{{"frame": {{"t": {stamp}, "dir": {way}, "line": {text}, "game_id": {game_id}}}}}'
 
 
 def _span(
