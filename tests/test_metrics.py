@@ -309,7 +309,10 @@ async def test_scrapes_are_served_beside_slowloris_and_a_thousand_idle_connectio
                 sock.close()
             await endpoint.close()
     # The idle ones made room as the newcomers came (the idlest first), and said so once.
-    assert endpoint.server.dropped["made_room_idle"] >= 1000 - limits.max_connections
+    # On a busy machine some idle ones reach their head deadline first and are cut for
+    # it ("head_late"): either way, every one beyond the slots left.
+    dropped = endpoint.server.dropped
+    assert dropped["made_room_idle"] + dropped["head_late"] >= 1000 - limits.max_connections
     assert endpoint.server.dropped["head_late"] >= 8
     assert len(log.warnings) == 1 and "every connection slot held" in log.warnings[0]
     assert not log.errors

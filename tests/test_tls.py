@@ -133,7 +133,7 @@ def test_the_daemon_says_online_over_tls(tmp_path: Path, broker: TlsBroker) -> N
                     seen.append(statuses.get_nowait())
                 return any(p and json.loads(p).get("state") == "online" for p in seen)
 
-            wait_for(online, 15, "the daemon's online status over TLS")
+            wait_for(online, 60, "the daemon's online status over TLS")
     finally:
         watcher.loop_stop()
         watcher.disconnect()
