@@ -1035,7 +1035,9 @@ class Children:
             for sentinel in multiprocessing.connection.wait(list(waiting)):
                 process = waiting.pop(cast(int, sentinel))
                 process.join()
-                if process.exitcode != 0:
+                # None: the main thread reaped it first (joining at the build's end),
+                # and it checks the exit code itself; only a code that is not 0 failed.
+                if process.exitcode not in (0, None):
                     self._failed(process)
                     return
 
@@ -1145,6 +1147,11 @@ def build(
         for process in children.processes:
             process.join()
         children.check()
+        failed = [p for p in children.processes if p.exitcode != 0]
+        if failed:  # reaped here before the watcher saw it
+            raise RuntimeError(
+                f"the build's {failed[0].name} process failed (exit {failed[0].exitcode})"
+            )
     assert decisions == table.decisions, (decisions, table.decisions)
     return BuildReport(
         time.perf_counter() - started,
