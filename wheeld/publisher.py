@@ -650,6 +650,19 @@ class Publisher:
         if self.rival is not None:
             self._standing_down = True  # the daemon stops (exit 78): nothing said
             return
+        # Subscribed before "online" is said: whoever sees the table online can be
+        # sure a command sent now is heard (one sent earlier was lost to a race).
+        commands = f"{self._base}/command/+"
+        if self._config.mqtt.protocol == "5":
+            from paho.mqtt.subscribeoptions import SubscribeOptions
+
+            # Retain As Published: a retained command sent while we are subscribed
+            # arrives marked retained (the broker would clear the flag otherwise), and
+            # is refused like the one the broker hands over at subscription.
+            options = SubscribeOptions(qos=1, retainAsPublished=True)
+            await client.subscribe(commands, options=options)
+        else:
+            await client.subscribe(commands, qos=1)
         status = await client.publish_acknowledged(
             f"{self._base}/status",
             status_json(self.status_payload, self.instance),
@@ -668,17 +681,6 @@ class Publisher:
                 self._log.warning(
                     "broker refused a retained topic", topic=message.topic, reason=str(code)
                 )
-        commands = f"{self._base}/command/+"
-        if self._config.mqtt.protocol == "5":
-            from paho.mqtt.subscribeoptions import SubscribeOptions
-
-            # Retain As Published: a retained command sent while we are subscribed
-            # arrives marked retained (the broker would clear the flag otherwise), and
-            # is refused like the one the broker hands over at subscription.
-            options = SubscribeOptions(qos=1, retainAsPublished=True)
-            await client.subscribe(commands, options=options)
-        else:
-            await client.subscribe(commands, qos=1)
         self.listening = True
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._drain(client))
