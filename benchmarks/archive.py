@@ -46,8 +46,8 @@ import psycopg
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.archive_rig import ArchiveProcess, Databases, PgCluster, machine_server
-from tests.rig import Broker, wait_for
-from wheeld.signing import ChainState, Signer, chain
+from wheeld.core.signing import ChainState, Signer, chain
+from wheeld.testing.rig import Broker, wait_for
 
 
 def machine() -> str:

@@ -17,7 +17,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from tests.rig import Broker, NotifySocket, PtyWheel, Subscriber, wait_for, write_config
+from wheeld.testing.rig import Broker, NotifySocket, PtyWheel, Subscriber, wait_for, write_config
 from wheeld_simulators.scripted import ScriptedWheel
 
 FORWARDER = textwrap.dedent("""

@@ -2,7 +2,7 @@
 
     python -m benchmarks.history --games N [--frames-per-second F] [--out DIR] [--keep]
 
-**Build.** N games through the real ``TablePipeline`` (``wheeld.daemon.build_pipeline``,
+**Build.** N games through the real ``TablePipeline`` (``wheeld.shell.daemon.build_pipeline``,
 signed with a generated Ed25519 key) and the real ``Journal``, written as
 ``Daemon._apply`` writes them (frames batched and flushed at 64 lines, after
 1 s or with an fsync'd commit; commands group-committed; alarms before the
@@ -78,9 +78,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from wheeld.capture import escape
-from wheeld.commands import OperatorCommand
-from wheeld.daemon import (
+from wheeld.core.capture import escape
+from wheeld.core.commands import OperatorCommand
+from wheeld.core.engine import EngineState
+from wheeld.core.signing import ChainState
+from wheeld.drivers.wrp import WrpDecoder
+from wheeld.shell.daemon import (
     CHECKPOINT_EVERY_S,
     FRAME_BATCH,
     FRAME_FLUSH_S,
@@ -92,15 +95,12 @@ from wheeld.daemon import (
     build_pipeline,
     load_signer,
 )
-from wheeld.drivers.wrp import WrpDecoder
-from wheeld.effects import Effects, FrameRecord, Outgoing
-from wheeld.engine import EngineState
-from wheeld.journal import JOURNAL_FILE, UNHURRIED_EVENTS, Journal, outbox
-from wheeld.journal.chain import GENESIS, block_hash, put_heads, stored_hash
-from wheeld.journal.codec import BlockLine, encode_block
-from wheeld.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
-from wheeld.pipeline import TablePipeline
-from wheeld.signing import ChainState
+from wheeld.shell.journal import JOURNAL_FILE, UNHURRIED_EVENTS, Journal, outbox
+from wheeld.shell.journal.chain import GENESIS, block_hash, put_heads, stored_hash
+from wheeld.shell.journal.codec import BlockLine, encode_block
+from wheeld.shell.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
+from wheeld.table.effects import Effects, FrameRecord, Outgoing
+from wheeld.table.pipeline import TablePipeline
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel, opposite
 
 if __package__ in (None, ""):  # pragma: no cover - run as a script
@@ -554,7 +554,7 @@ class _LazyStats:
 
     @classmethod
     def install(cls) -> None:
-        from wheeld.stats import Statistics
+        from wheeld.core.stats import Statistics
 
         cls.original = Statistics.to_json
         cls.real = False
@@ -902,7 +902,7 @@ def _quick_pickles() -> None:
     import copyreg
     import dataclasses
 
-    from wheeld.effects import AlarmRecord, CommandRecord, GameRecord, LogRecord
+    from wheeld.table.effects import AlarmRecord, CommandRecord, GameRecord, LogRecord
 
     for cls in (
         Effects,
@@ -1065,14 +1065,14 @@ def build(
     directory: Path, plan: Plan, *, fast: bool = True, epoch: str | None = None
 ) -> BuildReport:
     """Build ``plan``'s journal in ``directory``: ``state/``, ``signing.key``, ``wheeld.toml``."""
-    from tests.rig import write_config
     from wheeld.config import load
+    from wheeld.testing.rig import write_config
 
     _unsynced_sqlite()
     if epoch is not None:
-        import wheeld.journal.store
+        import wheeld.shell.journal.store
 
-        wheeld.journal.store.secrets.token_urlsafe = lambda n=None: epoch  # type: ignore[attr-defined]
+        wheeld.shell.journal.store.secrets.token_urlsafe = lambda n=None: epoch  # type: ignore[attr-defined]
     started, cpu = time.perf_counter(), time.process_time()
     directory.mkdir(parents=True, exist_ok=True)
     state_dir = directory / "state"
@@ -1086,7 +1086,7 @@ def build(
     pipeline = build_pipeline(config, journal, signer)
 
     def info(now: float) -> Outgoing:
-        from wheeld import identity
+        from wheeld.shell import identity
 
         assert signer is not None
         payload = identity.info_payload(
@@ -1461,7 +1461,7 @@ class Session:
     """A mosquitto, a pty wheel and a notify socket; ``wheeld run`` started on a state dir."""
 
     def __init__(self, work: Path, key: Path) -> None:
-        from tests.rig import Broker, NotifySocket, PtyWheel
+        from wheeld.testing.rig import Broker, NotifySocket, PtyWheel
 
         self.work = work
         self.key = key
@@ -1653,7 +1653,7 @@ def measure_recall(
     session: Session, state: Path, games: int, rounds: int, last_rotor: str | None
 ) -> dict[str, Any]:
     """``recall`` times, and ``spinning`` latency with and without 10 recalls running."""
-    from tests.rig import Subscriber
+    from wheeld.testing.rig import Subscriber
 
     session.start(state)
     status = Subscriber(session.broker.port, "wheeld/T9/status")
@@ -1819,8 +1819,8 @@ def measure_tool(args: Sequence[str], state: Path, out: Path) -> dict[str, Any]:
 def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
     """The first retention run over the journal aged so that 3/4 of its lines and half its
     decisions are past their days (a year's journal at frames_days = 90 loses 3/4)."""
-    from wheeld.journal import Retention
-    from wheeld.journal.retention import DAY_S
+    from wheeld.shell.journal import Retention
+    from wheeld.shell.journal.retention import DAY_S
 
     span_days = max(last - first, 1.0) / DAY_S
     retention = Retention(decisions_days=span_days * 0.5, frames_days=span_days * 0.25)

@@ -43,7 +43,7 @@ from pathlib import Path
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.rig import Broker, NotifySocket, PtyWheel, write_config
+from wheeld.testing.rig import Broker, NotifySocket, PtyWheel, write_config
 from wheeld_simulators.scripted import ScriptedWheel
 
 #: The rotor turns once a second: after a no-spin the rules want 3 turns before

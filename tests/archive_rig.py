@@ -31,8 +31,8 @@ import paho.mqtt.client as paho
 import psycopg
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.rig import free_port, wait_for
-from wheeld.signing import ChainState, Signer, chain
+from wheeld.core.signing import ChainState, Signer, chain
+from wheeld.testing.rig import free_port, wait_for
 
 PG_ROOTS = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), reverse=True)
 

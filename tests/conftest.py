@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.rig import Broker
+from wheeld.testing.rig import Broker
 
 # A time per example is a limit that only a busy machine breaks (found: 261 ms against
 # Hypothesis's 200 ms beside another suite): examples are judged by what they do.

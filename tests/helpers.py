@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from wheeld.core.engine import EngineState, GameEngine
+from wheeld.core.game import Alarm, Decision, GameEvent, NoSpin, Result
+from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.engine import EngineState, GameEngine
-from wheeld.game import Alarm, Decision, GameEvent, NoSpin, Result
-from wheeld.rules import RulesConfig
 from wheeld_simulators.scripted import ScriptedWheel
 
 

@@ -41,4 +41,4 @@ def test_every_module_is_in_the_architecture() -> None:
 
 def test_the_check_sees_a_module_that_is_not_named() -> None:
     assert not _named(Path("wheeld/nowhere.py"), "`wheeld/somewhere.py`")
-    assert _named(Path("wheeld/journal/codec.py"), "| `wheeld/journal/` | `codec.py` |")
+    assert _named(Path("wheeld/shell/journal/codec.py"), "| `wheeld/shell/journal/` | `codec.py` |")

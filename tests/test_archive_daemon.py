@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.archive_rig import ArchiveProcess, archiving, query
-from tests.rig import Broker, DaemonProcess, NotifySocket, PtyWheel, Subscriber, wait_for
-from tests.rig import write_config as write_daemon_config
 from tests.test_archive_service import databases, dsn, kept, pg_cluster  # noqa: F401
+from wheeld.testing.rig import Broker, DaemonProcess, NotifySocket, PtyWheel, Subscriber, wait_for
+from wheeld.testing.rig import write_config as write_daemon_config
 from wheeld_simulators.scripted import ScriptedWheel
 
 pytestmark = pytest.mark.timeout(240)

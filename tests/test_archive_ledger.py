@@ -19,7 +19,7 @@ from wheeld.archive.ledger import (
     Settings,
     base_of,
 )
-from wheeld.signing import ChainState, Signer, chain
+from wheeld.core.signing import ChainState, Signer, chain
 
 SIGNER = Signer.generate()
 PATTERNS = ("wheeld/+",)
@@ -323,7 +323,7 @@ def test_a_long_past_seq_is_looked_up() -> None:
 
 
 def _digest(payload: dict[str, Any]) -> str:
-    from wheeld.signing import digest
+    from wheeld.core.signing import digest
 
     return digest(payload)
 

@@ -26,10 +26,10 @@ from tests.archive_rig import (
     query,
     run_cli,
 )
-from tests.rig import Broker, Subscriber, free_port, wait_for
 from wheeld.archive.ledger import Ledger, Outcome
 from wheeld.archive.schema import ARCHIVE_LOCK
-from wheeld.signing import Signer
+from wheeld.core.signing import Signer
+from wheeld.testing.rig import Broker, Subscriber, free_port, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wheeld.capture import (
+from wheeld.core.capture import (
     CUT_BYTES,
     CUT_MARK,
     FORMAT_LINE,
@@ -25,7 +25,7 @@ from wheeld.capture import (
     read,
     unescape,
 )
-from wheeld.link import CaptureWriter
+from wheeld.shell.link import CaptureWriter
 
 
 @given(st.binary(max_size=200))

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.rig import PtyWheel
 from wheeld.cli import main as wheeld
+from wheeld.core.signing import Signer
 from wheeld.drivers import drivers
-from wheeld.journal import JOURNAL_FILE, Journal
-from wheeld.signing import Signer
+from wheeld.shell.journal import JOURNAL_FILE, Journal
+from wheeld.testing.rig import PtyWheel
 
 KEYS = Path(__file__).parent / "keys"
 
@@ -302,7 +302,7 @@ def test_an_explicit_base_topic_of_another_table_is_a_warning(
 
 
 def test_the_base_topic_follows_the_table_id(tmp_path: Path, wheel: Path) -> None:
-    from wheeld.readiness import load_for_run
+    from wheeld.shell.readiness import load_for_run
 
     path = tmp_path / "wheeld.toml"
     path.write_text(_toml(_good(tmp_path, wheel)))

@@ -19,8 +19,16 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.rig import Broker, DaemonProcess, PtyWheel, Subscriber, running, wait_for, write_config
-from wheeld.journal import JOURNAL_FILE
+from wheeld.shell.journal import JOURNAL_FILE
+from wheeld.testing.rig import (
+    Broker,
+    DaemonProcess,
+    PtyWheel,
+    Subscriber,
+    running,
+    wait_for,
+    write_config,
+)
 
 EXAMPLE = Path(__file__).parent.parent / "config" / "mosquitto-tls.conf.example"
 BASE = "wheeld/T9"

@@ -19,12 +19,12 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.rig import Broker, wait_for
 from tests.test_publisher import Log, running, until
-from wheeld.commands import OperatorCommand
 from wheeld.config import Config
-from wheeld.journal import Journal
-from wheeld.publisher import Publisher
+from wheeld.core.commands import OperatorCommand
+from wheeld.shell.journal import Journal
+from wheeld.shell.publisher import Publisher
+from wheeld.testing.rig import Broker, wait_for
 
 ACL = Path(__file__).parent.parent / "config" / "mosquitto-acl.example"
 PASSWD = shutil.which("mosquitto_passwd")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from wheeld.commands import (
+from wheeld.core.commands import (
     COMMANDS,
     MAX_CORRELATION_ID,
     MAX_GAME_ID,

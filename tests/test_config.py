@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from tests.helpers import decide, outcomes
 from wheeld.cli import main as wheeld
 from wheeld.config import Config, ConfigError, driver_settings, load
-from wheeld.rules import RulesConfig
-from wheeld.signing import Signer
+from wheeld.core.rules import RulesConfig
+from wheeld.core.signing import Signer
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 
 EXAMPLE = Path(__file__).parent.parent / "config" / "wheeld.toml"

@@ -14,18 +14,18 @@ from pydantic import BaseModel, ValidationError
 from tests.captures.regenerate import golden_pairs
 from tests.captures.signed import TEST_KEY
 from tests.test_pipeline import Table
-from wheeld import identity
 from wheeld.cli import main as wheeld
-from wheeld.commands import CommandError, OperatorCommand, parse
 from wheeld.config import Config
 from wheeld.contract import asyncapi
 from wheeld.contract.commands import COMMANDS, Recalled, Refused, Reply
 from wheeld.contract.topics import TOPICS, SchemaVersion, undeclared
+from wheeld.core.commands import CommandError, OperatorCommand, parse
+from wheeld.core.messages import SCHEMA_VERSION
+from wheeld.core.signing import Signer, signature_problem
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.effects import Effects
-from wheeld.messages import SCHEMA_VERSION
-from wheeld.pipeline import TablePipeline, TableSettings
-from wheeld.signing import Signer, signature_problem
+from wheeld.shell import identity
+from wheeld.table.effects import Effects
+from wheeld.table.pipeline import TablePipeline, TableSettings
 
 API = Path(__file__).parents[1] / "docs" / "api"
 #: Members a driver adds to its game events (the Cammegh SS2's own spin number).
@@ -191,7 +191,7 @@ def test_a_recall_reply_matches_the_contract(tmp_path: Path, capsys: Any) -> Non
     _valid(Recalled, json.dumps(reply))
 
 
-#: Payloads wheeld.commands judges, each command's models must judge the same way.
+#: Payloads wheeld.core.commands judges, each command's models must judge the same way.
 COMMAND_SAMPLES: dict[str, list[bytes]] = {
     "no_spin": [
         b"{}",

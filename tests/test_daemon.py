@@ -19,7 +19,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.rig import (
+from wheeld.core.signing import load_public_key, signature_problem
+from wheeld.shell.journal import JOURNAL_FILE
+from wheeld.testing.rig import (
     Broker,
     DaemonProcess,
     NotifySocket,
@@ -29,8 +31,6 @@ from tests.rig import (
     wait_for,
     write_config,
 )
-from wheeld.journal import JOURNAL_FILE
-from wheeld.signing import load_public_key, signature_problem
 from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"

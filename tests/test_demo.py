@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.rig import Broker, Subscriber, wait_for, write_config
 from wheeld.cli import main as wheeld
+from wheeld.testing.rig import Broker, Subscriber, wait_for, write_config
 from wheeld_simulators import demo as demo_module
 from wheeld_simulators.demo import BrokerAddress, Dealer, DemoError
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator

@@ -10,11 +10,11 @@ from pathlib import Path
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.rig import Broker, PtyWheel, wait_for, write_config
 from tests.test_marquee import MALFORMED
 from wheeld.config import load
-from wheeld.consumer import Follower
-from wheeld.display import BLANK_LINE, Display, display_line
+from wheeld.followers.consumer import Follower
+from wheeld.followers.display import BLANK_LINE, Display, display_line
+from wheeld.testing.rig import Broker, PtyWheel, wait_for, write_config
 
 BASE = "wheeld/T9"
 

@@ -21,11 +21,10 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from wheeld import drivers as registry
-from wheeld.capture import FORMAT_LINE, format_line
 from wheeld.cli import main as wheeld
 from wheeld.config import ConfigError, driver_settings, load
-from wheeld.drivers import ENTRY_POINT_GROUP, CounterSet, Driver
-from wheeld.events import (
+from wheeld.core.capture import FORMAT_LINE, format_line
+from wheeld.core.events import (
     BallLaunched,
     BettingClosed,
     Heartbeat,
@@ -33,7 +32,8 @@ from wheeld.events import (
     WheelEvent,
     WinningNumber,
 )
-from wheeld.rules import RulesConfig
+from wheeld.core.rules import RulesConfig
+from wheeld.drivers import ENTRY_POINT_GROUP, CounterSet, Driver
 
 # -- the fake driver: "<tick> BEAT | ROTOR | LAUNCH | CLOSED | WIN <n>", a line each
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.helpers import warmed_up
+from wheeld.core.engine import ANY_PHASE, PHASE_EVENTS, GameEngine, Phase
+from wheeld.core.events import BallLaunched, BallPassed, RotorDatum
+from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.engine import ANY_PHASE, PHASE_EVENTS, GameEngine, Phase
-from wheeld.events import BallLaunched, BallPassed, RotorDatum
-from wheeld.rules import RulesConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
 

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import decide
-from wheeld.engine import GameEngine
-from wheeld.game import NoMoreBets, NoSpin, Result, Spinning
-from wheeld.rules import RulesConfig
+from wheeld.core.engine import GameEngine
+from wheeld.core.game import NoMoreBets, NoSpin, Result, Spinning
+from wheeld.core.rules import RulesConfig
 from wheeld_simulators.scripted import ScriptedWheel
 
 POCKET_READINGS = [None, "0", "00", "7", "17", "36", "37", "x"]

@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.rig import (
+from tests.test_publisher import Log, no_command, until
+from tests.test_publisher import running as publishing
+from wheeld.config import Config, ConfigError, load, split_server
+from wheeld.followers.consumer import Follower, Message
+from wheeld.shell.journal import Journal, OutboxEntry
+from wheeld.shell.mqtt_client import Failover, make_client
+from wheeld.shell.publisher import Publisher
+from wheeld.table.effects import Outgoing
+from wheeld.testing.rig import (
     Broker,
     DaemonProcess,
     NotifySocket,
@@ -24,14 +32,6 @@ from tests.rig import (
     wait_for,
     write_config,
 )
-from tests.test_publisher import Log, no_command, until
-from tests.test_publisher import running as publishing
-from wheeld.config import Config, ConfigError, load, split_server
-from wheeld.consumer import Follower, Message
-from wheeld.effects import Outgoing
-from wheeld.journal import Journal, OutboxEntry
-from wheeld.mqtt_client import Failover, make_client
-from wheeld.publisher import Publisher
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 BASE = "wheeld/T9"

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from tests.fuzz import wrp_fuzz
+from wheeld.core.engine import GameEngine
+from wheeld.core.events import BallPassed, PocketReading, WheelEvent
+from wheeld.core.game import Decision, NoSpin, Result, Spinning
+from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.engine import GameEngine
-from wheeld.events import BallPassed, PocketReading, WheelEvent
-from wheeld.game import Decision, NoSpin, Result, Spinning
-from wheeld.rules import RulesConfig
 
 #: Fixed so CI is reproducible; set WHEELD_FUZZ_SEED to explore elsewhere.
 SEED = int(os.environ.get("WHEELD_FUZZ_SEED", "20240917"))

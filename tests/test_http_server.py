@@ -18,7 +18,7 @@ import pytest
 from tests import siege
 from tests.test_marquee import RecordingLog
 from tests.test_publisher import until
-from wheeld.http_server import (
+from wheeld.shell.http_server import (
     DESCRIPTOR_RESERVE,
     Answer,
     HttpServer,

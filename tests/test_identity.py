@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import rfc8785
 
-from wheeld import identity
 from wheeld.config import Config, load
-from wheeld.signing import Signer, signature_problem
+from wheeld.core.signing import Signer, signature_problem
+from wheeld.shell import identity
 
-INSTALLED = Path(identity.__file__).resolve().parent
+INSTALLED = Path(identity.__file__).resolve().parents[1]
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -52,14 +52,14 @@ def test_the_digest_is_stable_and_covers_exactly_the_package_files(package_copy:
 def test_any_change_to_a_package_file_changes_the_digest(package_copy: Path, change: str) -> None:
     before = identity.package_digest(package_copy)
     if change == "edit a module":
-        engine = package_copy / "engine.py"
+        engine = package_copy / "core" / "engine.py"
         engine.write_bytes(engine.read_bytes() + b"\n")
     elif change == "edit package data":
-        (package_copy / "marquee" / "static" / "marquee.css").write_text("body {}\n")
+        (package_copy / "followers" / "marquee" / "static" / "marquee.css").write_text("body {}\n")
     elif change == "add a file":
         (package_copy / "drivers" / "backdoor.py").write_text("")
     else:
-        (package_copy / "rules.py").rename(package_copy / "rules2.py")
+        (package_copy / "core" / "rules.py").rename(package_copy / "core" / "rules2.py")
     assert identity.package_digest(package_copy) != before
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from wheeld.effects import AlarmRecord, CommandRecord, FrameRecord, GameRecord, Outgoing
-from wheeld.engine import EngineState
-from wheeld.journal import (
+from wheeld.core.engine import EngineState
+from wheeld.core.signing import ChainState
+from wheeld.shell.journal import (
     GAME_IDS_FILE,
     Journal,
     JournalError,
@@ -22,7 +22,7 @@ from wheeld.journal import (
     JournalView,
     JournalWriteError,
 )
-from wheeld.signing import ChainState
+from wheeld.table.effects import AlarmRecord, CommandRecord, FrameRecord, GameRecord, Outgoing
 
 JOURNAL = "journal.sqlite3"
 
@@ -264,7 +264,7 @@ def test_a_malformed_game_ids_file_is_refused(state_dir: Path, content: str) -> 
 _HOLD_LOCK = """
 import sys
 from pathlib import Path
-from wheeld.journal import Journal
+from wheeld.shell.journal import Journal
 journal = Journal(Path(sys.argv[1]))
 print("open", flush=True)
 sys.stdin.read()
@@ -320,9 +320,9 @@ def test_a_full_database_loses_nothing_and_recovers(journal: Journal) -> None:
 _FILE_SIZE_LIMIT = """
 import json, resource, sys
 from pathlib import Path
-from wheeld.engine import EngineState
-from wheeld.effects import AlarmRecord, CommandRecord, FrameRecord, GameRecord, Outgoing
-from wheeld.journal import Journal, JournalWriteError
+from wheeld.core.engine import EngineState
+from wheeld.table.effects import AlarmRecord, CommandRecord, FrameRecord, GameRecord, Outgoing
+from wheeld.shell.journal import Journal, JournalWriteError
 
 journal = Journal(Path(sys.argv[1]))
 # Room for a few games in the write-ahead log, not for 99. Python ignores
@@ -544,7 +544,7 @@ def test_a_games_lines_and_the_traffic_before_it_are_one_block_sealed_at_its_end
 
 
 def test_a_long_idle_stretch_is_a_block_of_its_own(journal: Journal) -> None:
-    from wheeld.journal.frames import MAX_LEAD
+    from wheeld.shell.journal.frames import MAX_LEAD
 
     idle = [FrameRecord(1.0 + i / 10, "<", b"$WRHBT,1,1*00", None) for i in range(MAX_LEAD + 1)]
     journal.record_frames([*idle, FrameRecord(60.0, "<", b"$WRBAL,1,CW*00", 3)])
@@ -557,7 +557,7 @@ def test_a_long_idle_stretch_is_a_block_of_its_own(journal: Journal) -> None:
 
 
 def test_line_noise_is_kept_as_a_sample_and_counted(journal: Journal) -> None:
-    from wheeld.journal.frames import NOISE_SAMPLE
+    from wheeld.shell.journal.frames import NOISE_SAMPLE
 
     noise = [
         FrameRecord(1.0 + i / 100, "<", b"\xff\xfe garbage", None, noise=True) for i in range(500)
@@ -598,7 +598,7 @@ def test_an_older_journals_per_line_frames_stay_readable(journal: Journal) -> No
 
 def _signed_games(journal: Journal, count: int) -> ChainState:
     """Record ``count`` one-message games, signed and chained as the pipeline does."""
-    from wheeld.signing import Signer, chain
+    from wheeld.core.signing import Signer, chain
 
     signer = Signer.generate()
     state = journal.load_chain()
@@ -858,9 +858,9 @@ def test_a_clean_restart_goes_on_by_one(state_dir: Path) -> None:
 _KILLED_MID_GAME = """
 import os, signal, sys
 from pathlib import Path
-from wheeld.effects import GameRecord, Outgoing
-from wheeld.engine import EngineState
-from wheeld.journal import Journal
+from wheeld.table.effects import GameRecord, Outgoing
+from wheeld.core.engine import EngineState
+from wheeld.shell.journal import Journal
 
 journal = Journal(Path(sys.argv[1]), boot_id=sys.argv[2])
 for game_id in range(1, 6):
@@ -931,9 +931,9 @@ def test_a_power_cut_that_took_a_games_start_skips_the_reserved_block(state_dir:
 def test_an_unknown_boot_takes_an_unclean_close_as_a_power_cut(
     state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import wheeld.journal.marks
+    import wheeld.shell.journal.marks
 
-    monkeypatch.setattr(wheeld.journal.marks, "BOOT_ID_FILE", state_dir / "no-such-boot-id")
+    monkeypatch.setattr(wheeld.shell.journal.marks, "BOOT_ID_FILE", state_dir / "no-such-boot-id")
     journal = Journal(state_dir / JOURNAL)
     spin(journal, 1)
     crash(journal)
@@ -944,7 +944,7 @@ def test_an_unknown_boot_takes_an_unclean_close_as_a_power_cut(
 
 
 def test_the_boot_id_is_the_kernels(journal: Journal) -> None:
-    from wheeld.journal import BOOT_ID_FILE
+    from wheeld.shell.journal import BOOT_ID_FILE
 
     if not BOOT_ID_FILE.exists():
         pytest.skip("no boot id from this kernel")

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheeld.journal.codec import (
+from wheeld.shell.journal.codec import (
     BLOCK_FORMAT,
     BlockLine,
     decode_block,

@@ -6,7 +6,7 @@ from itertools import pairwise
 
 import pytest
 
-from wheeld.layout import DOUBLE_ZERO, RED, SECTORS, SINGLE_ZERO, layout_for
+from wheeld.core.layout import DOUBLE_ZERO, RED, SECTORS, SINGLE_ZERO, layout_for
 
 
 def test_each_wheel_has_each_pocket_once() -> None:
@@ -85,7 +85,7 @@ def test_a_number_not_on_the_wheel_has_no_facts() -> None:
 
 def test_the_extra_zeros_of_39_and_40_pocket_wheels() -> None:
     """SS2 firmware 2.52: 000 one pocket clockwise of 0, and on 40 pockets 0000 of 00."""
-    from wheeld.layout import DOUBLE_ZERO_ORDER, layout_for
+    from wheeld.core.layout import DOUBLE_ZERO_ORDER, layout_for
 
     triple, quadruple = layout_for(39), layout_for(40)
     assert quadruple.order[:3] == ("0", "000", "28")
@@ -102,7 +102,7 @@ def test_the_extra_zeros_of_39_and_40_pocket_wheels() -> None:
 def test_statistics_of_a_40_pocket_wheel() -> None:
     import json
 
-    from wheeld.stats import Statistics
+    from wheeld.core.stats import Statistics
 
     stats = Statistics(40)
     for number in ("0000", "000", "17", "00", "0", "0000"):
@@ -115,7 +115,7 @@ def test_statistics_of_a_40_pocket_wheel() -> None:
 
 
 def test_the_marquee_counts_the_extra_zeros_as_zeros() -> None:
-    from wheeld.marquee.board import statistics
+    from wheeld.followers.marquee.board import statistics
 
     figures = statistics(["000", "0000", "1", "2"], min_games=100)
     assert (figures["green"], figures["red"], figures["black"]) == (50, 25, 25)

@@ -29,19 +29,9 @@ from hypothesis import strategies as st
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests import siege
-from tests.rig import (
-    Broker,
-    DaemonProcess,
-    PtyWheel,
-    Subscriber,
-    free_port,
-    running,
-    wait_for,
-    write_config,
-)
 from tests.test_publisher import BIG, publish_raw, until
 from wheeld.config import load
-from wheeld.consumer import (
+from wheeld.followers.consumer import (
     DropCounter,
     Dropped,
     Follower,
@@ -53,11 +43,21 @@ from wheeld.consumer import (
     SpinningMessage,
     parse,
 )
-from wheeld.http_server import Limits
-from wheeld.marquee.app import Marquee
-from wheeld.marquee.board import HEAT_SHOWN, Board, statistics
-from wheeld.marquee.server import LIMITS, Hub, MarqueeServer
-from wheeld.mqtt_client import MAX_PAYLOAD_BYTES
+from wheeld.followers.marquee.app import Marquee
+from wheeld.followers.marquee.board import HEAT_SHOWN, Board, statistics
+from wheeld.followers.marquee.server import LIMITS, Hub, MarqueeServer
+from wheeld.shell.http_server import Limits
+from wheeld.shell.mqtt_client import MAX_PAYLOAD_BYTES
+from wheeld.testing.rig import (
+    Broker,
+    DaemonProcess,
+    PtyWheel,
+    Subscriber,
+    free_port,
+    running,
+    wait_for,
+    write_config,
+)
 
 BASE = "wheeld/T9"
 ARTIFACTS = Path(__file__).parent.parent / "artifacts"
@@ -160,7 +160,7 @@ def test_a_table_message_naming_a_number_the_wheel_has_not_is_dropped() -> None:
 
 
 def test_the_name_is_shown_and_the_id_kept_for_staff(tmp_path: Path) -> None:
-    from wheeld.marquee.app import board_for
+    from wheeld.followers.marquee.app import board_for
 
     named = tmp_path / "named.toml"
     named.write_text('[table]\nid = "DEMO-19748-79fa"\nname = "Ruleta 1"\n')
@@ -1316,7 +1316,7 @@ def test_offline_closed_and_no_spin_rules_at_every_screen(
 
 
 def _css_colors() -> dict[str, str]:
-    css = (Path(__file__).parent.parent / "wheeld/marquee/static/marquee.css").read_text()
+    css = (Path(__file__).parent.parent / "wheeld/followers/marquee/static/marquee.css").read_text()
     return dict(re.findall(r"--([\w-]+):\s*(#[0-9a-fA-F]{3,6})\b", css))
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.rig import free_port, wait_for
 from tests.test_marquee import ServedBoard
+from wheeld.testing.rig import free_port, wait_for
 
 DOC = Path(__file__).parent.parent / "docs" / "marquee.md"
 CURL = shutil.which("curl")

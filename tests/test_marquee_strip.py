@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from tests.rig import Broker, free_port, wait_for, write_config
 from tests.test_marquee import (  # the browser machinery of the board's own tests
     BASE,
     DOCS,
@@ -31,9 +30,10 @@ from tests.test_marquee import (  # the browser machinery of the board's own tes
     pytestmark_browser,
 )
 from wheeld.config import load
-from wheeld.marquee.app import board_for
-from wheeld.marquee.board import Board
-from wheeld.marquee.labels import REASONS, reason_text
+from wheeld.followers.marquee.app import board_for
+from wheeld.followers.marquee.board import Board
+from wheeld.followers.marquee.labels import REASONS, reason_text
+from wheeld.testing.rig import Broker, free_port, wait_for, write_config
 
 # -- the rules' counts in the board's words (pure) ----------------------------------------
 

@@ -21,7 +21,21 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import siege
 from tests.helpers import warmed_up
-from tests.rig import (
+from wheeld.config import ConfigError, is_loopback, load
+from wheeld.core.health import Condition, Heartbeat, Readings, health_payload
+from wheeld.core.messages import SCHEMA_VERSION
+from wheeld.drivers.wrp import WrpDecoder
+from wheeld.shell.journal import OutboxEntry
+from wheeld.shell.metrics import (
+    LIMITS,
+    MAX_TIMED_DECISIONS,
+    SCRAPE_CACHE_S,
+    MetricsEndpoint,
+    TableMetrics,
+)
+from wheeld.table.effects import Effects
+from wheeld.table.pipeline import TablePipeline, TableSettings
+from wheeld.testing.rig import (
     Broker,
     DaemonProcess,
     NotifySocket,
@@ -32,20 +46,6 @@ from tests.rig import (
     wait_for,
     write_config,
 )
-from wheeld.config import ConfigError, is_loopback, load
-from wheeld.drivers.wrp import WrpDecoder
-from wheeld.effects import Effects
-from wheeld.health import Condition, Heartbeat, Readings, health_payload
-from wheeld.journal import OutboxEntry
-from wheeld.messages import SCHEMA_VERSION
-from wheeld.metrics import (
-    LIMITS,
-    MAX_TIMED_DECISIONS,
-    SCRAPE_CACHE_S,
-    MetricsEndpoint,
-    TableMetrics,
-)
-from wheeld.pipeline import TablePipeline, TableSettings
 from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"
@@ -477,8 +477,8 @@ class _Publisher:
 def test_the_daemon_hands_the_publishers_pubacks_to_the_metrics(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from wheeld import daemon
     from wheeld.config import load as load_config
+    from wheeld.shell import daemon
 
     config = write_config(
         tmp_path / "c.toml",
@@ -497,7 +497,7 @@ def test_the_daemon_hands_the_publishers_pubacks_to_the_metrics(
 
 
 def test_the_daemon_reads_the_link_the_broker_and_the_journal(tmp_path: Path) -> None:
-    from wheeld.daemon import Daemon
+    from wheeld.shell.daemon import Daemon
 
     config = write_config(
         tmp_path / "c.toml",
@@ -566,7 +566,7 @@ def test_a_running_daemon_times_each_decision_to_its_puback(tmp_path: Path, brok
 
 
 def _version() -> str:
-    from wheeld.identity import software_version
+    from wheeld.shell.identity import software_version
 
     return software_version()
 
@@ -599,7 +599,7 @@ _IMPORTS = """
 import sys
 from pathlib import Path
 from wheeld.config import load
-from wheeld.daemon import Daemon
+from wheeld.shell.daemon import Daemon
 daemon = Daemon(load(Path(sys.argv[1])))
 daemon.journal.close()
 print("prometheus_client" in sys.modules)

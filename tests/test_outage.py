@@ -21,14 +21,14 @@ from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
-from tests.rig import Broker, DaemonProcess, PtyWheel, running, wait_for, write_config
 from tests.test_publisher import Log, config, no_command, until
 from tests.test_publisher import running as publishing
-from wheeld import publisher as publisher_module
-from wheeld.health import Condition
-from wheeld.journal import Journal
-from wheeld.mqtt_client import in_words
-from wheeld.publisher import Outage, Publisher
+from wheeld.core.health import Condition
+from wheeld.shell import publisher as publisher_module
+from wheeld.shell.journal import Journal
+from wheeld.shell.mqtt_client import in_words
+from wheeld.shell.publisher import Outage, Publisher
+from wheeld.testing.rig import Broker, DaemonProcess, PtyWheel, running, wait_for, write_config
 
 
 @pytest.fixture

@@ -175,7 +175,7 @@ def test_wheel_holds_wheeld_alone(wheel: Path) -> None:
     assert f"{dist_info}/licenses/LICENSE" in names
     # What the daemon reads at run time comes with it; no test, simulator or driver code.
     assert "wheeld/py.typed" in names
-    assert any(name.startswith("wheeld/marquee/static/") for name in names)
+    assert any(name.startswith("wheeld/followers/marquee/static/") for name in names)
     assert not [name for name in names if _leftover(name)]
 
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from tests.helpers import warmed_up
-from wheeld.capture import CUT_BYTES
-from wheeld.commands import OperatorCommand
+from wheeld.core.capture import CUT_BYTES
+from wheeld.core.commands import OperatorCommand
 from wheeld.drivers import GreetingSession
 from wheeld.drivers.wrp import WrpDecoder, encode_query
-from wheeld.effects import Effects
-from wheeld.pipeline import TablePipeline, TableSettings
+from wheeld.table.effects import Effects
+from wheeld.table.pipeline import TablePipeline, TableSettings
 from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"
@@ -332,7 +332,7 @@ def test_a_broker_that_saw_higher_game_ids_moves_ours_past_them() -> None:
 def test_a_table_taken_over_with_another_journal_goes_on_past_the_broker_sequence() -> None:
     """A game only launched (or voided: no result retained) is in <base>/sequence: a
     daemon with a lost or another journal never reuses its id nor its seq."""
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     signer = Signer.generate()
     first = Table()
@@ -385,7 +385,7 @@ def test_a_table_taken_over_with_another_journal_goes_on_past_the_broker_sequenc
 
 
 def test_each_outcome_refreshes_the_retained_stats() -> None:
-    from wheeld.stats import Statistics
+    from wheeld.core.stats import Statistics
 
     table = Table()
     table.pipeline.statistics = Statistics(37)
@@ -425,7 +425,7 @@ def test_repeated_no_spins_of_one_cause_raise_an_alert_cleared_by_a_result() -> 
 
 
 def test_a_deviation_over_the_whole_series_is_an_alert() -> None:
-    from wheeld.stats import Statistics
+    from wheeld.core.stats import Statistics
 
     table = Table()
     statistics = Statistics(37)
@@ -440,7 +440,7 @@ def test_a_deviation_over_the_whole_series_is_an_alert() -> None:
 def test_a_signed_retained_result_moves_the_chain_past_its_seq_when_no_sequence_is_kept() -> None:
     """A broker from before <base>/sequence, or one whose sequence was cleared: the
     signed result still says the seq consumers saw, and the chain goes on after it."""
-    from wheeld.signing import Signer, digest
+    from wheeld.core.signing import Signer, digest
 
     signer = Signer.generate()
     first = Table()
@@ -462,7 +462,7 @@ def test_a_signed_retained_result_moves_the_chain_past_its_seq_when_no_sequence_
 def test_a_retained_result_that_cannot_be_canonicalised_is_no_evidence() -> None:
     """A 'signed' result RFC 8785 cannot encode (NaN, an integer past 2**53, a lone
     surrogate) is dropped with one log line: it crashed the start, then jammed publishing."""
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     table = Table()
     table.pipeline.signer = Signer.generate()
@@ -490,7 +490,7 @@ def _markers(effects: Effects) -> list[dict[str, Any]]:
 
 
 def test_the_marker_names_each_game_message_before_it_goes_out() -> None:
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     table = _signed_table("journal-aaaa", Signer.generate())
     table.launch()
@@ -504,7 +504,7 @@ def test_the_marker_names_each_game_message_before_it_goes_out() -> None:
 
 
 def test_a_marker_of_our_own_journal_changes_nothing() -> None:
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     table = _signed_table("journal-aaaa", Signer.generate())
     table.launch()
@@ -515,7 +515,7 @@ def test_a_marker_of_our_own_journal_changes_nothing() -> None:
 
 def test_a_result_another_journal_announced_is_said_again_never_contradicted() -> None:
     """Killed between the marker and the result: a successor says the result, voids nothing."""
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     signer = Signer.generate()
     first = _signed_table("journal-aaaa", signer)
@@ -551,7 +551,7 @@ def test_a_result_another_journal_announced_is_said_again_never_contradicted() -
 def test_a_marker_this_table_cannot_vouch_for_moves_nothing(forge: Any) -> None:
     """Retained state anyone allowed to publish there could forge: nothing is said, voided,
     dropped or moved on for it; one log line says why."""
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     signer = Signer.generate()
     first = _signed_table("journal-aaaa", signer)
@@ -567,7 +567,7 @@ def test_a_marker_this_table_cannot_vouch_for_moves_nothing(forge: Any) -> None:
 
 
 def test_another_key_cannot_vouch_for_a_marker() -> None:
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     first = _signed_table("journal-aaaa", Signer.generate())
     first.launch()
@@ -580,7 +580,7 @@ def test_another_key_cannot_vouch_for_a_marker() -> None:
 
 def test_a_marker_taken_over_from_is_not_taken_over_from_twice() -> None:
     """Read again at the reconnect after the start (or the next start): nothing happens twice."""
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     signer = Signer.generate()
     first = _signed_table("journal-aaaa", signer)
@@ -601,8 +601,8 @@ def test_a_marker_taken_over_from_is_not_taken_over_from_twice() -> None:
 
 def test_a_game_our_last_run_left_open_is_forgotten_when_a_successor_went_past_it() -> None:
     """Ours was killed mid-game; a standby voided it and played on: we must not end it again."""
-    from wheeld.engine import EngineState
-    from wheeld.signing import Signer
+    from wheeld.core.engine import EngineState
+    from wheeld.core.signing import Signer
 
     signer = Signer.generate()
     back = TablePipeline(
@@ -649,7 +649,7 @@ def test_a_result_the_journal_could_not_keep_leaves_no_trace_in_what_follows() -
     """Not in the history, not in the statistics, not in alternation: it is voided once the
     journal writes again, as if it had never been (found: a board showing a number no
     consumer got, and the next game voided as not alternated against it)."""
-    from wheeld.stats import Statistics
+    from wheeld.core.stats import Statistics
 
     table = Table()
     table.pipeline = TablePipeline(

@@ -1,4 +1,4 @@
-"""Plug-in subcommands (``wheeld.commands``), and a wheeld that ships no simulator.
+"""Plug-in subcommands (``wheeld.core.commands``), and a wheeld that ships no simulator.
 
 ``simulate`` and ``demo`` come from the wheeld-simulators distribution
 (``simulators/``); ``pip install wheeld`` must not bring them, nor anything

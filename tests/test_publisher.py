@@ -21,18 +21,18 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
-from tests.rig import Broker, Subscriber
-from wheeld import publisher as publisher_module
-from wheeld.commands import OperatorCommand
 from wheeld.config import Config
+from wheeld.core.commands import OperatorCommand
+from wheeld.core.messages import SCHEMA_VERSION
+from wheeld.core.signing import Signer, signature_problem
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.effects import Outgoing
-from wheeld.journal import Journal
-from wheeld.messages import SCHEMA_VERSION
-from wheeld.mqtt_client import MAX_PACKET_BYTES
-from wheeld.pipeline import TablePipeline, TableSettings
-from wheeld.publisher import MAX_SENDER, Publisher, reply_topic_refusal
-from wheeld.signing import Signer, signature_problem
+from wheeld.shell import publisher as publisher_module
+from wheeld.shell.journal import Journal
+from wheeld.shell.mqtt_client import MAX_PACKET_BYTES
+from wheeld.shell.publisher import MAX_SENDER, Publisher, reply_topic_refusal
+from wheeld.table.effects import Outgoing
+from wheeld.table.pipeline import TablePipeline, TableSettings
+from wheeld.testing.rig import Broker, Subscriber
 
 BASE = "wheeld/T9"
 GAME = f"{BASE}/game"

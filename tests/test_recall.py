@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tests.test_verify import games, write_journal
 from wheeld.cli import main
-from wheeld.journal import JOURNAL_FILE, Journal
-from wheeld.recall import frame_line
+from wheeld.shell.journal import JOURNAL_FILE, Journal
+from wheeld.shell.journal.recall import frame_line
 
 
 def recall(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.captures.regenerate import golden_pairs, replay_output
+from tests.captures.regenerate import golden_pairs
 from tests.captures.scenarios import SCENARIOS
 from wheeld.cli import main as wheeld
+from wheeld.testing.golden import replay_output
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from tests.helpers import clean_game_after_fault, decide, kinds, outcomes, warmed_up
-from wheeld.engine import EngineState, GameEngine
-from wheeld.game import NoSpin, Result
-from wheeld.rules import RulesConfig
+from wheeld.core.engine import EngineState, GameEngine
+from wheeld.core.game import NoSpin, Result
+from wheeld.core.rules import RulesConfig
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 

@@ -14,7 +14,13 @@ from pathlib import Path
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.rig import (
+from tests.test_publisher import Log, no_command, until
+from tests.test_publisher import running as publishing
+from wheeld.config import Config
+from wheeld.shell.journal import Journal
+from wheeld.shell.publisher import EX_CONFIG, Publisher, status_json
+from wheeld.table.effects import Outgoing
+from wheeld.testing.rig import (
     Broker,
     DaemonProcess,
     NotifySocket,
@@ -24,12 +30,6 @@ from tests.rig import (
     wait_for,
     write_config,
 )
-from tests.test_publisher import Log, no_command, until
-from tests.test_publisher import running as publishing
-from wheeld.config import Config
-from wheeld.effects import Outgoing
-from wheeld.journal import Journal
-from wheeld.publisher import EX_CONFIG, Publisher, status_json
 from wheeld_simulators.scripted import ScriptedWheel
 
 BASE = "wheeld/T9"

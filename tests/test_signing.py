@@ -3,7 +3,7 @@
 ``SpecConsumer`` knows only what interfaces.md says (RFC 8785 canonical form,
 Ed25519, SHA-256, base64url without padding, ``seq``/``prev``/``kid``/``sig``):
 it canonicalises with rfc8785 and verifies with cryptography directly, never
-through ``wheeld.signing``, so a mistake there cannot hide here.
+through ``wheeld.core.signing``, so a mistake there cannot hide here.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests import test_daemon
-from tests.captures.regenerate import replay_output
 from tests.captures.signed import (
     CAPTURES,
     TEST_KEY,
@@ -35,15 +34,16 @@ from tests.captures.signed import (
     signed_replay,
 )
 from tests.helpers import warmed_up
-from tests.rig import Broker, running, write_config
 from tests.test_daemon import BASE, Table
 from wheeld.cli import main as wheeld
 from wheeld.config import load
+from wheeld.core.signing import ChainState, Signer
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.effects import Effects
-from wheeld.journal import JournalView
-from wheeld.pipeline import TablePipeline, TableSettings
-from wheeld.signing import ChainState, Signer
+from wheeld.shell.journal import JournalView
+from wheeld.table.effects import Effects
+from wheeld.table.pipeline import TablePipeline, TableSettings
+from wheeld.testing.golden import replay_output
+from wheeld.testing.rig import Broker, running, write_config
 
 #: What ``wheeld keygen`` printed for the test key (tests/keys/test-signing.key).
 TEST_KID = "XRAd_tv6TAjCae63D5Ih_A"
@@ -512,7 +512,7 @@ def test_the_fast_canonical_form_is_rfc8785s(value: Any) -> None:
     """The standard library's sorted compact JSON stands in for rfc8785 only where equal."""
     import rfc8785
 
-    from wheeld.signing import canonical
+    from wheeld.core.signing import canonical
 
     try:
         expected: bytes | type[Exception] = rfc8785.dumps(value)

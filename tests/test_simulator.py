@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import decide, outcomes
-from tests.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
 from wheeld.cli import main as wheeld
-from wheeld.game import Result
+from wheeld.core.game import Result
+from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
 from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 from wheeld_simulators.targets import TcpSink, play

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
+from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
 from wheeld_simulators.faults import FAULTS
 
 BASE = "wheeld/T9"

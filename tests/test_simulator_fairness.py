@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
+from wheeld.core.engine import GameEngine
+from wheeld.core.game import Result
+from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.engine import GameEngine
-from wheeld.game import Result
-from wheeld.rules import RulesConfig
 from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
 
 # Upper 1% points of the chi-squared distribution (scipy.stats.chi2.ppf(0.99, df)).

@@ -14,17 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as scipy_stats  # tests only, never in wheeld
 
-from wheeld import capture as capture_format
+from wheeld.audit.replay import replay
 from wheeld.cli import main
 from wheeld.config import Config
+from wheeld.core import capture as capture_format
+from wheeld.core.engine import EngineState
+from wheeld.core.layout import DOUBLE_ZERO_ORDER, SINGLE_ZERO_ORDER, layout_for
+from wheeld.core.stats import ChiSquared, Statistics, chi2_sf
 from wheeld.drivers import driver_named
-from wheeld.effects import GameRecord
-from wheeld.engine import EngineState
-from wheeld.journal import JOURNAL_FILE, Journal
-from wheeld.layout import DOUBLE_ZERO_ORDER, SINGLE_ZERO_ORDER, layout_for
-from wheeld.pipeline import TablePipeline, TableSettings
-from wheeld.replay import replay
-from wheeld.stats import ChiSquared, Statistics, chi2_sf
+from wheeld.shell.journal import JOURNAL_FILE, Journal
+from wheeld.table.effects import GameRecord
+from wheeld.table.pipeline import TablePipeline, TableSettings
 
 CAPTURES = Path(__file__).parent / "captures" / "wrp"
 NORMAL_GAMES = CAPTURES / "normal-games.cap"

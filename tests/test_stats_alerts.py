@@ -15,12 +15,12 @@ import pytest
 
 from tests.test_pipeline import BASE, Table
 from wheeld.config import AlertsConfig, ConfigError, load
-from wheeld.daemon import build_pipeline
-from wheeld.effects import Effects
-from wheeld.journal import JOURNAL_FILE, Journal
-from wheeld.messages import iso_utc
-from wheeld.pipeline import AlertSettings, TablePipeline, TableSettings
-from wheeld.stats import RECENT_GAMES, Statistics
+from wheeld.core.messages import iso_utc
+from wheeld.core.stats import RECENT_GAMES, Statistics
+from wheeld.shell.daemon import build_pipeline
+from wheeld.shell.journal import JOURNAL_FILE, Journal
+from wheeld.table.effects import Effects
+from wheeld.table.pipeline import AlertSettings, TablePipeline, TableSettings
 from wheeld_cammegh.decoder import CammeghDecoder
 from wheeld_simulators.ss2 import ScriptedSS2
 
@@ -481,7 +481,7 @@ def test_an_alert_whose_condition_is_gone_after_a_restart_is_cleared_once(
 
 def _journal_of_a_wheel(state_dir: Path, numbers: list[str], pockets: int | None) -> None:
     from tests.test_stats import _journal, results
-    from wheeld.effects import Outgoing
+    from wheeld.table.effects import Outgoing
 
     _journal(state_dir, [json.dumps(event) for event in results(numbers)])
     if pockets is not None:  # the retained <base>/wheel the daemon published
@@ -551,10 +551,10 @@ def test_stats_json_has_a_schema_version_and_the_text_rounds_hours(
 
 
 def test_the_daemon_journals_alarms_and_keeps_a_set_alert_over_a_sigterm(tmp_path: Path) -> None:
-    from tests.rig import Broker, running
     from tests.test_daemon import BASE as TABLE_BASE
     from tests.test_daemon import Table as DaemonTable
-    from wheeld.journal import JournalView
+    from wheeld.shell.journal import JournalView
+    from wheeld.testing.rig import Broker, running
 
     def repeated(state: str) -> Any:
         return lambda p: p["alarm"] == "repeated_no_spins" and p["state"] == state

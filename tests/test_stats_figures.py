@@ -18,8 +18,8 @@ from scipy import special as scipy_special  # tests only, never in wheeld
 from scipy import stats as scipy_stats
 
 from wheeld.cli import main
-from wheeld.layout import DOUBLE_ZERO_ORDER, SINGLE_ZERO_ORDER, layout_for
-from wheeld.stats import (
+from wheeld.core.layout import DOUBLE_ZERO_ORDER, SINGLE_ZERO_ORDER, layout_for
+from wheeld.core.stats import (
     PAUSE_S,
     RECENT_GAMES,
     Arcs,

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as note
 from hypothesis import strategies as st
 
-from wheeld.layout import DOUBLE_ZERO_ORDER, SINGLE_ZERO_ORDER
-from wheeld.stats import DEFAULT_ARCS, DEFAULT_WINDOWS, SNAPSHOT_VERSION, Statistics, describe
+from wheeld.core.layout import DOUBLE_ZERO_ORDER, SINGLE_ZERO_ORDER
+from wheeld.core.stats import DEFAULT_ARCS, DEFAULT_WINDOWS, SNAPSHOT_VERSION, Statistics, describe
 
 # -- game payloads, plausible and not -----------------------------------------------------------
 
@@ -454,7 +454,7 @@ def test_stats_over_a_journal_never_list_its_decisions(
     """The journal is read a batch at a time, twice: for a 00 (written plainly or with
     JSON escapes, it is a double-zero wheel's), then to count."""
     from tests.test_stats import _journal, results, stats
-    from wheeld.journal import JournalView
+    from wheeld.shell.journal import JournalView
 
     rng = random.Random(4)
     numbers = [rng.choice(SINGLE_ZERO_ORDER) for _ in range(300)]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.rig import make_signing_key
 from wheeld.config import load
+from wheeld.testing.rig import make_signing_key
 
 UNITS = Path(__file__).parent.parent / "systemd"
 ANALYZE = shutil.which("systemd-analyze")
@@ -237,9 +237,9 @@ def test_every_unit_that_serves_or_decides_has_descriptors_for_all_its_connectio
     """Found: at 1024 open files, idle connections timed real requests out (a process out
     of descriptors stops accepting anyone). Each server may hold every slot and a whole
     backlog accepted in one burst, besides what the process itself keeps open."""
-    from wheeld.http_server import DESCRIPTOR_RESERVE
-    from wheeld.marquee.server import LIMITS as MARQUEE
-    from wheeld.metrics import LIMITS as METRICS
+    from wheeld.followers.marquee.server import LIMITS as MARQUEE
+    from wheeld.shell.http_server import DESCRIPTOR_RESERVE
+    from wheeld.shell.metrics import LIMITS as METRICS
 
     units = sorted(unit for unit in UNITS.glob("*.service") if _serves_or_decides(unit))
     assert [unit.name for unit in units] == [

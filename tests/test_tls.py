@@ -1,6 +1,6 @@
 """The marquee and the daemon against a broker that takes only TLS and a password.
 
-Both reach the broker through ``wheeld.mqtt_client.make_client``, configured
+Both reach the broker through ``wheeld.shell.mqtt_client.make_client``, configured
 the way an operator would (``config/wheeld-tls.toml.example``): a TOML file
 read by ``wheeld.config.load``, the CA and the password in files beside it.
 """
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.rig import DaemonProcess, PtyWheel, make_signing_key, running, wait_for
 from tests.test_marquee import RecordingLog, board_state, serving
 from tests.tls import PASSWORD, USERNAME, TlsBroker, make_authority, missing_tools
 from wheeld.config import load
-from wheeld.marquee.app import Marquee
+from wheeld.followers.marquee.app import Marquee
+from wheeld.testing.rig import DaemonProcess, PtyWheel, make_signing_key, running, wait_for
 
 pytestmark = pytest.mark.skipif(missing_tools() is not None, reason=str(missing_tools()))
 

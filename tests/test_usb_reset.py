@@ -22,11 +22,10 @@ import structlog
 import usb.core
 from structlog.testing import capture_logs
 
-from tests.rig import PtyWheel, free_port
-from wheeld import link as link_module
 from wheeld.config import ConfigError, load
-from wheeld.link import WheelLink
-from wheeld.usb_reset import (
+from wheeld.shell import link as link_module
+from wheeld.shell.link import WheelLink
+from wheeld.shell.usb_reset import (
     ResetPolicy,
     UsbAdapter,
     adapter_behind,
@@ -35,6 +34,7 @@ from wheeld.usb_reset import (
     parse_location,
     reset_usb_adapter,
 )
+from wheeld.testing.rig import PtyWheel, free_port
 
 PORT = "/dev/ttyUSB7"
 FTDI = UsbAdapter(0x0403, 0x6001, "A50285BI", "1-1.2", 1, (1, 2))

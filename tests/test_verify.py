@@ -13,19 +13,19 @@ from typing import Any
 
 import pytest
 
+from wheeld.audit.verify import MAX_LINE_CHARS, Failure, read_lines
 from wheeld.cli import main
-from wheeld.effects import FrameRecord, GameRecord, Outgoing
-from wheeld.engine import EngineState
-from wheeld.journal import JOURNAL_FILE, Journal, Retention
-from wheeld.journal.codec import (
+from wheeld.core.engine import EngineState
+from wheeld.core.signing import ChainState, Signer, chain
+from wheeld.shell.journal import JOURNAL_FILE, Journal, Retention
+from wheeld.shell.journal.codec import (
     BlockLine,
     decode_block,
     encode_block,
     pack_payload,
     unpack_payload,
 )
-from wheeld.signing import ChainState, Signer, chain
-from wheeld.verify import MAX_LINE_CHARS, Failure, read_lines
+from wheeld.table.effects import FrameRecord, GameRecord, Outgoing
 
 SIGNER = Signer.generate()
 
@@ -73,7 +73,7 @@ def write_journal(state_dir: Path, messages: list[dict[str, Any]]) -> Journal:
 
 
 def _digest(message: dict[str, Any]) -> str:
-    from wheeld.signing import digest
+    from wheeld.core.signing import digest
 
     return digest(message)
 
@@ -309,7 +309,7 @@ def tamper_with(state_dir: Path, *statements: str) -> None:
 def test_a_tampered_journal_names_the_first_bad_row(
     tmp_path: Path, public_key: Path, capsys: Any, statements: list[str], expected: str
 ) -> None:
-    from wheeld.effects import CommandRecord
+    from wheeld.table.effects import CommandRecord
 
     journal = write_journal(tmp_path, games(3))
     journal.record_commands([CommandRecord(1.5, "close", "pit-7", "{}", True, '{"ok": true}')])
@@ -323,7 +323,7 @@ def test_a_rehashed_forgery_still_fails_its_signature(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:
     """Whoever recomputes the journal's hashes still cannot sign: the payload check names it."""
-    from wheeld.journal import CHAINED, link_hash
+    from wheeld.shell.journal import CHAINED, link_hash
 
     write_journal(tmp_path, games(2)).close()
     with sqlite3.connect(tmp_path / JOURNAL_FILE) as db:
@@ -518,7 +518,7 @@ def test_a_table_whose_key_was_rotated_verifies_with_both_keys(tmp_path: Path) -
 def test_frames_chain_on_across_reopens_and_every_kind_of_write(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:
-    from wheeld.effects import CommandRecord
+    from wheeld.table.effects import CommandRecord
 
     journal = write_journal(tmp_path, games(2))
     journal.record_commands([CommandRecord(1.5, "close", "pit-7", "{}", True, '{"ok": true}')])
@@ -581,7 +581,7 @@ def test_a_takeover_goes_on_after_the_last_message_whatever_its_seq(
     """A standby takes over after the primary's seq 4 (its own chain was at 9): its next
     message names the primary's as prev, the game the primary launched voided once."""
     primary = signed(_in_epoch([*game_events(1), *game_events(2)[:1]], "epoch-primaryaaa"))
-    from wheeld.signing import digest
+    from wheeld.core.signing import digest
 
     said_again = primary[-1]
     handed = ChainState(10, digest(said_again))
@@ -602,7 +602,7 @@ def test_a_journal_that_took_a_table_over_verifies(
 ) -> None:
     """Its chain jumps to go on after another's message (kept as a floor), and the game it
     had open then was the other's to end: neither is a failure."""
-    from wheeld.signing import digest
+    from wheeld.core.signing import digest
 
     ours = signed([*game_events(1), *game_events(2)[:1]])  # seq 1-4, game 2 left open
     journal = write_journal(tmp_path, ours)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wheeld.drivers.wrp import MAX_FRAME, WrpDecoder, checksum, encode, encode_event, encode_query
-from wheeld.events import (
+from wheeld.core.events import (
     BallPassed,
     FrameDropped,
     Heartbeat,
@@ -17,6 +16,7 @@ from wheeld.events import (
     WheelHello,
     WheelIncident,
 )
+from wheeld.drivers.wrp import MAX_FRAME, WrpDecoder, checksum, encode, encode_event, encode_query
 
 VECTORS = b"""$WRHEL,0,0,37,RefWheel,1.0.0,SN0001*6F\r
 $WRHBT,1,250*5D\r

@@ -16,7 +16,7 @@ from pathlib import Path
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.rig import Broker
+from wheeld.testing.rig import Broker
 
 OPENSSL = shutil.which("openssl")
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd")

@@ -17,13 +17,13 @@ if TYPE_CHECKING:
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from wheeld.capture import Capture
+    from wheeld.audit.verify import Failure, Report
     from wheeld.config import Config, ConfigError
-    from wheeld.journal import JournalView
-    from wheeld.pipeline import TablePipeline
-    from wheeld.signing import Signer
-    from wheeld.stats import Statistics
-    from wheeld.verify import Failure, Report
+    from wheeld.core.capture import Capture
+    from wheeld.core.signing import Signer
+    from wheeld.core.stats import Statistics
+    from wheeld.shell.journal import JournalView
+    from wheeld.table.pipeline import TablePipeline
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="wheeld",
         description="Controller daemon for electronic roulette wheels.",
     )
-    from wheeld.identity import VersionAction
+    from wheeld.shell.identity import VersionAction
 
     parser.add_argument(
         "--version",
@@ -305,7 +305,7 @@ def _instant(text: str) -> datetime:
 
 
 def _journal_view(state_dir: Path) -> JournalView:
-    from wheeld.journal import JOURNAL_FILE, JournalError, JournalView
+    from wheeld.shell.journal import JOURNAL_FILE, JournalError, JournalView
 
     try:
         return JournalView(state_dir / JOURNAL_FILE)
@@ -314,9 +314,9 @@ def _journal_view(state_dir: Path) -> JournalView:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from wheeld import verify
-    from wheeld.journal import JournalError
-    from wheeld.signing import SigningError, load_public_key
+    from wheeld.audit import verify
+    from wheeld.core.signing import SigningError, load_public_key
+    from wheeld.shell.journal import JournalError
 
     try:
         key = [load_public_key(path) for path in args.key]
@@ -347,7 +347,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _verify_file(path: Path, key: list[Ed25519PublicKey], report: Report) -> Failure | None:
 
-    from wheeld.verify import cut_lines
+    from wheeld.audit.verify import cut_lines
 
     try:
         if str(path) == "-":
@@ -363,7 +363,7 @@ def _verify_lines(
     lines: Iterable[str], key: list[Ed25519PublicKey], report: Report
 ) -> Failure | None:
     """A file of messages verified as it is read: memory does not grow with it."""
-    from wheeld import verify
+    from wheeld.audit import verify
 
     reader = verify.RecordingReader(lines)
     start = end = None
@@ -383,8 +383,8 @@ def _verify_lines(
 def _recall(args: argparse.Namespace) -> int:
     import json
 
-    from wheeld.journal import JournalError
-    from wheeld.recall import recall
+    from wheeld.shell.journal import JournalError
+    from wheeld.shell.journal.recall import recall
 
     view = _journal_view(args.state_dir)
     try:
@@ -404,9 +404,9 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from wheeld.journal import JournalError
-    from wheeld.recall import ExportError, ExportSummary, export_lines
-    from wheeld.signing import SigningError, load_public_key
+    from wheeld.core.signing import SigningError, load_public_key
+    from wheeld.shell.journal import JournalError
+    from wheeld.shell.journal.recall import ExportError, ExportSummary, export_lines
 
     if (args.from_game or args.to_game) and (args.since or args.until):
         raise CommandError("give a game range or a date range, not both", EXIT_USAGE)
@@ -474,8 +474,8 @@ def _export_target(out: Path) -> Path:
 def _stats(args: argparse.Namespace) -> int:
     import json
 
-    from wheeld.messages import SCHEMA_VERSION
-    from wheeld.stats import DEFAULT_WINDOWS, describe
+    from wheeld.core.messages import SCHEMA_VERSION
+    from wheeld.core.stats import DEFAULT_WINDOWS, describe
 
     config = _load_config(args.config)
     asked: int | None = args.pockets or config.wheel.pockets
@@ -525,8 +525,8 @@ def _journal_statistics(
     played them: 38 pockets when a 00 was drawn, else what its retained ``<base>/wheel``
     says, else the one asked for. The journal is read twice, a batch at a time (for a
     00, then to count), never held whole in memory."""
-    from wheeld.journal import JournalError
-    from wheeld.stats import Statistics
+    from wheeld.core.stats import Statistics
+    from wheeld.shell.journal import JournalError
 
     view = _journal_view(args.state_dir)
     try:
@@ -606,7 +606,7 @@ def _capture_statistics(
     wheel than that (the wheel changed after its first game) is replayed again to
     count it against the right one.
     """
-    from wheeld.stats import Statistics
+    from wheeld.core.stats import Statistics
 
     capture, name, pipeline = _capture_pipeline(args, config)
     statistics = _count_replay(capture, pipeline, config, windows, arcs)
@@ -642,8 +642,8 @@ def _count_replay(
     None when no game came, or when the arcs cannot be counted (replayed all the same)."""
     import json
 
-    from wheeld.replay import replay
-    from wheeld.stats import Statistics
+    from wheeld.audit.replay import replay
+    from wheeld.core.stats import Statistics
 
     countable = not any(k > 36 for k in arcs)
     statistics = None
@@ -677,7 +677,7 @@ def _capture_pockets(capture: Capture, name: str, pipeline: TablePipeline) -> in
 
 
 def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the subcommands other distributions plug in (``wheeld.commands`` entry points).
+    """Add the subcommands other distributions plug in (``wheeld.core.commands`` entry points).
 
     Each entry point is ``add_parser(subparsers) -> None``; the parser it adds sets
     ``func``, which takes the parsed arguments and returns the exit status. This is
@@ -716,11 +716,11 @@ def _capture_pipeline(
     args: argparse.Namespace, config: Config, signer: Signer | None = None
 ) -> tuple[Capture, str, TablePipeline]:
     """The capture ``args.capture``, its driver's name, and a table pipeline to replay it."""
-    from wheeld import capture as capture_format
     from wheeld.config import driver_settings
+    from wheeld.core import capture as capture_format
+    from wheeld.core.stats import Statistics
     from wheeld.drivers import UnknownDriver, driver_named
-    from wheeld.pipeline import TablePipeline, TableSettings
-    from wheeld.stats import Statistics
+    from wheeld.table.pipeline import TablePipeline, TableSettings
 
     try:
         capture = capture_format.read(args.capture)
@@ -753,7 +753,7 @@ def _capture_pipeline(
 def _replay(args: argparse.Namespace) -> int:
     import json
 
-    from wheeld.replay import ReplaySummary, replay
+    from wheeld.audit.replay import ReplaySummary, replay
 
     config = _load_config(args.config)
     capture, name, pipeline = _capture_pipeline(args, config, _replay_signer(args.key, config))
@@ -787,7 +787,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _replay_signer(key: Path | None, config: Config) -> Signer | None:
     """``--key``, else the configuration's ``signing.key_file``, else None (unsigned)."""
-    from wheeld.signing import Signer, SigningError
+    from wheeld.core.signing import Signer, SigningError
 
     if key is not None:
         where, path = "--key", key
@@ -804,7 +804,7 @@ def _replay_signer(key: Path | None, config: Config) -> Signer | None:
 def _keygen(args: argparse.Namespace) -> int:
     import os
 
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     out: Path = args.out
     key_path, public_path = out / "signing.key", out / "signing.pub"
@@ -833,7 +833,7 @@ def _keygen(args: argparse.Namespace) -> int:
 
 def _check_config(args: argparse.Namespace) -> int:
     from wheeld.config import ConfigError
-    from wheeld.readiness import config_warnings, load_for_run, state_dir_holder
+    from wheeld.shell.readiness import config_warnings, load_for_run, state_dir_holder
 
     try:
         config = load_for_run(args.file, live=True)
@@ -866,7 +866,7 @@ def _sets_nothing(path: Path) -> bool:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from wheeld import status
+    from wheeld.followers import status
 
     if not 0 < args.timeout <= 60:
         raise CommandError("--timeout: between 0 and 60 seconds", EXIT_USAGE)
@@ -879,7 +879,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from wheeld import logs
     from wheeld.config import ConfigError
-    from wheeld.readiness import config_warnings, load_for_run
+    from wheeld.shell.readiness import config_warnings, load_for_run
 
     try:
         config = load_for_run(args.config)
@@ -889,11 +889,11 @@ def _run(args: argparse.Namespace) -> int:
     log = logs.get().bind(table=config.table.id)
     for warning in config_warnings(config):
         log.warning("configuration", problem=warning)
-    from wheeld.daemon import Daemon
-    from wheeld.journal import JournalCorrupt, JournalError
-    from wheeld.link import LinkOpenError
-    from wheeld.publisher import EX_CONFIG, RivalDaemon
-    from wheeld.signing import SigningError
+    from wheeld.core.signing import SigningError
+    from wheeld.shell.daemon import Daemon
+    from wheeld.shell.journal import JournalCorrupt, JournalError
+    from wheeld.shell.link import LinkOpenError
+    from wheeld.shell.publisher import EX_CONFIG, RivalDaemon
 
     try:
         return asyncio.run(Daemon(config, capture=args.capture).run())
@@ -915,7 +915,7 @@ def _marquee(args: argparse.Namespace) -> int:
     import asyncio
 
     from wheeld import logs
-    from wheeld.marquee.app import run
+    from wheeld.followers.marquee.app import run
 
     config = _load_config(args.config, signing_key=False)
     logs.configure(config.log.level, config.log.format)
@@ -930,7 +930,7 @@ def _marquee(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(f"{source}: {listen!r}: {exc}", EXIT_USAGE) from None
     try:
-        return asyncio.run(run(config, host, port, logs.get("wheeld.marquee")))
+        return asyncio.run(run(config, host, port, logs.get("wheeld.followers.marquee")))
     except OSError as exc:
         raise CommandError(f"{source}: {listen}: {exc.strerror or exc}") from None
 
@@ -939,13 +939,15 @@ def _display(args: argparse.Namespace) -> int:
     import asyncio
 
     from wheeld import logs
-    from wheeld.display import run
-    from wheeld.link import LinkOpenError
+    from wheeld.followers.display import run
+    from wheeld.shell.link import LinkOpenError
 
     config = _load_config(args.config, signing_key=False)
     logs.configure(config.log.level, config.log.format)
     try:
-        return asyncio.run(run(config, args.port, args.baudrate, logs.get("wheeld.display")))
+        return asyncio.run(
+            run(config, args.port, args.baudrate, logs.get("wheeld.followers.display"))
+        )
     except LinkOpenError as exc:
         raise CommandError(f"--port: {exc}") from None
 

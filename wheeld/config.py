@@ -32,7 +32,7 @@ from pydantic import (
 )
 
 from wheeld.config_words import did_you_mean, explain, section_model
-from wheeld.rules import RulesConfig
+from wheeld.core.rules import RulesConfig
 
 #: A configuration is a few kilobytes; anything bigger is the wrong file.
 MAX_CONFIG_BYTES = 1 << 20
@@ -1274,7 +1274,7 @@ def load(
     ``signing_key=False`` leaves ``signing.key_file`` unread: the board and the
     displays share the table's configuration but must never need its private key.
     ``checks`` judges the sections that are valid (their files found) further, each
-    problem as ``dotted key: message``: ``wheeld.readiness.load_for_run`` asks there
+    problem as ``dotted key: message``: ``wheeld.shell.readiness.load_for_run`` asks there
     what ``wheeld run`` needs of this machine.
 
     Raises ConfigError listing every problem, each naming its key and blamed on
@@ -1359,7 +1359,7 @@ def load_archive(path: Path, environ: Mapping[str, str] | None = None) -> Archiv
 
 def _check_public_key(path: Path) -> None:
     """ValueError unless ``path`` holds an Ed25519 public key (PEM)."""
-    from wheeld.signing import SigningError, load_public_key
+    from wheeld.core.signing import SigningError, load_public_key
 
     try:
         load_public_key(path)

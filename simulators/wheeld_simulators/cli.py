@@ -1,6 +1,6 @@
 """``wheeld simulate``: a wheel in software on a pty, a TCP port or a capture file.
 
-A ``wheeld.commands`` plug-in: wheeld adds the subcommand when this distribution
+A ``wheeld.core.commands`` plug-in: wheeld adds the subcommand when this distribution
 is installed.
 """
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from wheeld.config import Config
-    from wheeld.events import Direction
+    from wheeld.core.events import Direction
     from wheeld_simulators.physics import WheelSimulator
 
 #: Faster than this, the wheel's frames outrun what a demo is for: watching games.
@@ -136,7 +136,7 @@ def _broker(text: str) -> str | BrokerAddress:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``wheeld demo`` (a ``wheeld.commands`` plug-in)."""
+    """Add ``wheeld demo`` (a ``wheeld.core.commands`` plug-in)."""
     parser = commands.add_parser(
         "demo",
         help="a simulated wheel, the daemon and a broker, with the games shown live",
@@ -404,7 +404,7 @@ def _last_line(log: Path) -> str:
 
 def _write_signing_key(work: Path) -> Path:
     """The run's own signing key (mode 0600), and ``signing.pub`` beside it for consumers."""
-    from wheeld.signing import Signer
+    from wheeld.core.signing import Signer
 
     signer = Signer.generate()
     key = work / "signing.key"
@@ -437,7 +437,7 @@ def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, pro
 async def _watch(config: Config, base: str, view: LiveView, dealer: Dealer) -> None:
     import aiomqtt
 
-    from wheeld.mqtt_client import make_client
+    from wheeld.shell.mqtt_client import make_client
 
     while True:
         try:
@@ -463,7 +463,7 @@ async def _clear_retained(config: Config, base: str) -> None:
     """
     import aiomqtt
 
-    from wheeld.mqtt_client import make_client
+    from wheeld.shell.mqtt_client import make_client
 
     marker = f"{base}/demo-stopped"
     with contextlib.suppress(aiomqtt.MqttError, TimeoutError):

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Literal
 
-from wheeld.capture import FORMAT_LINE, format_line
-from wheeld.events import Direction
+from wheeld.core.capture import FORMAT_LINE, format_line
+from wheeld.core.events import Direction
 from wheeld_cammegh.mercury import MercuryStatus, Sensors, encode_mercury_status
 from wheeld_simulators.timeline import STATUS_EVERY_MS, StatusTimeline
 

@@ -18,8 +18,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from wheeld.events import Direction
-from wheeld.layout import layout_for
+from wheeld.core.events import Direction
+from wheeld.core.layout import layout_for
 from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
 from wheeld_simulators.scripted import ScriptedWheel, opposite
 

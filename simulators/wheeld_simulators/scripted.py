@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wheeld.capture import FORMAT_LINE, format_line
-from wheeld.drivers.wrp import encode_event
-from wheeld.events import (
+from wheeld.core.capture import FORMAT_LINE, format_line
+from wheeld.core.events import (
     BallPassed,
     Direction,
     Heartbeat,
@@ -23,6 +22,7 @@ from wheeld.events import (
     WheelHello,
     WheelIncident,
 )
+from wheeld.drivers.wrp import encode_event
 
 #: A ball that slows from 0.6 s per revolution; crosses 1400 ms at the 11th pass.
 DEFAULT_BALL_PERIODS = (600, 650, 700, 760, 830, 910, 1000, 1100, 1220, 1350, 1500, 1650)

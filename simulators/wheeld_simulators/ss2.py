@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wheeld.capture import FORMAT_LINE, clock_step_comment, format_line
-from wheeld.events import Direction
+from wheeld.core.capture import FORMAT_LINE, clock_step_comment, format_line
+from wheeld.core.events import Direction
 from wheeld_cammegh.decoder import Status, encode_status
 from wheeld_simulators.timeline import STATUS_EVERY_MS, StatusTimeline
 

@@ -15,8 +15,8 @@ import os
 import random
 from dataclasses import dataclass
 
-from wheeld.events import Direction
-from wheeld.layout import layout_for
+from wheeld.core.events import Direction
+from wheeld.core.layout import layout_for
 from wheeld_cammegh.decoder import Status, encode_status
 from wheeld_simulators.targets import PtySink
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol, TextIO
 
-from wheeld.capture import FORMAT_LINE, format_line
+from wheeld.core.capture import FORMAT_LINE, format_line
 from wheeld_simulators.physics import Disconnect, GamePlan, WheelSimulator
 
 

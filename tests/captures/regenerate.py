@@ -12,12 +12,11 @@ changed line is a changed decision.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 from pathlib import Path
 
 from tests.captures.scenarios import SCENARIOS
-from wheeld.cli import main as wheeld
+from wheeld.testing.golden import golden_pairs as pairs_under
+from wheeld.testing.golden import replay_output
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -25,19 +24,7 @@ REPO = HERE.parents[1]
 
 def golden_pairs() -> list[tuple[Path, Path]]:
     """Every capture, here and with each driver, with the golden output beside it."""
-    folders = [HERE, *sorted(REPO.glob("drivers/*/tests/captures"))]
-    captures = [cap for folder in folders for cap in sorted(folder.rglob("*.cap"))]
-    return [(cap, cap.with_suffix(".expected.jsonl")) for cap in captures]
-
-
-def replay_output(capture: Path) -> str:
-    """What ``wheeld replay CAPTURE`` prints."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        status = wheeld(["replay", str(capture)])
-    if status:
-        raise SystemExit(f"wheeld replay {capture} failed with status {status}")
-    return out.getvalue()
+    return pairs_under([HERE, *sorted(REPO.glob("drivers/*/tests/captures"))])
 
 
 def main() -> None:

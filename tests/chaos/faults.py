@@ -29,8 +29,8 @@ from tests.chaos.harness import (
     ChaosRig,
     write_chaos_config,
 )
-from tests.rig import DaemonProcess, Subscriber, wait_for
-from wheeld.publisher import EX_CONFIG
+from wheeld.shell.publisher import EX_CONFIG
+from wheeld.testing.rig import DaemonProcess, Subscriber, wait_for
 
 Fault = Callable[[ChaosRig], None]
 

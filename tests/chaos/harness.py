@@ -40,10 +40,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.rig import Broker, DaemonProcess, Subscriber, make_signing_key, wait_for
-from wheeld.journal import JOURNAL_FILE, Journal
-from wheeld.journal.codec import unpack_payload
-from wheeld.signing import load_public_key, signature_problem
+from wheeld.core.signing import load_public_key, signature_problem
+from wheeld.shell.journal import JOURNAL_FILE, Journal
+from wheeld.shell.journal.codec import unpack_payload
+from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, make_signing_key, wait_for
 
 TABLE = "CHAOS"
 BASE = f"wheeld/{TABLE}"

@@ -14,8 +14,8 @@ import pytest
 
 from tests.chaos.faults import FAULTS, SHORT, Unavailable, inject
 from tests.chaos.harness import ChaosBroker, chaos_rig, check, write_chaos_config
-from tests.rig import DaemonProcess, wait_for
-from wheeld.publisher import EX_CONFIG
+from wheeld.shell.publisher import EX_CONFIG
+from wheeld.testing.rig import DaemonProcess, wait_for
 
 pytestmark = pytest.mark.chaos
 

@@ -27,7 +27,7 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.rig import MOSQUITTO, free_port, wait_for
+from wheeld.testing.rig import MOSQUITTO, free_port, wait_for
 
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 #: Debian's wrapper (/usr/sbin/rabbitmq-server) switches to the rabbitmq user and the

@@ -25,9 +25,9 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from tests.cluster.brokers import Cluster
-from tests.rig import DaemonProcess, NotifySocket, PtyWheel, wait_for
-from wheeld.journal import JOURNAL_FILE
-from wheeld.signing import load_public_key, signature_problem
+from wheeld.core.signing import load_public_key, signature_problem
+from wheeld.shell.journal import JOURNAL_FILE
+from wheeld.testing.rig import DaemonProcess, NotifySocket, PtyWheel, wait_for
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 TABLE = "T9"

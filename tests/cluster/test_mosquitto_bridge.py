@@ -21,8 +21,8 @@ from tests.cluster.table import (
     expected_results,
     recall_game,
 )
-from tests.rig import MOSQUITTO
-from wheeld.signing import load_public_key, signature_problem
+from wheeld.core.signing import load_public_key, signature_problem
+from wheeld.testing.rig import MOSQUITTO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(120)]
 

@@ -42,12 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from wheeld import capture
+from wheeld.core import capture
+from wheeld.core.engine import GameEngine, ticks_since
+from wheeld.core.events import BallPassed, PocketReading, WheelEvent
+from wheeld.core.game import Alarm, Decision, NoMoreBets, Result, Spinning
+from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import DecoderCounters, WrpDecoder, checksum
-from wheeld.engine import GameEngine, ticks_since
-from wheeld.events import BallPassed, PocketReading, WheelEvent
-from wheeld.game import Alarm, Decision, NoMoreBets, Result, Spinning
-from wheeld.rules import RulesConfig
 
 HERE = Path(__file__).parent
 CORPUS = HERE / "corpus" / "wrp"

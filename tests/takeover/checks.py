@@ -30,7 +30,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wheeld.signing import signature_problem
+from wheeld.core.signing import signature_problem
 
 ENDS = ("result", "no_spin")
 

@@ -51,7 +51,6 @@ from tests.chaos.harness import (
     ChaosBroker,
     write_chaos_config,
 )
-from tests.rig import DaemonProcess, Subscriber, wait_for
 from tests.takeover.checks import (
     ENDS,
     Problem,
@@ -62,8 +61,9 @@ from tests.takeover.checks import (
     sequence_behind,
 )
 from tests.takeover.proxy import Cut, Mode, MqttProxy, Publish, Record
-from wheeld.journal import JOURNAL_FILE
-from wheeld.signing import load_public_key
+from wheeld.core.signing import load_public_key
+from wheeld.shell.journal import JOURNAL_FILE
+from wheeld.testing.rig import DaemonProcess, Subscriber, wait_for
 
 SEQUENCE_TOPIC = f"{BASE}/sequence"
 WHEEL_TOPIC = f"{BASE}/wheel"

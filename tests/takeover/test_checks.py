@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.takeover.checks import judge, marker_seq, regressions, sequence_behind
-from wheeld.signing import ChainState, Signer, chain
+from wheeld.core.signing import ChainState, Signer, chain
 
 SIGNER = Signer.generate()
 

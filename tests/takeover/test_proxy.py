@@ -18,7 +18,6 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.rig import Broker, Subscriber, wait_for
 from tests.takeover.proxy import (
     Cut,
     MalformedPacket,
@@ -27,6 +26,7 @@ from tests.takeover.proxy import (
     parse_publish,
     take_packet,
 )
+from wheeld.testing.rig import Broker, Subscriber, wait_for
 
 BASE = "proxy-test"
 GAME = f"{BASE}/game"

@@ -37,7 +37,7 @@ from tests.takeover.rig import (
     run_plan,
     takeover_rig,
 )
-from wheeld.signing import ChainState, Signer, chain
+from wheeld.core.signing import ChainState, Signer, chain
 
 #: Fixed so runs are reproducible; set WHEELD_TAKEOVER_SEED to explore.
 SEED = int(os.environ.get("WHEELD_TAKEOVER_SEED", "3"))

@@ -25,7 +25,7 @@ from wheeld.archive.audit import EpochAudit, StoredMessage
 from wheeld.archive.ledger import public_key_from_pem
 from wheeld.archive.schema import MIGRATIONS
 from wheeld.archive.store import connect_args, one_line
-from wheeld.signing import key_id, load_public_key
+from wheeld.core.signing import key_id, load_public_key
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -144,7 +144,7 @@ def _judged(
 ) -> Iterator[tuple[list[_Row], list[tuple[str, dict[str, Any]]]]]:
     """Each batch with its verdicts (a digest, or ``!`` and why), in order; in worker
     processes when there is more than a batch, a few batches in flight."""
-    from wheeld.verify import _judge_batch, _worker_keys
+    from wheeld.audit.verify import _judge_batch, _worker_keys
 
     first = next(batches, None)
     if first is None:

@@ -1,7 +1,7 @@
 """``wheeld archive verify``'s judgement, pure: every stored chain checked again.
 
 The messages of each ``(table, epoch)`` come in seq order; each is checked by
-``wheeld.verify.ChainCheck`` (signature under the table's keys, the link to
+``wheeld.audit.verify.ChainCheck`` (signature under the table's keys, the link to
 the one before, each game ending once). Where the check fails it starts again
 at the failing message, so every problem is told, not only the first. A
 failure the archive already knows of (a gap it lists, a message it flagged as
@@ -18,7 +18,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wheeld.verify import ChainCheck, Message
+from wheeld.audit.verify import ChainCheck, Message
 
 
 @dataclass(frozen=True, slots=True)

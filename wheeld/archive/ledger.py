@@ -38,9 +38,9 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wheeld.messages import SCHEMA_VERSION, iso_utc
-from wheeld.signing import DuplicateMember, b64url, canonical_pair, key_id, signature_problem
-from wheeld.verify import check_signature, strict_json
+from wheeld.audit.verify import check_signature, strict_json
+from wheeld.core.messages import SCHEMA_VERSION, iso_utc
+from wheeld.core.signing import DuplicateMember, b64url, canonical_pair, key_id, signature_problem
 
 VERIFIED = "verified"
 BAD_SIGNATURE = "bad_signature"

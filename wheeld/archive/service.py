@@ -52,14 +52,14 @@ from wheeld.archive.ledger import (
     Settings,
 )
 from wheeld.config import ARCHIVE_KINDS
-from wheeld.mqtt_client import Failover, make_client
-from wheeld.signing import load_public_key
+from wheeld.core.signing import load_public_key
+from wheeld.shell.mqtt_client import Failover, make_client
 
 if TYPE_CHECKING:
     import psycopg
 
     from wheeld.config import ArchiveSettings
-    from wheeld.mqtt_client import Client
+    from wheeld.shell.mqtt_client import Client
 
 T = TypeVar("T")
 
@@ -174,7 +174,7 @@ class Archive:
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(signum, stop.set)
-        from wheeld.notify import Notifier
+        from wheeld.shell.notify import Notifier
 
         notifier = Notifier()
         tasks = [

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from wheeld.contract.commands import COMMANDS, Reply
 from wheeld.contract.topics import TOPICS
-from wheeld.messages import SCHEMA_VERSION
+from wheeld.core.messages import SCHEMA_VERSION
 
 ASYNCAPI_FILE = "asyncapi.json"
 SCHEMA_DIR = "schemas"

@@ -1,6 +1,6 @@
 """Operator commands on ``<base>/command/<name>`` and the replies to them, as models.
 
-``wheeld.commands`` judges what arrives, strictly and by hand (its one-line
+``wheeld.core.commands`` judges what arrives, strictly and by hand (its one-line
 reasons are part of the interface); these models say the same thing for a
 client and for the JSON Schemas: exact members, exact types, nothing else.
 A reply goes to the requester's response topic (MQTT 5) or ``reply_to``,
@@ -14,8 +14,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from wheeld import commands as judged
-from wheeld.commands import (
+from wheeld.contract.topics import Pocket, SchemaVersion, TableId, Timestamp
+from wheeld.core import commands as judged
+from wheeld.core.commands import (
     DEFAULT_RECALL,
     MAX_CORRELATION_ID,
     MAX_GAME_ID,
@@ -23,7 +24,6 @@ from wheeld.commands import (
     MAX_OPERATOR,
     MAX_RECALL,
 )
-from wheeld.contract.topics import Pocket, SchemaVersion, TableId, Timestamp
 
 Operator = Annotated[
     str,
@@ -45,7 +45,7 @@ CorrelationId = Annotated[
     Field(max_length=MAX_CORRELATION_ID, description="echoed in the reply"),
 ]
 GameId = Annotated[int, Field(ge=1)]
-#: A game a command names: JSON's exact integers only, as ``wheeld.commands`` checks.
+#: A game a command names: JSON's exact integers only, as ``wheeld.core.commands`` checks.
 CommandGameId = Annotated[int, Field(ge=1, le=MAX_GAME_ID)]
 
 
@@ -171,7 +171,7 @@ _MODELS: dict[str, tuple[type[Command], tuple[type[Reply], ...]]] = {
     "recall": (RecallCommand, (Recalled, Refused)),
     "ack": (AckCommand, (Acknowledged, Refused)),
 }
-#: Each command wheeld obeys (``wheeld.commands.COMMANDS``, the one list of names):
+#: Each command wheeld obeys (``wheeld.core.commands.COMMANDS``, the one list of names):
 #: its payload's model and the replies it can get. A name without models fails here,
 #: at import, rather than as a command missing from the contract.
 COMMANDS: dict[str, tuple[type[Command], tuple[type[Reply], ...]]] = {

@@ -1,6 +1,6 @@
 """What each topic under ``<base>/`` carries: one pydantic model per payload.
 
-The game payloads are ``wheeld.messages``' own models, which build them, with
+The game payloads are ``wheeld.core.messages``' own models, which build them, with
 the members signing appends; the others are built as dicts where they are
 made (the pipeline, the identity) and described here member for member. A
 test replays the golden captures and validates every message against these
@@ -19,10 +19,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 from pydantic.json_schema import SkipJsonSchema
 
-from wheeld.events import Direction, ReasonCode
-from wheeld.health import HealthPayload
-from wheeld.layout import Color, Sector
-from wheeld.messages import NoMoreBetsPayload, NoSpinPayload, ResultPayload, SpinningPayload
+from wheeld.core.events import Direction, ReasonCode
+from wheeld.core.health import HealthPayload
+from wheeld.core.layout import Color, Sector
+from wheeld.core.messages import NoMoreBetsPayload, NoSpinPayload, ResultPayload, SpinningPayload
 
 Timestamp = Annotated[
     str,

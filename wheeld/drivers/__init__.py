@@ -1,6 +1,6 @@
 """Wheel drivers: one sans-I/O package per wheel protocol, found through entry points.
 
-A driver turns the bytes a wheel sends into wheel events (``wheeld.events``)
+A driver turns the bytes a wheel sends into wheel events (``wheeld.core.events``)
 and, where the wheel takes commands, says what to write to it and when. It is
 the only place that knows a protocol. Each declares itself once as a
 :class:`Driver` and is registered in the ``wheeld.drivers`` entry-point group,
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from wheeld.events import WheelEvent
-from wheeld.game import Decision
+from wheeld.core.events import WheelEvent
+from wheeld.core.game import Decision
 
 ENTRY_POINT_GROUP = "wheeld.drivers"
 

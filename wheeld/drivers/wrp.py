@@ -15,8 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from wheeld.drivers import CounterSet, Driver, GreetingSession, WheelDecoder
-from wheeld.events import (
+from wheeld.core.events import (
     BallPassed,
     Direction,
     FrameDropped,
@@ -29,6 +28,7 @@ from wheeld.events import (
     WheelHello,
     WheelIncident,
 )
+from wheeld.drivers import CounterSet, Driver, GreetingSession, WheelDecoder
 
 #: A whole frame, ``$`` to LF, is at most this many bytes.
 MAX_FRAME = 82

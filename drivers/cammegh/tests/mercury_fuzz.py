@@ -24,8 +24,8 @@ import sys
 import traceback
 
 from ss2_fuzz import Failure, Target, _lines, main, results
-from wheeld.engine import GameEngine
-from wheeld.rules import RulesConfig
+from wheeld.core.engine import GameEngine
+from wheeld.core.rules import RulesConfig
 from wheeld_cammegh.mercury import MercuryDecoder
 
 #: The oracle's own reading of a line, independent of the driver's parser.

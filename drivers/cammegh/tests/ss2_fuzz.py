@@ -35,10 +35,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheeld.core.engine import GameEngine
+from wheeld.core.game import Decision, Result, Spinning
+from wheeld.core.rules import RulesConfig
 from wheeld.drivers import WheelDecoder
-from wheeld.engine import GameEngine
-from wheeld.game import Decision, Result, Spinning
-from wheeld.rules import RulesConfig
 from wheeld_cammegh.decoder import CammeghDecoder
 
 CORPUS = Path(__file__).parent / "corpus"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from wheeld.events import (
+from wheeld.core.events import (
     BallLaunched,
     BallPassed,
     WheelEvent,
@@ -18,8 +18,8 @@ from wheeld.events import (
     WheelVerdict,
     WinningNumber,
 )
-from wheeld.pipeline import TablePipeline, TableSettings
-from wheeld.rules import RulesConfig
+from wheeld.core.rules import RulesConfig
+from wheeld.table.pipeline import TablePipeline, TableSettings
 from wheeld_cammegh.mercury import (
     MercuryDecoder,
     MercuryStatus,
@@ -456,7 +456,7 @@ def test_the_fuzz_seeds_are_what_the_simulator_plays() -> None:
 
 
 def _replayed(name: str) -> list[tuple[str, dict[str, Any]]]:
-    from wheeld.capture import read
+    from wheeld.core.capture import read
 
     capture = read(CAPTURES / name)
     return play([(line.at, line.data) for line in capture.lines if line.direction == "<"])
@@ -483,8 +483,8 @@ def test_replay_reads_the_wheel_mercury_section(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``[wheel.mercury] game_mode = "1C"``: flag 8 is a ball error there."""
-    from wheeld.capture import format_line
     from wheeld.cli import main as wheeld
+    from wheeld.core.capture import format_line
 
     capture = tmp_path / "flag8.cap"
     body = "".join(format_line(at, "<", line) for at, line in _with_flag("advanced", 8, b"4"))

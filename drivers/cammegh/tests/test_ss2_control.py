@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
-from wheeld.events import WheelReply
+from wheeld.core.events import WheelReply
+from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
 from wheeld_cammegh.control import ControlSettings, SS2Controller
 from wheeld_cammegh.decoder import Status
 
@@ -102,7 +102,7 @@ def test_with_direction_control_the_next_game_turns_against_the_last_result() ->
 
 
 def test_the_session_learns_each_result_and_the_journals_last() -> None:
-    from wheeld.game import Result
+    from wheeld.core.game import Result
     from wheeld_cammegh.decoder import CammeghDecoder
     from wheeld_cammegh.session import CammeghSession
 
@@ -144,7 +144,7 @@ def test_the_wheels_clock_is_read_said_when_off_and_set_when_asked() -> None:
 def test_a_session_alarm_goes_out_on_the_alarm_topic() -> None:
     from datetime import UTC, datetime
 
-    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld.table.pipeline import TablePipeline, TableSettings
     from wheeld_cammegh.decoder import CammeghDecoder
     from wheeld_cammegh.session import CammeghSession
 
@@ -305,8 +305,8 @@ def test_a_wheel_that_stops_answering_raises_an_alarm(tmp_path: Path, broker: Br
 
 
 def test_the_pipeline_tells_the_session_the_journals_last_result_on_connect() -> None:
-    from wheeld.engine import EngineState
-    from wheeld.pipeline import TablePipeline, TableSettings
+    from wheeld.core.engine import EngineState
+    from wheeld.table.pipeline import TablePipeline, TableSettings
     from wheeld_cammegh.decoder import CammeghDecoder
     from wheeld_cammegh.session import CammeghSession
 

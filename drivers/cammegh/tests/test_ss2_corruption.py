@@ -39,11 +39,11 @@ import pytest
 
 import ss2_fuzz
 from ss2_games import WheelGame, wheel_games
-from tests.captures.regenerate import replay_output
-from wheeld.capture import read
-from wheeld.engine import GameEngine
-from wheeld.game import Decision, Result
-from wheeld.rules import RulesConfig
+from wheeld.core.capture import read
+from wheeld.core.engine import GameEngine
+from wheeld.core.game import Decision, Result
+from wheeld.core.rules import RulesConfig
+from wheeld.testing.golden import replay_output
 from wheeld_cammegh.decoder import CammeghDecoder, parse_status
 
 CAPTURES = sorted((Path(__file__).parent / "captures").glob("*.cap"))

@@ -9,17 +9,17 @@ import pytest
 from hypothesis import given, settings
 
 from ss2_games import games_owed_a_result, wheel_games
-from tests.captures.regenerate import replay_output
-from wheeld.engine import EngineState, GameEngine
-from wheeld.events import (
+from wheeld.core.engine import EngineState, GameEngine
+from wheeld.core.events import (
     DisplayMismatch,
     ResultContradicted,
     WheelEvent,
     WheelReply,
     WinningNumber,
 )
-from wheeld.game import Decision, NoMoreBets, NoSpin, Result, Spinning
-from wheeld.rules import RulesConfig
+from wheeld.core.game import Decision, NoMoreBets, NoSpin, Result, Spinning
+from wheeld.core.rules import RulesConfig
+from wheeld.testing.golden import replay_output
 from wheeld_cammegh.decoder import (
     MAX_TICK_STEP_MS,
     CammeghDecoder,
@@ -542,7 +542,7 @@ def test_state_7_of_firmware_2_52_holds_the_game_undecided() -> None:
 
 
 def test_the_ss2_says_its_output_level_and_what_it_leaves_to_the_wheel() -> None:
-    from wheeld.events import WheelProfile
+    from wheeld.core.events import WheelProfile
 
     decoder = CammeghDecoder()
     said = [

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from hypothesis import strategies as st
 
-from wheeld.events import WheelEvent
+from wheeld.core.events import WheelEvent
 
 TERMINATORS = [b"\r\n", b"\n\r", b"\r", b"\n", b""]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from wheeld.events import Direction, WheelEvent, WheelReply
+from wheeld.core.events import Direction, WheelEvent, WheelReply
 from wheeld_cammegh.decoder import Status, encode_command
 
 REPLY_TIMEOUT_S = 1.0

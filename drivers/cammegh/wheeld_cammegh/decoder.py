@@ -32,8 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from wheeld.drivers import CounterSet
-from wheeld.events import (
+from wheeld.core.events import (
     AlternationUnknown,
     BallLaunched,
     BallPassed,
@@ -51,6 +50,7 @@ from wheeld.events import (
     WheelVoid,
     WinningNumber,
 )
+from wheeld.drivers import CounterSet
 from wheeld_cammegh.flags import FLAG_BITS, SS2_V2_10, FlagRole, FlagTable
 
 NAME = "cammegh-ss2"

@@ -32,8 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wheeld.drivers import Driver, GreetingSession, WheelDecoder
-from wheeld.events import (
+from wheeld.core.events import (
     BallLaunched,
     BallPassed,
     BettingClosed,
@@ -46,6 +45,7 @@ from wheeld.events import (
     WheelVoid,
     WinningNumber,
 )
+from wheeld.drivers import Driver, GreetingSession, WheelDecoder
 from wheeld_cammegh.decoder import (
     _DIRECTIONS,
     FLAG_SAME_DIRECTION,

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wheeld.core.events import Direction, WheelEvent
+from wheeld.core.game import Decision, NoSpin, Result
 from wheeld.drivers import Driver, WheelDecoder
-from wheeld.events import Direction, WheelEvent
-from wheeld.game import Decision, NoSpin, Result
 from wheeld_cammegh.control import AUTO_STATUS_BIT, ControlSettings, SS2Controller
 from wheeld_cammegh.decoder import DEFAULT_BAUDRATE, NAME, CammeghDecoder, Status
 

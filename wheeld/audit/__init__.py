@@ -1,0 +1,1 @@
+"""Looking back: captures, replay, verification, recall and export."""

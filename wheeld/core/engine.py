@@ -1,0 +1,648 @@
+"""The game engine: wheel events and the time in, game decisions out.
+
+A pure state machine. It does no I/O and reads no clock: every call is given
+the host time ``now``, which the engine uses only to stamp decisions and to
+judge ``wheel_link_lost``. Every rule duration is measured in wheel ticks.
+
+The rules and their reason codes are those of ``docs/rules.md``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from wheeld.core.events import (
+    AlternationUnknown,
+    BallLaunched,
+    BallPassed,
+    BallRunning,
+    BettingClosed,
+    Direction,
+    DisplayMismatch,
+    FrameDropped,
+    Heartbeat,
+    PocketReading,
+    ResultContradicted,
+    RotorDatum,
+    SequenceGap,
+    WheelEvent,
+    WheelHello,
+    WheelIncident,
+    WheelProfile,
+    WheelReply,
+    WheelVerdict,
+    WheelVoid,
+    WinningNumber,
+)
+from wheeld.core.game import (
+    REASONS,
+    Alarm,
+    Decision,
+    NoMoreBets,
+    NoSpin,
+    ReasonCode,
+    Result,
+    Spinning,
+    in_rule_order,
+)
+from wheeld.core.layout import WheelLayout, layout_for
+from wheeld.core.rules import RESPIN_ROTOR_REVOLUTIONS
+
+if TYPE_CHECKING:
+    from wheeld.core.rules import RulesConfig
+
+_TICK_MASK = (1 << 32) - 1
+_HALF_TICK_RANGE = 1 << 31
+
+_INCIDENT_REASONS: dict[str, ReasonCode] = {
+    "object": "foreign_object",
+    "ball_out": "ball_out_of_wheel",
+    "rotor_fault": "rotor_malfunction",
+    "sensor_fault": "rotor_malfunction",
+}
+
+
+class Phase(enum.Enum):
+    """Where a game cycle stands; ``docs/rules.md`` has the same table."""
+
+    #: No game: the rotor turns, the next launch opens a game.
+    IDLE = "idle"
+    #: The ball was launched and runs; bets are still open.
+    BETTING = "betting"
+    #: The ball slowed to the threshold (or the wheel said so): betting closed.
+    NO_MORE_BETS = "no_more_bets"
+    #: The ball rests in a pocket; ``settle_ms`` of rest make it the result.
+    SETTLING = "settling"
+
+
+ANY_PHASE: dict[type, str] = {
+    Heartbeat: "wheel time moves on: timers are judged",
+    RotorDatum: "a rotor revolution (a direction change voids a game: rotor_malfunction)",
+    WheelHello: "the wheel introduces itself (a reboot mid-game: frame_loss)",
+    WheelIncident: "voids a game (object, ball out, faults), else an alarm",
+    SequenceGap: "frames lost: voids a game (frame_loss), else an alarm",
+    FrameDropped: "a frame unusable: voids a game (frame_loss), else an alarm",
+    WheelVoid: "the wheel voids the game, else an alarm",
+    AlternationUnknown: "spins went by unseen: the alternation rule restarts",
+    WheelReply: "a command reply: nothing for the rules",
+    DisplayMismatch: "nothing for the rules (the pipeline raises display_mismatch)",
+    ResultContradicted: "nothing for the rules (the pipeline raises result_contradicted)",
+    WheelProfile: "nothing for the rules (the pipeline says it on <base>/wheel)",
+    WheelVerdict: "nothing for the rules (the pipeline compares it: wheel_verdict_mismatch)",
+}
+_IN_GAME: dict[type, str] = {
+    BallRunning: "the wheel still sees the ball in the rim",
+    WinningNumber: "the wheel's confirmed pocket: the result -> idle",
+}
+#: Which wheel event each phase takes, and what it does there. An event not
+#: listed for the current phase is refused: counted, reported, never applied.
+#: A second launch (``BallPassed`` with period 0) during a game is refused too.
+PHASE_EVENTS: dict[Phase, dict[type, str]] = {
+    Phase.IDLE: {
+        **ANY_PHASE,
+        BallPassed: "a launch (period 0): -> betting; other passes: a voided spin's ball",
+        BallLaunched: "the wheel reports a launch: -> betting",
+        PocketReading: "the ball rests or is picked up between games",
+        BallRunning: "a voided spin's ball, still running",
+        BettingClosed: "a voided spin's phases go on",
+        WinningNumber: "a voided spin's pocket: never a result",
+    },
+    Phase.BETTING: {
+        **ANY_PHASE,
+        **_IN_GAME,
+        BallPassed: "a revolution; slow enough: -> no_more_bets",
+        PocketReading: "the ball dropped into a pocket: -> settling (betting closes)",
+        BettingClosed: "the wheel's own no more bets: -> no_more_bets",
+    },
+    Phase.NO_MORE_BETS: {
+        **ANY_PHASE,
+        **_IN_GAME,
+        BallPassed: "a revolution",
+        PocketReading: "the ball dropped into a pocket: -> settling",
+        BettingClosed: "the wheel confirms no more bets (it vouches for the run)",
+    },
+    Phase.SETTLING: {
+        **ANY_PHASE,
+        **_IN_GAME,
+        BallPassed: "the ball jumped out and runs on: a revolution",
+        PocketReading: "another pocket: settling afresh; none: -> no_more_bets",
+        BettingClosed: "the wheel confirms no more bets (it vouches for the run)",
+    },
+}
+
+
+def ticks_since(now: int, then: int) -> int:
+    """Wheel milliseconds from ``then`` to ``now`` on the wrapping 32-bit clock."""
+    elapsed = (now - then) & _TICK_MASK
+    # A tick slightly behind the reference (reordering, a sloppy head) is "no
+    # time", not four billion milliseconds.
+    return 0 if elapsed >= _HALF_TICK_RANGE else elapsed
+
+
+@dataclass(slots=True)
+class EngineState:
+    """What must survive a restart: small, plain and JSON-serialisable."""
+
+    next_game_id: int = 1
+    last_result_rotor: Direction | None = None
+    open_game: int | None = None
+    #: Rotor revolutions since the last no-spin, capped at the respin threshold;
+    #: None when no no-spin is waiting for the rotor.
+    rotor_revolutions_since_no_spin: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as a JSON-ready mapping."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: object) -> EngineState:
+        """Rebuild a stored state; raises ValueError naming the first malformed field."""
+        if not isinstance(data, dict):
+            raise ValueError("stored engine state is not a JSON object")
+        next_id = _stored_count(data, "next_game_id", minimum=1)
+        if next_id is None:
+            raise ValueError("stored engine state has no next_game_id")
+        rotor = data.get("last_result_rotor")
+        if rotor not in (None, "cw", "ccw"):
+            raise ValueError(f"stored engine state has a malformed last_result_rotor: {rotor!r}")
+        open_game = _stored_count(data, "open_game", minimum=1)
+        if open_game is not None and open_game >= next_id:
+            raise ValueError(
+                f"stored engine state names an impossible open game {open_game}"
+                f" (next game id {next_id})"
+            )
+        revolutions = _stored_count(data, "rotor_revolutions_since_no_spin", minimum=0)
+        return cls(next_id, rotor, open_game, revolutions)
+
+
+#: Stored integers stay below 2**53 so every JSON reader (JavaScript too) reads them exactly.
+_STORED_INT_LIMIT = 1 << 53
+
+
+def _stored_count(data: dict[str, Any], key: str, *, minimum: int) -> int | None:
+    """An optional stored integer, exact: 2.7, 1e300, true and "3" are refused."""
+    value = data.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass: a stored true must not become game 1.
+    if type(value) is not int or not minimum <= value < _STORED_INT_LIMIT:
+        raise ValueError(f"stored engine state has a malformed {key}: {value!r}")
+    return value
+
+
+@dataclass(slots=True)
+class _Game:
+    game_id: int
+    rotor_direction: Direction | None
+    ball_direction: Direction | None
+    last_ball_tick: int
+    #: False for wheels that do not stream ball passes: revolutions are unknown.
+    counted: bool = True
+    revolutions: int = 0
+    no_more_bets: bool = False
+    #: The wheel itself called no more bets (its threshold stands in for a count).
+    wheel_closed_betting: bool = False
+    #: False when the wheel's output never reports the rotor: unknown is not stopped.
+    rotor_reported: bool = True
+    #: False when the wheel is silent between its events: silence is not a lost link.
+    link_judged: bool = True
+    candidate: str | None = None
+    candidate_tick: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class GameEngine:
+    """Turns wheel events into game decisions by the regulator's rules."""
+
+    def __init__(
+        self,
+        rules: RulesConfig,
+        *,
+        pockets: int | None = None,
+        state: EngineState | None = None,
+    ) -> None:
+        self.state = state if state is not None else EngineState()
+        # Copied once: the hot path reads plain ints, not model attributes.
+        self._min_revolutions = rules.min_ball_revolutions
+        self._settle_ms = rules.settle_ms
+        self._no_more_bets_ms = rules.no_more_bets_period_ms
+        self._result_timeout_ms = rules.result_timeout_ms
+        self._rotor_timeout_ms = rules.rotor_timeout_ms
+        self._link_timeout_s = rules.link_timeout_ms / 1000.0
+        # Configured pockets win; without them the wheel's hello says, 37 until it does.
+        self._pockets_fixed = pockets is not None
+        self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37)
+        self._game: _Game | None = None
+        self._rotor_direction: Direction | None = None
+        self._last_rotor_tick: int | None = None
+        self._heard_from_wheel = False
+        self._last_heard: float | None = None
+        #: Events refused for the phase they came in: (phase, event name) -> count.
+        self.refused: Counter[tuple[str, str]] = Counter()
+        self._refusals: list[tuple[Phase, WheelEvent]] = []
+        self._handlers = {
+            Heartbeat: self._on_heartbeat,
+            RotorDatum: self._on_rotor,
+            BallPassed: self._on_ball,
+            PocketReading: self._on_pocket,
+            WheelIncident: self._on_incident,
+            WheelHello: self._on_hello,
+            SequenceGap: self._on_loss,
+            FrameDropped: self._on_loss,
+            BallLaunched: self._on_launched,
+            BallRunning: self._on_running,
+            BettingClosed: self._on_betting_closed,
+            WinningNumber: self._on_winning_number,
+            WheelVoid: self._on_wheel_void,
+            AlternationUnknown: self._on_alternation_unknown,
+            WheelReply: self._on_reply,
+            DisplayMismatch: self._on_display_mismatch,
+            ResultContradicted: self._on_display_mismatch,
+            WheelProfile: self._on_display_mismatch,
+            WheelVerdict: self._on_display_mismatch,
+        }
+
+    # -- queries ---------------------------------------------------------
+
+    @property
+    def phase(self) -> Phase:
+        """The game cycle's phase, from the open game's own facts."""
+        game = self._game
+        if game is None:
+            return Phase.IDLE
+        if game.candidate is not None:
+            return Phase.SETTLING
+        return Phase.NO_MORE_BETS if game.no_more_bets else Phase.BETTING
+
+    def take_refusals(self) -> list[tuple[Phase, WheelEvent]]:
+        """The events refused since the last call (for the log); counts stay in ``refused``."""
+        taken, self._refusals = self._refusals, []
+        return taken
+
+    @property
+    def game_in_progress(self) -> int | None:
+        """The id of the open game, if any."""
+        return self._game.game_id if self._game is not None else None
+
+    def link_deadline(self) -> float | None:
+        """Host time at which silence from the wheel voids the open game, if any."""
+        if self._game is None or self._last_heard is None or not self._game.link_judged:
+            return None
+        return self._last_heard + self._link_timeout_s
+
+    # -- inputs ------------------------------------------------------------
+
+    def resume(self, now: float) -> list[Decision]:
+        """Start after a stop: a game left open by the previous run is void."""
+        game_id = self.state.open_game
+        if game_id is None:
+            return []
+        self.state.open_game = None
+        self.state.rotor_revolutions_since_no_spin = 0
+        return [NoSpin(game_id, now, "controller_restart", ("controller_restart",))]
+
+    def taken_over(self, up_to: int, last_rotor: Direction | None) -> int | None:
+        """Another controller announced games up to ``up_to`` since this engine's last
+        word: the game open here (left by the last run, or still live) at or before it
+        was that controller's to end, not ours, and alternation goes on from the
+        rotor of its last result (``last_rotor``: None when unknown). Returns the game
+        forgotten, if any."""
+        self.state.last_result_rotor = last_rotor
+        game_id = self.game_in_progress or self.state.open_game
+        if game_id is None or game_id > up_to:
+            return None
+        self.state.open_game = None
+        self._game = None
+        return game_id
+
+    def on_event(self, event: WheelEvent, now: float) -> list[Decision]:
+        """Apply one wheel event heard at host time ``now``."""
+        out: list[Decision] = []
+        self._last_heard = now
+        game = self._game
+        tick = getattr(event, "tick", None)
+        if game is not None and tick is not None:
+            self._expire(game, tick, now, out)
+        phase = self.phase
+        if type(event) not in PHASE_EVENTS[phase] or (
+            type(event) is BallPassed and event.period_ms == 0 and phase is not Phase.IDLE
+        ):
+            self.refused[(phase.value, type(event).__name__)] += 1
+            self._refusals.append((phase, event))
+            return out
+        self._handlers[type(event)](event, now, out)  # type: ignore[operator]
+        self._heard_from_wheel = True
+        return out
+
+    def on_host_time(self, now: float) -> list[Decision]:
+        """Let host time pass: silence past ``link_timeout_ms`` voids the open game."""
+        deadline = self.link_deadline()
+        if deadline is None or now < deadline:
+            return []
+        out: list[Decision] = []
+        self._void({"wheel_link_lost"}, deadline, out)
+        return out
+
+    def on_clock_step(self, step_s: float) -> None:
+        """The host's wall clock stepped by ``step_s`` (the shell saw it against a
+        monotonic clock): silence is measured from the same moment, moved with it."""
+        if self._last_heard is not None:
+            self._last_heard += step_s
+
+    def on_link_down(self, now: float) -> list[Decision]:
+        """The port itself went away: the open game cannot be vouched for."""
+        out: list[Decision] = []
+        if self._game is not None:
+            self._void({"wheel_link_lost"}, now, out)
+        # Whatever the wheel does while we cannot hear it is unknown to us.
+        self._last_rotor_tick = None
+        return out
+
+    def declare_no_spin(self, note: str, now: float) -> list[Decision]:
+        """The pit boss voids the open game; nothing happens when none is open."""
+        out: list[Decision] = []
+        if self._game is not None:
+            self._void({"declared"}, now, out, note=note)
+        return out
+
+    def void_unrecorded(self, game_id: int, now: float) -> list[Decision]:
+        """The journal could not keep game ``game_id``: void it (``controller_restart``).
+
+        The open game is closed; a game that already ended (its end never
+        reached the journal) is announced void all the same, so it ends once.
+        """
+        reasons: tuple[ReasonCode, ...] = ("controller_restart",)
+        game = self._game
+        if game is not None and game.game_id == game_id:
+            out: list[Decision] = []
+            self._void({"controller_restart"}, now, out)
+            return out
+        self.state.rotor_revolutions_since_no_spin = 0
+        return [NoSpin(game_id, now, "controller_restart", reasons)]
+
+    # -- wheel time --------------------------------------------------------
+
+    def _expire(self, game: _Game, tick: int, now: float, out: list[Decision]) -> None:
+        """Fire the wheel-time rules whose time has come by ``tick``."""
+        # Each entry: how far past its deadline a timer is (>= 0 means expired).
+        overdue: dict[ReasonCode, int] = {}
+        late = ticks_since(tick, game.last_ball_tick) - self._result_timeout_ms
+        if late >= 0:
+            overdue["ball_not_settled"] = late
+        if self._last_rotor_tick is not None:
+            late = ticks_since(tick, self._last_rotor_tick) - self._rotor_timeout_ms
+            if late >= 0:
+                overdue["rotor_stopped"] = late
+        settled_late = -1
+        if game.candidate is not None:
+            settled_late = ticks_since(tick, game.candidate_tick) - self._settle_ms
+        if settled_late >= 0 and all(settled_late >= late for late in overdue.values()):
+            # The ball rested before (or as) any timeout struck.
+            self._settle(game, now, out)
+        elif overdue:
+            self._void(set(overdue), now, out)
+
+    def _settle(self, game: _Game, now: float, out: list[Decision]) -> None:
+        assert game.candidate is not None
+        self._announce_result(game, game.candidate, now, out)
+
+    def _announce_result(self, game: _Game, number: str, now: float, out: list[Decision]) -> None:
+        if game.counted and game.revolutions < self._min_revolutions:
+            self._void({"insufficient_revolutions"}, now, out)
+            return
+        if not game.counted and not game.wheel_closed_betting:
+            # Without a count, only the wheel's own no-more-bets vouches for the run.
+            self._void({"insufficient_revolutions"}, now, out)
+            return
+        out.append(
+            Result(
+                game.game_id,
+                now,
+                number,
+                game.revolutions if game.counted else None,
+                game.rotor_direction,
+                game.ball_direction,
+                game.extra,
+            )
+        )
+        self.state.last_result_rotor = game.rotor_direction
+        self.state.open_game = None
+        self.state.rotor_revolutions_since_no_spin = None
+        self._game = None
+
+    def _void(
+        self,
+        reasons: set[ReasonCode],
+        at: float,
+        out: list[Decision],
+        note: str | None = None,
+    ) -> None:
+        game = self._game
+        assert game is not None
+        ordered = in_rule_order(reasons)
+        out.append(NoSpin(game.game_id, at, ordered[0], ordered, note, game.extra))
+        self.state.open_game = None
+        self.state.rotor_revolutions_since_no_spin = 0
+        self._game = None
+
+    # -- wheel events ------------------------------------------------------
+
+    def _on_heartbeat(self, event: Heartbeat, now: float, out: list[Decision]) -> None:
+        """Wheel time moved; the timers were already judged."""
+
+    def _on_rotor(self, event: RotorDatum, now: float, out: list[Decision]) -> None:
+        self._last_rotor_tick = event.tick
+        self._rotor_direction = event.direction
+        counted = self.state.rotor_revolutions_since_no_spin
+        if counted is not None and counted < RESPIN_ROTOR_REVOLUTIONS:
+            self.state.rotor_revolutions_since_no_spin = counted + 1
+        game = self._game
+        if game is not None and event.direction != game.rotor_direction:
+            self._void({"rotor_malfunction"}, now, out)
+
+    def _on_ball(self, event: BallPassed, now: float, out: list[Decision]) -> None:
+        game = self._game
+        if game is None:
+            if event.period_ms == 0:
+                self._launch(event, now, out)
+            # Otherwise: the ball of a voided spin still running; ignored.
+            return
+        # A wheel that reports its own phases starts counting once passes stream.
+        game.counted = True
+        game.revolutions += 1
+        game.last_ball_tick = event.tick
+        if event.direction == game.rotor_direction:
+            self._void({"ball_same_direction"}, now, out)
+            return
+        if not game.no_more_bets and event.period_ms >= self._no_more_bets_ms:
+            self._close_betting(game, now, out)
+
+    def _launch(self, event: BallPassed, now: float, out: list[Decision]) -> None:
+        state = self.state
+        rotor: Direction | None = None
+        if (
+            self._last_rotor_tick is not None
+            and ticks_since(event.tick, self._last_rotor_tick) < self._rotor_timeout_ms
+        ):
+            rotor = self._rotor_direction
+        self._open_game(_Game(state.next_game_id, rotor, event.direction, event.tick), now, out)
+
+    def _open_game(self, game: _Game, now: float, out: list[Decision]) -> None:
+        """A launch: announce the game and judge what can be judged at once."""
+        state = self.state
+        state.next_game_id += 1
+        state.open_game = game.game_id
+        self._game = game
+        rotor = game.rotor_direction
+        out.append(Spinning(game.game_id, now, rotor, game.ball_direction, game.extra))
+
+        causes: set[ReasonCode] = set()
+        if rotor is None:
+            if game.rotor_reported:
+                causes.add("rotor_stopped")
+        else:
+            if game.ball_direction == rotor:
+                causes.add("ball_same_direction")
+            if state.last_result_rotor == rotor:
+                causes.add("direction_not_alternated")
+        revolutions = state.rotor_revolutions_since_no_spin
+        # A wheel whose output never reports the rotor cannot show its turns either.
+        if (
+            game.rotor_reported
+            and revolutions is not None
+            and revolutions < RESPIN_ROTOR_REVOLUTIONS
+        ):
+            causes.add("respin_too_early")
+        if causes:
+            self._void(causes, now, out)
+
+    def _on_pocket(self, event: PocketReading, now: float, out: list[Decision]) -> None:
+        game = self._game
+        if game is None:
+            return
+        pocket = event.pocket
+        if pocket is None:
+            game.candidate = None
+            return
+        self._close_betting(game, now, out)  # "at the latest when the ball drops"
+        if not self.layout.has_pocket(pocket):
+            self._void({"invalid_pocket"}, now, out)
+            return
+        if pocket != game.candidate:
+            game.candidate = pocket
+            game.candidate_tick = event.tick
+
+    def _close_betting(self, game: _Game, now: float, out: list[Decision]) -> None:
+        if not game.no_more_bets:
+            game.no_more_bets = True
+            out.append(NoMoreBets(game.game_id, now, game.extra))
+
+    # -- wheels that judge the game themselves ------------------------------
+
+    def _on_launched(self, event: BallLaunched, now: float, out: list[Decision]) -> None:
+        # Only in idle (PHASE_EVENTS): a driver voids a game before it reports the next.
+        if event.rotor_direction is not None:
+            # The wheel just reported its rotor turning: as good as a datum pass
+            # for the rotor timeout (not counted as a revolution).
+            self._last_rotor_tick = event.tick
+            self._rotor_direction = event.rotor_direction
+        game = _Game(
+            self.state.next_game_id,
+            event.rotor_direction,
+            event.ball_direction,
+            event.tick,
+            counted=event.counts_revolutions,
+            extra=dict(event.extra),
+            rotor_reported=event.rotor_reported,
+            link_judged=event.link_judged,
+        )
+        self._open_game(game, now, out)
+
+    def _on_running(self, event: BallRunning, now: float, out: list[Decision]) -> None:
+        if self._game is not None:
+            self._game.last_ball_tick = event.tick
+
+    def _on_betting_closed(self, event: BettingClosed, now: float, out: list[Decision]) -> None:
+        if self._game is not None:
+            self._game.wheel_closed_betting = True
+            self._close_betting(self._game, now, out)
+
+    def _on_winning_number(self, event: WinningNumber, now: float, out: list[Decision]) -> None:
+        game = self._game
+        if game is None:
+            return
+        self._close_betting(game, now, out)
+        if not self.layout.has_pocket(event.number):
+            self._void({"invalid_pocket"}, now, out)
+            return
+        if event.extra:
+            # A new dict: the game's earlier decisions keep the one they were made with.
+            game.extra = {**game.extra, **event.extra}
+        self._announce_result(game, event.number, now, out)
+
+    def _on_wheel_void(self, event: WheelVoid, now: float, out: list[Decision]) -> None:
+        # A driver names a reason code (typed so); anything else, from a driver
+        # that is not type-checked, is a fault of the wheel itself.
+        reason: ReasonCode = "rotor_malfunction"
+        if event.reason in REASONS:
+            reason = event.reason
+        if self._game is not None:
+            self._void({reason}, now, out)
+        elif event.alarm_between_games:
+            out.append(Alarm(now, "wheel_fault", {"reason": reason, "detail": event.detail}))
+
+    def _on_alternation_unknown(
+        self, event: AlternationUnknown, now: float, out: list[Decision]
+    ) -> None:
+        self.state.last_result_rotor = None
+
+    def _on_reply(self, event: WheelReply, now: float, out: list[Decision]) -> None:
+        """Command replies are for the controller, not the rules."""
+
+    def _on_display_mismatch(
+        self,
+        event: DisplayMismatch | ResultContradicted | WheelProfile | WheelVerdict,
+        now: float,
+        out: list[Decision],
+    ) -> None:
+        """Facts about the wheel, not the game: the pipeline's to say, not the rules'."""
+
+    def _on_incident(self, event: WheelIncident, now: float, out: list[Decision]) -> None:
+        reason = _INCIDENT_REASONS.get(event.code)
+        if self._game is not None and reason is not None:
+            self._void({reason}, now, out)
+        elif event.code != "launch":
+            out.append(Alarm(now, event.code))
+
+    def _on_hello(self, event: WheelHello, now: float, out: list[Decision]) -> None:
+        rebooted = event.seq == 0 and self._heard_from_wheel
+        if event.pockets not in (37, 38, 39, 40):
+            out.append(Alarm(now, "pockets_unsupported", {"pockets": event.pockets}))
+        elif not self._pockets_fixed:
+            self.layout = layout_for(event.pockets)
+        elif event.pockets != self.layout.pockets:
+            out.append(
+                Alarm(
+                    now,
+                    "pockets_mismatch",
+                    {"configured": self.layout.pockets, "wheel": event.pockets},
+                )
+            )
+        if rebooted:
+            # The head restarted its clock: every tick reference is meaningless now.
+            self._last_rotor_tick = None
+            if self._game is not None:
+                self._void({"frame_loss"}, now, out)
+            out.append(Alarm(now, "wheel_restarted"))
+
+    def _on_loss(self, event: SequenceGap | FrameDropped, now: float, out: list[Decision]) -> None:
+        if self._game is not None:
+            self._void({"frame_loss"}, now, out)
+        else:
+            detail: dict[str, Any] = (
+                {"lost": event.lost} if isinstance(event, SequenceGap) else {"why": event.reason}
+            )
+            out.append(Alarm(now, "frame_loss", detail))

@@ -1,0 +1,216 @@
+"""Retention: what the journal lets go of, a small batch at a time.
+
+Decisions (with their results), operator commands and alarms are kept for
+``decisions_days``, the serial lines for ``frames_days`` (and, when
+``keep_games`` is set, nothing of a game older than the last that many).
+Each table is a hash chain, so what goes is always its oldest rows, a prefix,
+and one retention anchor per chain (the id and hash of the last row gone)
+is where what is kept verifies from. A game's decisions go together.
+
+``Pruner.step`` deletes at most one batch of one table in one transaction,
+then gives the freed pages back to the file system (a journal made with
+``auto_vacuum = INCREMENTAL``): a few milliseconds, so the daemon runs it
+between the events of its loop and a year's backlog never holds the loop,
+nor the watchdog, for long.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+
+from wheeld.shell.journal.chain import RETENTION, hex_hash
+from wheeld.shell.journal.codec import unpack_payload
+from wheeld.shell.journal.errors import JournalError
+
+DAY_S = 86_400.0
+#: Rows deleted per step, by table: each batch a few milliseconds.
+BATCH: dict[str, int] = {
+    "frames": 1000,
+    "frame_blocks": 40,
+    "decisions": 200,
+    "commands": 500,
+    "alarms": 500,
+}
+#: Free pages given back per step.
+VACUUM_PAGES = 2000
+#: Past every row id: with ``keep_games``, a table with no line of a kept game goes whole.
+_AFTER_ALL = 1 << 62
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long the journal keeps what it keeps (``[state]`` in the configuration)."""
+
+    decisions_days: float = 400.0
+    frames_days: float = 90.0
+    keep_games: int | None = None
+
+
+class Pruner:
+    """One batch at a time: ``step`` until it returns 0."""
+
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        retention: Retention,
+        write: Callable[[], AbstractContextManager[None]],
+        legacy_frames: bool,
+    ) -> None:
+        self._db = db
+        self._retention = retention
+        #: The journal's transaction (a context manager): failures become JournalWriteError.
+        self._write = write
+        self._tables = (("frames",) if legacy_frames else ()) + (
+            "frame_blocks",
+            "decisions",
+            "commands",
+            "alarms",
+        )
+
+    def step(self, now: float) -> int:
+        """Delete one batch of the first table with something to let go; rows deleted.
+
+        Ages are counted to ``now``, or to the newest thing the journal holds when the
+        clock says later than that: a daemon back after a long stop, or a clock set a
+        year ahead, takes nothing before the wheel has said a word in its time.
+        """
+        try:
+            now = min(now, self._newest() or now)
+            for table in self._tables:
+                deleted = self._prune(table, now)
+                if deleted:
+                    self._give_back()
+                    return deleted
+        except sqlite3.Error as exc:  # a damaged page among the oldest rows, say
+            raise JournalError(f"retention cannot read the journal: {exc}") from None
+        return 0
+
+    def _prune(self, table: str, now: float) -> int:
+        db = self._db
+        days = self._retention.frames_days if table in ("frames", "frame_blocks") else None
+        cutoff = now - DAY_S * (days if days is not None else self._retention.decisions_days)
+        first_kept_game = self._first_kept_game(now)
+        batch = BATCH[table]
+        if table == "decisions":
+            last = self._last_old_decision(cutoff, first_kept_game, batch)
+        else:
+            time_column = {"frames": "t", "frame_blocks": "last_t"}.get(table, "at")
+            bound = None
+            if first_kept_game is not None and table in ("frames", "frame_blocks"):
+                # Everything before the first line of the first game kept goes.
+                found = db.execute(
+                    f"SELECT MIN(id) FROM {table} WHERE game_id >= ?", (first_kept_game,)
+                ).fetchone()[0]
+                bound = found if found is not None else _AFTER_ALL
+            rows = db.execute(
+                f"SELECT id, {time_column}, hash FROM {table} ORDER BY id LIMIT {batch}"
+            ).fetchall()
+            last = None
+            for row_id, at, link in rows:
+                if not (at < cutoff or (bound is not None and row_id < bound)):
+                    break
+                last = (row_id, hex_hash(link))
+        if last is None:
+            return 0
+        last_id, link = last
+        with self._write():
+            deleted: int = db.execute(f"DELETE FROM {table} WHERE id <= ?", (last_id,)).rowcount
+            if table == "decisions":
+                kept = db.execute("SELECT MIN(game_id) FROM decisions").fetchone()[0]
+                if kept is not None:
+                    db.execute("DELETE FROM results WHERE game_id < ?", (kept,))
+            db.execute("DELETE FROM anchors WHERE chain = ? AND reason = ?", (table, RETENTION))
+            db.execute(
+                "INSERT INTO anchors (at, chain, after_id, hash, reason) VALUES (?, ?, ?, ?, ?)",
+                (now, table, last_id, link or "", RETENTION),
+            )
+        return deleted
+
+    def _newest(self) -> float | None:
+        """The time of the newest line or decision the journal holds, if any."""
+        db = self._db
+        times = [
+            row[0]
+            for row in (
+                db.execute("SELECT MAX(t) FROM frame_tail").fetchone(),
+                db.execute("SELECT last_t FROM frame_blocks ORDER BY id DESC LIMIT 1").fetchone(),
+            )
+            if row is not None and row[0] is not None
+        ]
+        last = db.execute("SELECT payload FROM decisions ORDER BY id DESC LIMIT 1").fetchone()
+        decided = _decided_at(last[0]) if last is not None else None
+        if decided is not None:
+            times.append(decided)
+        return max(times, default=None)
+
+    def _first_kept_game(self, now: float) -> int | None:
+        """With ``keep_games``: the oldest game kept; games before it go whatever their age."""
+        keep = self._retention.keep_games
+        if keep is None:
+            return None
+        row = self._db.execute(
+            "SELECT game_id FROM results ORDER BY game_id DESC LIMIT 1 OFFSET ?", (keep - 1,)
+        ).fetchone()
+        if row is None:
+            row = self._db.execute(
+                "SELECT DISTINCT game_id FROM decisions ORDER BY game_id DESC LIMIT 1 OFFSET ?",
+                (keep - 1,),
+            ).fetchone()
+        return None if row is None else int(row[0])
+
+    def _last_old_decision(
+        self, cutoff: float, first_kept_game: int | None, batch: int
+    ) -> tuple[int, str] | None:
+        """The last row of the oldest decisions to go: whole games, all of them past the cutoff.
+
+        A decision's time is its payload's ``ts``; one that does not read is
+        not old (kept, rather than guessed at).
+        """
+        rows = self._db.execute(
+            f"SELECT id, game_id, payload, hash FROM decisions ORDER BY id LIMIT {batch + 1}"
+        ).fetchall()
+        old: list[tuple[int, int, str]] = []
+        for row_id, game_id, payload, link in rows:
+            if first_kept_game is None or game_id >= first_kept_game:
+                at = _decided_at(payload)
+                if at is None or at >= cutoff:
+                    break
+            old.append((row_id, game_id, link))
+        # A game goes whole: the rows of the first game kept stay with it, and so do
+        # those of the batch's last game when the batch may have cut it short.
+        if len(old) < len(rows):
+            boundary: int | None = rows[len(old)][1]
+        else:
+            boundary = rows[-1][1] if len(rows) > batch else None
+        while old and old[-1][1] == boundary:
+            old.pop()
+        if not old:
+            return None
+        return old[-1][0], hex_hash(old[-1][2])
+
+    def _give_back(self) -> None:
+        """Return freed pages to the file system (a journal made with incremental auto-vacuum)."""
+        db = self._db
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
+            # Through executescript: the pragma frees one page a step, and execute()
+            # steps a statement that returns no row only once (one page, not 2,000).
+            # The connection is in autocommit, so its implicit COMMIT commits nothing.
+            db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+
+
+def _decided_at(payload: str | bytes) -> float | None:
+    """A stored decision's time (its payload's ``ts``), or None when it does not read."""
+    try:
+        value = json.loads(unpack_payload(payload))
+        stamp = value.get("ts") if isinstance(value, dict) else None
+        at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+    if at is None or at.tzinfo is None:
+        return None
+    return at.timestamp()

@@ -1,0 +1,251 @@
+"""A journal opened read-only: what recall, verify, export and stats read.
+
+It takes no lock and writes nothing, so it works beside a running daemon
+(which holds the lock) and with the daemon stopped; everything it reads comes
+from one snapshot. Every reader streams: memory does not grow with the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from wheeld.core.signing import ChainState
+from wheeld.shell.journal.chain import BROKEN, CHAINED, ChainWalk, walk
+from wheeld.shell.journal.codec import BlockLine, unpack_payload
+from wheeld.shell.journal.errors import JournalError
+from wheeld.shell.journal.frames import JournalFrame, iter_blocks, read_frames
+from wheeld.shell.journal.schema import expected_tables, tables
+
+#: Same bound as the engine's stored integers: exact in every JSON reader.
+_GAME_ID_LIMIT = 1 << 53
+
+
+class JournalView:
+    """A journal opened read-only and without the lock, in one snapshot."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not path.is_file():
+            raise JournalError(f"{path}: no journal there")
+        try:
+            self._db = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+            )
+            self._db.isolation_level = None
+            found = tables(self._db)
+            self._db.execute("BEGIN")  # one snapshot for every read that follows
+        except sqlite3.Error as exc:
+            raise JournalError(f"{path}: cannot read the journal: {exc}") from None
+        expected = expected_tables()
+        if not found.keys() & expected.keys():
+            raise JournalError(f"{path}: not a wheeld journal")
+        if "frame_blocks" not in found:
+            raise JournalError(
+                f"{path}: written by an older wheeld: let the daemon open it once to upgrade it"
+            )
+        #: The chains this journal has (an upgraded one may keep an older wheeld's frames).
+        self.chains = [table for table in CHAINED if table in found]
+        self._legacy = "frames" in found
+        #: A journal from before the alarms table reads as one without alarms.
+        self._has_alarms = "alarms" in found
+        if any(found.get(name) != columns for name, columns in expected.items() if name in found):
+            raise JournalError(f"{path}: not a wheeld journal of this version")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> JournalView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read(self, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self._db.execute(sql, parameters).fetchall()
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def _get(self, key: str) -> str | None:
+        rows = self._read("SELECT value FROM state WHERE key = ?", (key,))
+        return None if not rows else str(rows[0][0])
+
+    def walks(self) -> dict[str, ChainWalk]:
+        """Every hash chain walked whole, by table (each walk streams its rows)."""
+        try:
+            return {table: walk(self._db, table) for table in self.chains}
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def broken_segments(self) -> list[str]:
+        """The breaks start-ups found and began new segments after, one line each, oldest first."""
+        rows = self._read(
+            "SELECT at, after_id, problem FROM anchors WHERE reason = ? ORDER BY id", (BROKEN,)
+        )
+        return [
+            f"{problem} (found at start-up at {_iso(at)}; a new segment began after row {after})"
+            for at, after, problem in rows
+        ]
+
+    def decisions(
+        self, first: int = 0, last: int = _GAME_ID_LIMIT
+    ) -> Iterator[tuple[int, int, str]]:
+        """The decisions kept (rows ``first`` to ``last``): (row id, game id, payload), in the
+        order decided, streamed."""
+        try:
+            for row_id, game_id, payload in self._db.execute(
+                "SELECT id, game_id, payload FROM decisions WHERE id BETWEEN ? AND ? ORDER BY id",
+                (first, last),
+            ):
+                yield row_id, game_id, _payload(payload)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def payload(self, row_id: int) -> str:
+        """One decision's payload, by its row id."""
+        rows = self._read("SELECT payload FROM decisions WHERE id = ?", (row_id,))
+        if not rows:
+            raise JournalError(f"{self.path}: no decision row {row_id}")
+        return _payload(rows[0][0])
+
+    def rows_of_games(
+        self, first_game: int | None, last_game: int | None
+    ) -> tuple[int | None, int | None]:
+        """The first and last decision rows of the games in a range (indexed), or Nones."""
+        row = self._read(
+            "SELECT MIN(id), MAX(id) FROM decisions WHERE game_id BETWEEN ? AND ?",
+            (first_game if first_game is not None else 0, last_game or _GAME_ID_LIMIT),
+        )[0]
+        return row[0], row[1]
+
+    def epoch(self) -> str | None:
+        """The journal's epoch (None for a journal no wheeld of this version has opened)."""
+        return self._get("epoch")
+
+    def chain_state(self) -> ChainState | None:
+        """Where the message chain stood at the last decision, or None when never stored."""
+        value = self._get("chain")
+        if value is None:
+            return None
+        try:
+            return ChainState.from_dict(json.loads(value))
+        except (ValueError, AttributeError):
+            raise JournalError(f"{self.path}: the stored chain state is malformed") from None
+
+    def floors(self) -> dict[int, str]:
+        """Where the chain was moved on past a seq another journal published: seq -> its digest."""
+        rows = self._read("SELECT after_id, hash FROM anchors WHERE chain = 'messages'")
+        return {seq: link for seq, link in rows if type(seq) is int and isinstance(link, str)}
+
+    def game_ids(self, last: int, game_id: int | None = None) -> list[int]:
+        """The last ``last`` games (ending with ``game_id`` if given), in play order."""
+        bound = game_id if game_id is not None else _GAME_ID_LIMIT
+        rows = self._read(
+            "SELECT DISTINCT game_id FROM decisions WHERE game_id <= ?"
+            " ORDER BY game_id DESC LIMIT ?",
+            (bound, last),
+        )
+        return [row[0] for row in reversed(rows)]
+
+    def events(self, game_ids: Sequence[int]) -> dict[int, list[str]]:
+        """Each game's published payloads, in order."""
+        found: dict[int, list[str]] = {game_id: [] for game_id in game_ids}
+        if not game_ids:
+            return found
+        for game_id, payload in self._read(
+            f"SELECT game_id, payload FROM decisions WHERE game_id IN ({_marks(game_ids)})"
+            " ORDER BY id",
+            tuple(game_ids),
+        ):
+            found[game_id].append(_payload(payload))
+        return found
+
+    def wheel_pockets(self) -> int | None:
+        """The pockets the retained ``<base>/wheel`` message says, or None."""
+        for (payload,) in self._read("SELECT payload FROM retained WHERE topic LIKE '%/wheel'"):
+            try:
+                value = json.loads(payload)
+            except ValueError:
+                continue
+            pockets = value.get("pockets") if isinstance(value, dict) else None
+            if type(pockets) is int and 37 <= pockets <= 40:
+                return int(pockets)
+        return None
+
+    def statistics(self) -> tuple[dict[str, Any] | None, int]:
+        """The statistics snapshot the daemon kept, and the last decision row it counts."""
+        value = self._get("statistics")
+        if value is None:
+            return None, 0
+        try:
+            stored = json.loads(value)
+            last = self._read("SELECT MAX(id) FROM decisions")[0][0] or 0
+            after = stored["after"]
+            if type(after) is int and 0 <= after <= last and isinstance(stored["snapshot"], dict):
+                return stored["snapshot"], after
+        except (ValueError, TypeError, KeyError):
+            pass
+        return None, 0
+
+    def decision_payloads(self) -> Iterator[str]:
+        """Every decision's payload, in the order decided, streamed: a long journal is
+        never held whole in memory. Read it again for the same rows."""
+        return self.decisions_after(0)
+
+    def decisions_after(self, row_id: int) -> Iterator[str]:
+        """The payloads of the decisions after row ``row_id``, oldest first, streamed."""
+        try:
+            for (payload,) in self._db.execute(
+                "SELECT payload FROM decisions WHERE id > ? ORDER BY id", (row_id,)
+            ):
+                yield _payload(payload)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def alarms(self) -> list[tuple[int, float, str, str, str]]:
+        """Every alarm kept: (row id, at, code, state, payload), oldest first."""
+        if not self._has_alarms:
+            return []
+        return [
+            tuple(row)
+            for row in self._read("SELECT id, at, code, state, payload FROM alarms ORDER BY id")
+        ]
+
+    def blocks(self) -> Iterator[list[tuple[BlockLine, int | None]]]:
+        """Every sealed frame block's lines with their games, oldest first, a block at a time."""
+        try:
+            yield from iter_blocks(self._db)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+        except ValueError as exc:
+            raise JournalError(f"{self.path}: a frame block does not read: {exc}") from None
+
+    def frames(self, game_ids: Sequence[int]) -> dict[int, list[JournalFrame]]:
+        """The lines that crossed the link during each game, in order."""
+        try:
+            return read_frames(self._db, game_ids, legacy=self._legacy)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+        except ValueError as exc:
+            raise JournalError(f"{self.path}: a frame block does not read: {exc}") from None
+
+
+def _payload(stored: str | bytes) -> str:
+    """A stored payload as published; one that does not decompress is shown as such."""
+    try:
+        return unpack_payload(stored)
+    except ValueError as exc:
+        return json.dumps({"unreadable": str(exc)})
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
