@@ -328,7 +328,8 @@ def test_a_rehashed_forgery_still_fails_its_signature(
     write_journal(tmp_path, games(2)).close()
     with sqlite3.connect(tmp_path / JOURNAL_FILE) as db:
         db.create_function("edit", 3, _edit_payload)
-        db.execute("UPDATE decisions SET payload = edit(payload, '17', '18') WHERE id = 3")
+        # The number's JSON string exactly: a bare 17 can be inside the random key id too.
+        db.execute("UPDATE decisions SET payload = edit(payload, '\"17\"', '\"18\"') WHERE id = 3")
         previous = ""
         for row in db.execute(
             f"SELECT {', '.join(CHAINED['decisions'])} FROM decisions ORDER BY id"
