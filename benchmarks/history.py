@@ -6,7 +6,7 @@
 signed with a generated Ed25519 key) and the real ``Journal``, written as
 ``Daemon._apply`` writes them (frames batched and flushed at 64 lines, after
 1 s or with an fsync'd commit; commands group-committed; alarms before the
-decisions; ``journal.record(..., chain=..., durable=...)``; the statistics
+decisions; ``journal.record(..., chain=..., alarm=...)``; the statistics
 kept every 200 decisions; a checkpoint every 600 s; ``<base>/wheel`` every
 60 s; every outbox entry acknowledged as the publisher does). The wheel is a
 scripted WRP/1 head (``wheeld_simulators.scripted``): each game's own traffic
@@ -95,7 +95,7 @@ from wheeld.shell.daemon import (
     build_pipeline,
     load_signer,
 )
-from wheeld.shell.journal import JOURNAL_FILE, UNHURRIED_EVENTS, Journal, outbox
+from wheeld.shell.journal import JOURNAL_FILE, Journal, fsync_due, outbox
 from wheeld.shell.journal.chain import GENESIS, block_hash, put_heads, stored_hash
 from wheeld.shell.journal.codec import BlockLine, encode_block
 from wheeld.shell.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
@@ -432,7 +432,7 @@ class Shell:
     ) -> None:
         journal = self.journal
         self._frames += effects.frames
-        fsynced = effects.alarmed or any(g.event not in UNHURRIED_EVENTS for g in effects.games)
+        fsynced = fsync_due(effects)
         if self._frames and (fsynced or effects.commands or len(self._frames) >= FRAME_BATCH):
             self._flush_frames()
         elif self._frames and self._frames_due is None:
@@ -440,7 +440,7 @@ class Shell:
         commands_later = False
         if effects.commands:
             self._commands += effects.commands
-            if effects.durable or effects.table_state is not None:
+            if fsynced:
                 self._flush_commands()
             else:
                 commands_later = True  # call_soon: once this turn of the loop is over
@@ -455,10 +455,11 @@ class Shell:
         if effects.alarms or effects.set_alerts is not None:
             journal.record_alarms(effects.alarms, effects.set_alerts)
         enqueued = False
-        if effects.durable:
+        if effects.decided:
             assert state is not None
-            durable = True if effects.alarmed else None
-            journal.record(effects.games, effects.messages, state, chain=chain, durable=durable)
+            journal.record(
+                effects.games, effects.messages, state, chain=chain, alarm=effects.alarmed
+            )
             self.decisions += len(effects.games)
             enqueued = bool(effects.messages)
         else:
@@ -705,7 +706,7 @@ class Table:
                 return
         else:
             state = chain = None
-            if effects.durable:
+            if effects.decided:
                 state = effects.state or replace(pipeline.engine.state)
                 chain = pipeline.chain if pipeline.signer is not None else None
             for game in effects.games:
@@ -718,7 +719,7 @@ class Table:
             messages = bool(effects.messages)
             effects.logs, effects.writes = [], []  # the log's and the wheel's, not the journal's
             self.items.append(("E", at, effects, state, chain))
-            if effects.durable:
+            if effects.decided:
                 self.decisions += len(effects.games)
                 if effects.games:
                     # Kept: the history, the statistics and the alerts follow from them.

@@ -9,12 +9,13 @@ recall, verify, export and stats), ``schema`` (tables and upgrades),
 """
 
 from wheeld.shell.journal.chain import CHAINED, ChainBreak, ChainWalk, link_hash
+from wheeld.shell.journal.durability import fsync_due
 from wheeld.shell.journal.errors import JournalCorrupt, JournalError, JournalWriteError
 from wheeld.shell.journal.frames import JournalFrame
 from wheeld.shell.journal.marks import BOOT_ID_FILE, GAME_IDS_FILE, LOCK_FILE
 from wheeld.shell.journal.outbox import OutboxEntry
 from wheeld.shell.journal.retention import Retention
-from wheeld.shell.journal.store import JOURNAL_FILE, UNHURRIED_EVENTS, Journal
+from wheeld.shell.journal.store import JOURNAL_FILE, Journal
 from wheeld.shell.journal.view import JournalView
 
 __all__ = [
@@ -23,7 +24,6 @@ __all__ = [
     "GAME_IDS_FILE",
     "JOURNAL_FILE",
     "LOCK_FILE",
-    "UNHURRIED_EVENTS",
     "ChainBreak",
     "ChainWalk",
     "Journal",
@@ -34,5 +34,6 @@ __all__ = [
     "JournalWriteError",
     "OutboxEntry",
     "Retention",
+    "fsync_due",
     "link_hash",
 ]

@@ -59,6 +59,7 @@ from wheeld.shell.journal.chain import (
     walk,
 )
 from wheeld.shell.journal.codec import pack_payload, unpack_payload
+from wheeld.shell.journal.durability import fsync_due
 from wheeld.shell.journal.errors import (
     JournalCorrupt,
     JournalError,
@@ -77,15 +78,12 @@ from wheeld.shell.journal.marks import (
 from wheeld.shell.journal.outbox import OutboxEntry
 from wheeld.shell.journal.retention import Pruner, Retention
 from wheeld.shell.journal.schema import Schema, rollback, tables, transaction
-from wheeld.table.effects import GameRecord, Outgoing
+from wheeld.table.effects import Effects, GameRecord, Outgoing
 
 if TYPE_CHECKING:
     from wheeld.table.effects import AlarmRecord, CommandRecord, FrameRecord, TableState
 
 JOURNAL_FILE = "journal.sqlite3"
-#: Decisions that start a game: committed without an fsync of their own.
-#: Should a power cut take them, the next open skips past the reserved ids.
-UNHURRIED_EVENTS = frozenset({"spinning", "no_more_bets"})
 #: The chains walked at open, from their ``checked`` mark. The frame blocks are
 #: only checked against their head: walking one means decompressing it.
 WALKED_AT_OPEN = ("decisions", "commands", "alarms")
@@ -509,7 +507,7 @@ class Journal:
     def save_state(self, state: EngineState) -> None:
         """Store the engine state on its own (no decision came with the change)."""
         self._note_game_ids([], state)
-        with self._writing():
+        with self._writing(durable=fsync_due(Effects(state=state))):
             self._put_state(state)
             self._put("game_ids", str(self._marks.high_water))
 
@@ -543,7 +541,7 @@ class Journal:
 
     def save_table_state(self, state: TableState) -> None:
         """Store the table's open/closed state, durably: a restart must not reopen it."""
-        with self._writing():
+        with self._writing(durable=fsync_due(Effects(table_state=state))):
             self._put("table", state)
 
     # -- commands and alarms -----------------------------------------------------
@@ -633,7 +631,7 @@ class Journal:
         state: EngineState,
         chain: ChainState | None = None,
         *,
-        durable: bool | None = None,
+        alarm: bool = False,
     ) -> list[int]:
         """Write decisions, their messages, the new state and chain in one commit.
 
@@ -642,13 +640,12 @@ class Journal:
         skips one. Returns the outbox ids of the messages, in order. Raises
         JournalWriteError, with nothing recorded, when the disk refuses.
 
-        The commit is fsync'd when ``durable``; by default (None) unless every
-        game in it is one of ``UNHURRIED_EVENTS`` (the daemon says True for an
-        alarm). The first commit of a run is fsync'd whatever it holds: it
-        marks the run open, which a power cut's losses are told by.
+        ``alarm``: an alarm is among the messages (without games, the messages
+        are an alarm's). The commit is fsync'd as ``fsync_due`` says of that;
+        the first commit of a run whatever it holds: it marks the run open,
+        which a power cut's losses are told by.
         """
-        if durable is None:
-            durable = not games or any(g.event not in UNHURRIED_EVENTS for g in games)
+        durable = fsync_due(Effects(games=games, alarmed=alarm or not games))
         self._note_game_ids(games, state, chain)
         heads = dict(self._heads)
         marking = not self._run_marked
