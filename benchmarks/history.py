@@ -96,7 +96,7 @@ from wheeld.shell.daemon import (
     load_signer,
 )
 from wheeld.shell.journal import JOURNAL_FILE, Journal, fsync_due, outbox
-from wheeld.shell.journal.chain import GENESIS, block_hash, put_heads, stored_hash
+from wheeld.shell.journal.chain import GENESIS, block_hash, stored_hash
 from wheeld.shell.journal.codec import BlockLine, encode_block
 from wheeld.shell.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
 from wheeld.table.effects import Effects, FrameRecord, Outgoing
@@ -403,8 +403,7 @@ class Shell:
                 # The game's block ends where a run of lines between games begins: the
                 # first line after the game seals it (``FrameTail.append``).
                 self._flush_frames()
-                if self.journal._tail.pending:
-                    self.journal._seal()
+                self.journal._tail.close_block()
             elif kind == "RE":
                 # Written when the next game's lines reach the journal (``_flush_frames``).
                 self._run_ended = True
@@ -494,12 +493,9 @@ class Shell:
         journal = self.journal
         if blocks:
             assert not journal._tail.pending
-            heads = dict(journal._heads)
-            with journal._writing(durable=False):
+            with journal._chains.extending(durable=False) as heads:
                 for block in blocks:
                     insert_block(journal, heads, block)
-                put_heads(journal._db, heads)
-            journal._heads = heads
         return [FrameRecord(at, cast(Any, direction), line, None) for at, direction, line in rest]
 
     def _flush_commands(self) -> None:
@@ -525,7 +521,7 @@ class Shell:
                     after = entry.id
                     journal.acknowledge(entry)
             return
-        with journal._writing(durable=False):
+        with journal._sql.writing(durable=False):
             while entries := journal.pending():
                 for entry in entries:
                     outbox.acknowledge(journal._db, entry)
