@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import clean_game_after_fault
+from tests.test_pipeline import Table
 from tests.test_verify import SIGNER, games, prune, tamper_with
 from wheeld.cli import main
 from wheeld.config import load
 from wheeld.core.engine import EngineState
+from wheeld.core.messages import GamePayload
 from wheeld.core.signing import ChainState, digest
 from wheeld.shell.daemon import resume_statistics
 from wheeld.shell.journal import JOURNAL_FILE, Journal, JournalView, Retention
@@ -76,6 +79,22 @@ def public_key(tmp_path: Path) -> Path:
     path = tmp_path / "signing.pub"
     path.write_bytes(SIGNER.public_pem())
     return path
+
+
+def test_the_pipeline_hands_the_journal_the_contracts_names() -> None:
+    """What the journal keeps as ``event`` is the payload's own, whatever the core's classes
+    are called: the names the contract's models allow."""
+    contract = {model.model_fields["event"].default for model in GamePayload.__args__}
+    table = Table()
+    table.launch()
+    table.command("close", b'{"operator": "boss"}')  # the game voided: a no_spin
+    table.command("open", b'{"operator": "boss"}')
+    clean_game_after_fault(table.wheel, "17")
+    table.feed()
+    records = table.effects.games
+    assert [record.event for record in records] == ["spinning", "no_spin", *WIRE]
+    assert all(record.event == json.loads(record.payload)["event"] for record in records)
+    assert {record.event for record in records} == contract
 
 
 def test_the_older_journal_is_what_an_older_wheeld_wrote(tmp_path: Path, public_key: Any) -> None:
