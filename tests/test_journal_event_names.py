@@ -101,9 +101,11 @@ def test_the_older_journal_is_what_an_older_wheeld_wrote(tmp_path: Path, public_
     write(tmp_path, games(2), legacy=True)
     older(tmp_path)
     assert events(tmp_path) == ["Spinning", "NoMoreBets", "Result"] * 2
-    # Its chain holds as written (read-only readers never upgrade it).
+    # Its chain holds as written, and it reads (read-only readers never upgrade it).
     with JournalView(tmp_path / JOURNAL_FILE) as view:
         assert all(not walked.breaks for walked in view.walks().values())
+        recalled = recall(view, 2, None)
+    assert [[event["event"] for event in game.events] for game in recalled] == [WIRE, WIRE]
 
 
 def test_an_older_journal_is_renamed_at_open_and_every_reader_reads_it(
@@ -187,6 +189,37 @@ def test_renaming_keeps_a_break_where_it_was_and_makes_none(tmp_path: Path) -> N
     Journal(tmp_path / JOURNAL_FILE).close()
     assert events(tmp_path) == (WIRE * 4)[:8] + (WIRE * 4)[9:]
     assert breaks(tmp_path) == found
+
+
+def test_a_segment_begun_before_the_renaming_still_acknowledges_its_break(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, games(4), legacy=True)
+    tamper_with(
+        tmp_path,
+        "UPDATE decisions SET payload = edit(payload, '17', '18') WHERE id = 6",
+        "DELETE FROM state WHERE key = 'checked'",  # walked whole at the next open
+    )
+    older(tmp_path)
+    with monkeypatch.context() as patched:  # an older wheeld's open: a break, a segment
+        patched.setattr(EventNames, "rename", lambda self: 0)
+        journal = Journal(tmp_path / JOURNAL_FILE)
+        assert journal.chain_problem is not None and "decisions row 6" in journal.chain_problem
+        journal.close()
+    older(tmp_path)
+    with contextlib.closing(sqlite3.connect(tmp_path / JOURNAL_FILE)) as db:
+        anchored = db.execute("SELECT after_id, hash FROM anchors").fetchall()
+    assert [after for after, _ in anchored] == [12]
+    journal = Journal(tmp_path / JOURNAL_FILE)
+    assert journal.upgraded and journal.chain_problem is None
+    journal.close()
+    assert events(tmp_path) == WIRE * 4
+    with contextlib.closing(sqlite3.connect(tmp_path / JOURNAL_FILE)) as db:
+        renamed = db.execute("SELECT after_id, hash FROM anchors").fetchall()
+    assert [after for after, _ in renamed] == [12] and renamed != anchored  # the row's new hash
+    with JournalView(tmp_path / JOURNAL_FILE) as view:
+        walked = view.walks()["decisions"]
+    assert [(brk.row_id, brk.acknowledged) for brk in walked.breaks] == [(6, True)]
 
 
 def test_renaming_goes_on_from_an_anchor_retention_left(
