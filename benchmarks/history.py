@@ -6,7 +6,7 @@
 signed with a generated Ed25519 key) and the real ``Journal``, written as
 ``Daemon._apply`` writes them (frames batched and flushed at 64 lines, after
 1 s or with an fsync'd commit; commands group-committed; alarms before the
-decisions; ``journal.record(..., chain=..., durable=...)``; the statistics
+decisions; ``journal.record(..., chain=..., alarm=...)``; the statistics
 kept every 200 decisions; a checkpoint every 600 s; ``<base>/wheel`` every
 60 s; every outbox entry acknowledged as the publisher does). The wheel is a
 scripted WRP/1 head (``wheeld_simulators.scripted``): each game's own traffic
@@ -95,8 +95,8 @@ from wheeld.shell.daemon import (
     build_pipeline,
     load_signer,
 )
-from wheeld.shell.journal import JOURNAL_FILE, UNHURRIED_EVENTS, Journal, outbox
-from wheeld.shell.journal.chain import GENESIS, block_hash, put_heads, stored_hash
+from wheeld.shell.journal import JOURNAL_FILE, Journal, fsync_due, outbox
+from wheeld.shell.journal.chain import GENESIS, block_hash, stored_hash
 from wheeld.shell.journal.codec import BlockLine, encode_block
 from wheeld.shell.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
 from wheeld.table.effects import Effects, FrameRecord, Outgoing
@@ -124,8 +124,9 @@ MIN_GAP_MS = 12_000
 TICK_START = (1 << 32) - 3_600_000
 #: Who opens and closes the table.
 PIT_BOSS = "pit-boss"
-#: The format of ``build.json``; a build of another format is made again.
-BUILD_FORMAT = 1
+#: The format of ``build.json``; a build of another format is made again. 2: journal
+#: schema 3 (a build of schema 2 would pay its upgrade at every start measured).
+BUILD_FORMAT = 2
 #: A year of a table: 60-90 games an hour, 20 hours a day.
 GAMES_PER_YEAR = 547_000
 #: Between two timed recalls: under the table's recall rate (``RECALLS_PER_S``).
@@ -403,8 +404,7 @@ class Shell:
                 # The game's block ends where a run of lines between games begins: the
                 # first line after the game seals it (``FrameTail.append``).
                 self._flush_frames()
-                if self.journal._tail.pending:
-                    self.journal._seal()
+                self.journal._tail.close_block()
             elif kind == "RE":
                 # Written when the next game's lines reach the journal (``_flush_frames``).
                 self._run_ended = True
@@ -432,7 +432,7 @@ class Shell:
     ) -> None:
         journal = self.journal
         self._frames += effects.frames
-        fsynced = effects.alarmed or any(g.event not in UNHURRIED_EVENTS for g in effects.games)
+        fsynced = fsync_due(effects)
         if self._frames and (fsynced or effects.commands or len(self._frames) >= FRAME_BATCH):
             self._flush_frames()
         elif self._frames and self._frames_due is None:
@@ -440,7 +440,7 @@ class Shell:
         commands_later = False
         if effects.commands:
             self._commands += effects.commands
-            if effects.durable or effects.table_state is not None:
+            if fsynced:
                 self._flush_commands()
             else:
                 commands_later = True  # call_soon: once this turn of the loop is over
@@ -455,10 +455,11 @@ class Shell:
         if effects.alarms or effects.set_alerts is not None:
             journal.record_alarms(effects.alarms, effects.set_alerts)
         enqueued = False
-        if effects.durable:
+        if effects.decided:
             assert state is not None
-            durable = True if effects.alarmed else None
-            journal.record(effects.games, effects.messages, state, chain=chain, durable=durable)
+            journal.record(
+                effects.games, effects.messages, state, chain=chain, alarm=effects.alarmed
+            )
             self.decisions += len(effects.games)
             enqueued = bool(effects.messages)
         else:
@@ -493,12 +494,9 @@ class Shell:
         journal = self.journal
         if blocks:
             assert not journal._tail.pending
-            heads = dict(journal._heads)
-            with journal._writing(durable=False):
+            with journal._chains.extending(durable=False) as heads:
                 for block in blocks:
                     insert_block(journal, heads, block)
-                put_heads(journal._db, heads)
-            journal._heads = heads
         return [FrameRecord(at, cast(Any, direction), line, None) for at, direction, line in rest]
 
     def _flush_commands(self) -> None:
@@ -524,7 +522,7 @@ class Shell:
                     after = entry.id
                     journal.acknowledge(entry)
             return
-        with journal._writing(durable=False):
+        with journal._sql.writing(durable=False):
             while entries := journal.pending():
                 for entry in entries:
                     outbox.acknowledge(journal._db, entry)
@@ -705,7 +703,7 @@ class Table:
                 return
         else:
             state = chain = None
-            if effects.durable:
+            if effects.decided:
                 state = effects.state or replace(pipeline.engine.state)
                 chain = pipeline.chain if pipeline.signer is not None else None
             for game in effects.games:
@@ -718,7 +716,7 @@ class Table:
             messages = bool(effects.messages)
             effects.logs, effects.writes = [], []  # the log's and the wheel's, not the journal's
             self.items.append(("E", at, effects, state, chain))
-            if effects.durable:
+            if effects.decided:
                 self.decisions += len(effects.games)
                 if effects.games:
                     # Kept: the history, the statistics and the alerts follow from them.

@@ -836,7 +836,7 @@ def test_an_alarm_with_a_games_start_is_fsynced(journal: Journal) -> None:
         [GameRecord(2, "spinning", "{}")],
         [Outgoing("t/game", "{}"), Outgoing("t/alarm", "{}")],
         EngineState(next_game_id=3, open_game=2),
-        durable=True,
+        alarm=True,
     )
     assert synchronous(journal) == "FULL"
     journal.record([], [Outgoing("t/alarm", "{}")], EngineState(next_game_id=3, open_game=2))

@@ -390,7 +390,7 @@ class JournaledTable:
         assert journal is not None
         if effects.alarms or effects.set_alerts is not None:
             journal.record_alarms(effects.alarms, effects.set_alerts)
-        if effects.durable:
+        if effects.decided:
             state = effects.state or self.table.pipeline.engine.state
             journal.record(effects.games, effects.messages, state)
             if effects.games:  # kept: what follows from them, as the daemon's does

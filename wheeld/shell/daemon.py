@@ -48,13 +48,13 @@ from wheeld.drivers import driver_named
 from wheeld.shell import identity
 from wheeld.shell.journal import (
     JOURNAL_FILE,
-    UNHURRIED_EVENTS,
     Journal,
     JournalError,
     JournalView,
     JournalWriteError,
     Retention,
 )
+from wheeld.shell.journal.durability import fsync_due
 from wheeld.shell.journal.recall import recall
 from wheeld.shell.journal.store import checkpoint_wal
 from wheeld.shell.link import CaptureWriter, LinkOpenError, WheelLink
@@ -782,10 +782,11 @@ class Daemon:
             # did not reach the journal are the ones the pipeline will void. The
             # frames first, without an fsync: the decisions' commit makes them durable.
             self._frames += effects.frames
-            # With a commit that is fsync'd (a game's end, an alarm, a command): the lines
-            # that led to it become durable with it. A game's start is not fsync'd, and
-            # its lines wait for the timer: hashing them is not on the launch's path.
-            fsynced = effects.alarmed or any(g.event not in UNHURRIED_EVENTS for g in effects.games)
+            # With a commit that is fsync'd (``fsync_due``: a game's end, an alarm) or a
+            # command: the lines that led to it become durable with it. A game's start is
+            # not fsync'd, and its lines wait for the timer: hashing them is not on the
+            # launch's path.
+            fsynced = fsync_due(effects)
             if self._frames and (fsynced or effects.commands or len(self._frames) >= FRAME_BATCH):
                 self._flush_frames()
             elif self._frames and self._frames_timer is None:
@@ -795,7 +796,7 @@ class Daemon:
                 # Commands are group-committed: those of one turn of the loop in one
                 # commit, without an fsync; with what an accepted one did, at once.
                 self._commands += effects.commands
-                if effects.durable or effects.table_state is not None:
+                if fsynced:
                     self._flush_commands()
                 elif self._commands_flush is None:
                     loop = asyncio.get_running_loop()
@@ -818,15 +819,13 @@ class Daemon:
             if effects.alarms or effects.set_alerts is not None:
                 # Before the decisions: their durable commit makes these durable too.
                 journal.record_alarms(effects.alarms, effects.set_alerts)
-            if effects.durable:
+            if effects.decided:
                 state = effects.state or self.pipeline.engine.state
                 # The chain as it stands after this batch, kept in the same commit.
                 pipeline = self.pipeline
                 chain = pipeline.chain if pipeline.signer is not None else None
-                # An alarm is fsync'd with what it came with; a game's start alone is not.
-                durable = True if effects.alarmed else None
                 ids = journal.record(
-                    effects.games, effects.messages, state, chain=chain, durable=durable
+                    effects.games, effects.messages, state, chain=chain, alarm=effects.alarmed
                 )
                 if self.metrics is not None:
                     self.metrics.decided(effects.games, effects.messages, ids)

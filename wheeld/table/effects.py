@@ -90,7 +90,7 @@ class AlarmRecord:
 class Effects:
     """What the shell must do, in this order: journal, write to the wheel, publish, log."""
 
-    #: Game decisions; with ``state`` they make one durable journal commit.
+    #: Game decisions; with ``state`` they make one journal commit.
     games: list[GameRecord] = field(default_factory=list)
     #: Messages to publish, in order, once ``games`` are durable.
     messages: list[Outgoing] = field(default_factory=list)
@@ -122,10 +122,10 @@ class Effects:
     superseded: bool = False
 
     @property
-    def durable(self) -> bool:
-        """True when a decision or an alarm is in it: for ``Journal.record``.
+    def decided(self) -> bool:
+        """True when a decision or an alarm is in it: kept in one commit, ``Journal.record``.
 
-        That commit is fsync'd unless only a game's start (no alarm) is in it.
+        Whether that commit is fsync'd is the journal's ``fsync_due`` to say.
         """
         return bool(self.games) or self.alarmed
 

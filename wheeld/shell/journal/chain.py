@@ -11,19 +11,27 @@ says how far the chain was last walked and found whole, so a start-up walks
 only what was written since (``wheeld verify`` walks everything). Rows that
 retention deleted leave an anchor, the id and hash of the last one gone,
 where the chain kept goes on from.
+
+``Chains`` is the journal's hold on them while it runs: each head, moved on
+only once the rows it names are committed, and the walk at open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wheeld.core.signing import canonical
 from wheeld.shell.journal.codec import unpack_payload
+from wheeld.shell.journal.errors import JournalError, JournalWriteError
+
+if TYPE_CHECKING:
+    from wheeld.shell.journal.connection import Connection
 
 #: The chained tables, each with the columns a row's hash covers, in order.
 #: ``frame_blocks`` is hashed over its stored data instead (``block_hash``).
@@ -43,6 +51,11 @@ FLOOR = "floor"
 ANCHORED = (RETENTION, BROKEN)
 #: Where a chain begins: no row yet, and the empty string as the previous hash.
 GENESIS: tuple[int, str] = (0, "")
+#: The chains walked at open, from their ``checked`` mark. The frame blocks are
+#: only checked against their head: walking one means decompressing it.
+WALKED_AT_OPEN = ("decisions", "commands", "alarms")
+
+Heads = dict[str, tuple[int, str]]
 
 
 def link_hash(previous: str, row: Sequence[Any]) -> str:
@@ -261,3 +274,113 @@ def insert_stored(
 def iter_rows(db: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = ()) -> Iterator[Any]:
     """A query's rows one at a time (a cursor), for readers that must not hold them all."""
     yield from db.execute(sql, parameters)
+
+
+class Chains:
+    """The journal's chains as this run extends them: each head, moved on once committed."""
+
+    def __init__(self, sql: Connection) -> None:
+        self._sql = sql
+        #: Each chain's last row (id and hash), as committed.
+        self.heads: Heads = {}
+
+    def last(self, table: str) -> tuple[int, str]:
+        return self.heads.get(table, GENESIS)
+
+    @contextlib.contextmanager
+    def extending(self, *, durable: bool) -> Iterator[Heads]:
+        """A write that may add chained rows: the heads to move on (a copy), stored with
+        the rows when they moved, and this run's once committed (a failed write leaves
+        each chain where it was)."""
+        heads = dict(self.heads)
+        with self._sql.writing(durable=durable):
+            yield heads
+            if heads != self.heads:
+                put_heads(self._sql.db, heads)
+        self.heads = heads
+
+    def append(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Add rows to a chained table (but ``frame_blocks``) in a commit of their own,
+        without an fsync (see ``durability``)."""
+        with self.extending(durable=False) as heads:
+            for values in rows:
+                insert_chained(self._sql.db, heads, table, values)
+
+    def mark_checked(self) -> None:
+        """The chains as they stand are ``checked``: the next open walks only what follows.
+
+        Every row up to here was written by this run, linked as it was written.
+        """
+        with self._sql.writing(durable=False):
+            put_heads(self._sql.db, self.heads, "checked")
+
+    def check(self, at: float) -> str | None:
+        """Walk what each chain gained since its ``checked`` mark; on a new break, a new segment.
+
+        Nothing is repaired or deleted: the broken rows stay as found, for
+        ``wheeld verify`` to name, and the problem is kept in the anchor.
+        Returns the first new break, described, or None.
+        """
+        db = self._sql.db
+        checked = {
+            table: mark
+            for table, mark in stored_heads(db, "checked").items()
+            if self._holds(table, mark)  # else walked whole: a mark is no proof of itself
+        }
+        heads = stored_heads(db)
+        walks = {
+            table: walk(db, table, checked.get(table, GENESIS), head=heads.get(table, GENESIS))
+            for table in WALKED_AT_OPEN
+        }
+        walks["frame_blocks"] = self._blocks_head(heads.get("frame_blocks", GENESIS))
+        self.heads = {**heads, **{table: w.end for table, w in walks.items()}}
+        fresh = [(t, b) for t, w in walks.items() for b in w.breaks if not b.acknowledged]
+        if not fresh and checked == self.heads:
+            return None
+        try:
+            with self._sql.writing():
+                for table, brk in dict(reversed(fresh)).items():  # the first break of each
+                    end = walks[table].end
+                    db.execute(
+                        "INSERT INTO anchors (at, chain, after_id, hash, reason, problem)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (at, table, end[0], end[1], BROKEN, brk.describe()),
+                    )
+                put_heads(db, self.heads)
+                put_heads(db, self.heads, "checked")
+        except JournalWriteError as exc:
+            raise JournalError(str(exc)) from None
+        return fresh[0][1].describe() if fresh else None
+
+    def _holds(self, table: str, mark: tuple[int, str]) -> bool:
+        """Whether the chain has the row ``mark`` names (or retention's anchor where it was)."""
+        read = self._sql.read
+        row = read(f"SELECT hash FROM {table} WHERE id = ?", (mark[0],))
+        if row:
+            return hex_hash(row[0][0]) == mark[1]
+        return bool(
+            read(
+                "SELECT 1 FROM anchors WHERE chain = ? AND after_id = ? AND hash = ?",
+                (table, mark[0], mark[1]),
+            )
+        )
+
+    def _blocks_head(self, head: tuple[int, str]) -> ChainWalk:
+        """The frame blocks' last row against their stored head (a deleted last block)."""
+        read = self._sql.read
+        last = read("SELECT id, hash FROM frame_blocks ORDER BY id DESC LIMIT 1")
+        found = GENESIS if not last else (int(last[0][0]), hex_hash(last[0][1]))
+        if found == head or (not last and head == GENESIS):
+            return ChainWalk([], found)
+        anchored = read(
+            "SELECT after_id, hash FROM anchors WHERE chain = 'frame_blocks' ORDER BY id DESC"
+            " LIMIT 1"
+        )
+        if not last and anchored and tuple(anchored[0]) == head:
+            return ChainWalk([], head)  # every block kept was let go by retention
+        why = (
+            f"rows after {found[0]} missing (deleted): the journal's head is row {head[0]}"
+            if head[0] > found[0]
+            else f"the journal's head (row {head[0]}) does not match its last row"
+        )
+        return ChainWalk([ChainBreak("frame_blocks", found[0], None, why)], found)

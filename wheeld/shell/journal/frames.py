@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wheeld.core.capture import escape
-from wheeld.shell.journal.chain import GENESIS, block_hash, stored_hash
+from wheeld.shell.journal.chain import GENESIS, Chains, Heads, block_hash, stored_hash
 from wheeld.shell.journal.codec import BlockLine, decode_block, encode_block
+from wheeld.shell.journal.errors import JournalWriteError
 
 if TYPE_CHECKING:
+    from wheeld.shell.journal.connection import Connection
     from wheeld.table.effects import FrameRecord
 
 #: A block holds at most this many lines, and lines over at most this long.
@@ -59,11 +61,42 @@ _NO_BLOCK = _Unset()
 
 
 class FrameTail:
-    """The open block's lines, and the sealing of blocks, inside the journal's transactions."""
+    """The open block's lines, and the sealing of blocks.
 
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
+    ``keep`` and ``close_block`` are commits of their own, without an fsync
+    (``durability``); ``append`` and ``seal`` work inside the journal's.
+    """
+
+    def __init__(self, sql: Connection, chains: Chains) -> None:
+        self._db = sql.db
+        self._chains = chains
         self._load()
+
+    def keep(self, frames: Sequence[FrameRecord]) -> None:
+        """Keep the lines that crossed the link, escaped as in the capture format.
+
+        Several a second: the next durable commit, a decision's, makes them
+        durable with it, since the write-ahead log is written in order.
+        """
+        if not frames:
+            return
+        try:
+            with self._chains.extending(durable=False) as heads:
+                self.append(frames, heads)
+        except JournalWriteError:
+            self.forget()
+            raise
+
+    def close_block(self) -> None:
+        """Seal the open block now (a run that heard it ended)."""
+        if not self.pending:
+            return
+        try:
+            with self._chains.extending(durable=False) as heads:
+                self.seal(heads)
+        except JournalWriteError:
+            self.forget()
+            raise
 
     def _load(self) -> None:
         """The open block as the database has it (after a crash, or a failed transaction)."""
@@ -103,7 +136,7 @@ class FrameTail:
         """Whether an open block has anything in it (lines, or noise counted)."""
         return not isinstance(self._game, _Unset)
 
-    def append(self, frames: Sequence[FrameRecord], heads: dict[str, tuple[int, str]]) -> None:
+    def append(self, frames: Sequence[FrameRecord], heads: Heads) -> None:
         """Keep ``frames`` in the open block, sealing blocks as they complete (in a transaction)."""
         rows: list[tuple[float, str, str, int | None, int]] = []
         for frame in frames:
@@ -149,7 +182,7 @@ class FrameTail:
                 rows,
             )
 
-    def seal(self, heads: dict[str, tuple[int, str]]) -> None:
+    def seal(self, heads: Heads) -> None:
         """Close the open block: its lines become one chained ``frame_blocks`` row."""
         if not self.pending:
             return

@@ -7,6 +7,14 @@
   deleted, emptied or older than ``game-ids`` does not restart them.
 - ``lock``: held with ``flock`` while a journal is open, so two daemons never
   share one state directory; it holds the owner's pid for the error message.
+
+``GameIds`` holds ``game-ids`` against the journal's own memory of it: the
+mark the journal last wrote there (``game_ids`` in its ``state`` table) and
+how its last run ended (``run``: the kernel's boot id and whether it closed
+cleanly). A journal whose last run did not close cleanly, opened after the
+machine restarted, may have lost its last commits made without an fsync (a
+game announced but forgotten): game ids and seqs then continue past the
+reserved blocks, with a warning.
 """
 
 from __future__ import annotations
@@ -14,11 +22,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wheeld.shell.journal.errors import JournalCorrupt, JournalError, JournalWriteError
+
+if TYPE_CHECKING:
+    from wheeld.core.engine import EngineState
+    from wheeld.core.signing import ChainState
+    from wheeld.shell.journal.connection import Connection
+    from wheeld.table.effects import GameRecord
 
 GAME_IDS_FILE = "game-ids"
 LOCK_FILE = "lock"
@@ -86,6 +102,145 @@ class GameIdsFile:
             ) from None
         self.high_water = used
         self.seq_reserved = reserved
+
+
+class GameIds:
+    """``game-ids`` and the journal's memory of it: ids and seqs are never handed out twice.
+
+    ``lost``: the journal was missing, emptied or older than ``game-ids``, or
+    its last commits may have been lost to a power cut: ids continue past the
+    reserved blocks. Each such finding is a line of ``warnings``.
+    """
+
+    def __init__(self, state_dir: Path, boot_id: str | None, warnings: list[str]) -> None:
+        self.file = GameIdsFile(state_dir / GAME_IDS_FILE)
+        self._boot_id = boot_id
+        self._warnings = warnings
+        self.lost = False
+        #: The highest game id handed to the journal, from the journal's own at open.
+        self.given = 0
+        #: Below this the mark is never brought down (the mark found when the journal
+        #: was lost: ids up to it may have been announced).
+        self.floor = 0
+        #: This run is recorded in the journal as open (not closed cleanly).
+        self.run_marked = False
+
+    def journal_missing(self, path: Path) -> None:
+        """The journal is new: if ids were ever reserved here, it was lost."""
+        if self.file.high_water > 0 or self.file.seq_reserved > 0:
+            self._lose(
+                f"{path}: journal was missing or empty, a new one was started;"
+                f" game ids continue from {self.file.high_water + 1} ({self.file.path})"
+            )
+
+    def reconcile(self, sql: Connection, stored: EngineState | None) -> None:
+        """Warn, and skip ids, when the journal may miss games.
+
+        Within the block it reserved, a journal behind the mark is normal. It
+        is not complete when ``game-ids`` holds a mark it never wrote (an older
+        journal, or one from before the mark was kept in it), nor when its last
+        run did not close cleanly and the machine has restarted since (its
+        last commits had no fsync). Ids then continue past the reserved block.
+        """
+        high_water = self.file.high_water
+        if stored is None:
+            self.floor = high_water  # no game in it: ids continue past the mark
+            return
+        used = stored.next_game_id - 1
+        self.given = used
+        if used > high_water:
+            # A journal from before game-ids existed, or game-ids was deleted.
+            self.file.write(used)
+        elif used < high_water and _stored_mark(sql) != high_water:
+            self._lose(
+                f"{sql.path}: the journal ends at game {used} but {self.file.path}"
+                f" reserves up to game {high_water} (an older journal?);"
+                f" game ids continue from {high_water + 1}"
+            )
+            return
+        run = self._stored_run(sql)
+        if run is not None and not run[1] and (run[0] is None or run[0] != self._boot_id):
+            self._lose(
+                f"{sql.path}: the last run did not close cleanly and the machine restarted"
+                f" since: its last commits, made without an fsync, may be lost;"
+                f" game ids continue from {high_water + 1} ({self.file.path})"
+            )
+
+    def _lose(self, warning: str) -> None:
+        self.lost = True
+        self.floor = self.file.high_water
+        self._warnings.append(warning)
+
+    def _stored_run(self, sql: Connection) -> tuple[str | None, bool] | None:
+        """How the last run ended: (its boot id, closed cleanly), or None if never written."""
+        value = sql.get("run")
+        if value is None:
+            return None
+        try:
+            run = json.loads(value)
+            boot, closed = run["boot_id"], run["closed"]
+        except (ValueError, TypeError, KeyError):
+            return None, False  # unreadable: taken as a run that did not close cleanly
+        return (boot if isinstance(boot, str) else None), closed is True
+
+    def put_run(self, sql: Connection, *, closed: bool) -> None:
+        """Write down how this run stands (inside a transaction)."""
+        sql.put("run", json.dumps({"boot_id": self._boot_id, "closed": closed}, sort_keys=True))
+
+    def put_mark(self, sql: Connection) -> None:
+        """Write down the mark as it stands (inside the transaction that needs it)."""
+        sql.put("game_ids", str(self.file.high_water))
+
+    def reserve(
+        self, games: list[GameRecord], state: EngineState, chain: ChainState | None = None
+    ) -> None:
+        """Reserve the next blocks of game ids and seqs, when these reach past the marks.
+
+        Written before the decision is committed: a crash between the two
+        skips ids, never reuses one. Only a game or a seq past its block pays
+        for it, and both blocks are reserved in one write when both are due.
+        """
+        marks = self.file
+        used = max([state.next_game_id - 1, *(game.game_id for game in games)])
+        wanted = marks.high_water, marks.seq_reserved
+        if used > marks.high_water:
+            wanted = used + GAME_ID_RESERVE - 1, wanted[1]
+        if chain is not None and chain.seq >= marks.seq_reserved:
+            wanted = wanted[0], chain.seq + SEQ_RESERVE
+        if wanted != (marks.high_water, marks.seq_reserved):
+            marks.write(*wanted)
+        self.given = max(self.given, used)
+
+    def closed(self) -> None:
+        """After a clean close's commit (fsync'd): bring the mark down to the last id given.
+
+        Safe only then: that commit made every game up to it durable.
+        """
+        last = max(self.given, self.floor)
+        if last < self.file.high_water:
+            self.file.write(last)
+
+    def next_after(self, stored: EngineState | None) -> int:
+        """The id the next game must come after: past the reserved block when the journal
+        may miss games (or has none), else after the last one handed out (a decision that
+        failed to be written included: never published, but not handed out twice)."""
+        return self.file.high_water if self.lost or stored is None else self.given
+
+    def continuation(self) -> str:
+        """Where game ids go on, for an error that refuses a damaged journal."""
+        if self.file.high_water > 0:
+            return f"game ids continue from {self.file.high_water + 1}"
+        return (
+            f"game ids would restart at 1: write the last game id used into {self.file.path} first"
+        )
+
+
+def _stored_mark(sql: Connection) -> int | None:
+    """The game-id mark this journal last wrote into ``game-ids``, or None if never."""
+    value = sql.get("game_ids") or ""
+    if not (value.isascii() and value.isdigit()):
+        return None  # an unreadable mark is no mark: the journal is taken as older
+    return int(value)
 
 
 def read_boot_id() -> str | None:

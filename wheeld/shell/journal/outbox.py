@@ -4,14 +4,24 @@ An entry leaves it only once the broker has acknowledged it, so nothing
 decided is lost to a broker outage or a crash. ``retained`` remembers the
 last acknowledged payload of every retained topic, to say again after a
 broker that forgot them comes back.
+
+``Outbox`` is the journal's hold on both: each of its writes is a commit
+of its own, without an fsync (``durability``). A decision's messages are
+queued in the decision's own commit instead (``enqueue``, by ``Journal.record``).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from wheeld.shell.journal.errors import JournalError
 from wheeld.table.effects import Outgoing
+
+if TYPE_CHECKING:
+    from wheeld.shell.journal.connection import Connection
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +66,65 @@ def retained(db: sqlite3.Connection) -> list[Outgoing]:
     """The last acknowledged payload of every retained topic, to republish."""
     rows = db.execute("SELECT topic, payload FROM retained ORDER BY topic").fetchall()
     return [Outgoing(topic, payload, 1, True) for topic, payload in rows]
+
+
+class Outbox:
+    """The publisher's queue in the journal, and the retained state it acknowledged."""
+
+    def __init__(self, sql: Connection) -> None:
+        self._sql = sql
+
+    def enqueue(self, messages: Sequence[Outgoing]) -> None:
+        """Queue messages that need no durability of their own (wheel state, table).
+
+        A crash of the daemon loses nothing (the commit is in the write-ahead
+        log), but a power cut before the next durable commit can lose them.
+        Anything that must survive that, alarms included, goes through
+        ``Journal.record`` instead, with the decisions it came with.
+        """
+        with self._sql.writing(durable=False):
+            for message in messages:
+                enqueue(self._sql.db, message)
+
+    def pending(self, after: int = 0, limit: int = 100) -> list[OutboxEntry]:
+        """Unacknowledged messages in the order they were decided."""
+        try:
+            return pending(self._sql.db, after, limit)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self._sql.path}: cannot read the journal: {exc}") from None
+
+    def acknowledge(self, entry: OutboxEntry) -> None:
+        """The broker has it: drop it from the outbox (and remember retained state).
+
+        If a crash forgets the acknowledgement, the message is published again,
+        and consumers drop repeats by game id.
+        """
+        with self._sql.writing(durable=False):
+            acknowledge(self._sql.db, entry)
+
+    def supersede(self, topics: Sequence[str]) -> int:
+        """Let go of what waits on ``topics``, and of their retained state; the entries dropped.
+
+        For a journal another has gone on past (``Effects.superseded``): its
+        game messages never went out and must not now; its retained game state
+        is behind the broker's and must not be said again.
+        """
+        marks = ", ".join("?" * len(topics))
+        db = self._sql.db
+        with self._sql.writing(durable=False):
+            dropped: int = db.execute(
+                f"DELETE FROM outbox WHERE topic IN ({marks})", tuple(topics)
+            ).rowcount
+            db.execute(f"DELETE FROM retained WHERE topic IN ({marks})", tuple(topics))
+        return dropped
+
+    def depth(self) -> int:
+        """How many messages wait for the broker's acknowledgement."""
+        return int(self._sql.read("SELECT COUNT(*) FROM outbox")[0][0])
+
+    def retained(self) -> list[Outgoing]:
+        """The last acknowledged payload of every retained topic, to republish."""
+        try:
+            return retained(self._sql.db)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self._sql.path}: cannot read the journal: {exc}") from None

@@ -1,0 +1,159 @@
+"""The journal's SQLite database: the file opened, and one write at a time, fsync'd or not.
+
+``connect`` opens the file in WAL mode (a new one with ``auto_vacuum =
+INCREMENTAL``, so retention gives space back), refusing what is not an
+SQLite database; ``Connection.corrupt`` tells a damaged file (a restart
+cannot mend it) from one that is busy or unreachable. Every write is a
+transaction through ``writing``: ``synchronous`` is set to FULL or NORMAL
+before it (as ``durability.fsync_due`` or the journal says), and any
+failure to write (a full disk, an I/O error) becomes ``JournalWriteError``,
+with nothing of the write kept. A failed read is a ``JournalError``; while
+the journal opens, it says the damage it shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from wheeld.shell.journal.errors import JournalCorrupt, JournalError, JournalWriteError
+from wheeld.shell.journal.schema import rollback, transaction
+
+#: The write-ahead log is cut back to this after a checkpoint.
+WAL_LIMIT_BYTES = 4 * 1024 * 1024
+#: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
+_DAMAGE = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+#: ... and those it says with a generic code: a header's format bytes overwritten.
+_DAMAGED = frozenset({"unsupported file format"})
+#: The first 16 bytes of every SQLite 3 database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def checkpoint_wal(path: Path) -> None:
+    """Copy the write-ahead log's pages back into the database, beside the writer (PASSIVE:
+    it waits for no one), then let ``journal_size_limit`` cut the log back. For a worker
+    thread: SQLite lets the event loop run meanwhile."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    finally:
+        db.close()
+
+
+def connect(path: Path, continuation: Callable[[], str]) -> tuple[Connection, bool]:
+    """The journal at ``path`` opened, and whether it is new (missing or empty).
+
+    ``continuation`` says where game ids go on, for the error that refuses a
+    damaged journal.
+    """
+    try:
+        fresh = not path.exists() or path.stat().st_size == 0
+        if fresh:
+            _forget_stale_log(path)
+        else:
+            with path.open("rb") as file:
+                if file.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+                    raise JournalCorrupt(
+                        f"{path}: not an SQLite database; move it aside to start a new"
+                        f" journal; {continuation()}"
+                    )
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    except (OSError, sqlite3.Error) as exc:
+        raise JournalError(f"{path}: cannot open journal: {exc}") from None
+    sql = Connection(db, path, continuation)
+    try:
+        if fresh:
+            # Before anything is written (WAL mode itself writes the header): only
+            # then can a database take it, and retention give space back.
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+    except sqlite3.Error as exc:
+        db.close()
+        raise sql.corrupt(str(exc), exc) from None
+    return sql, fresh
+
+
+def _forget_stale_log(path: Path) -> None:
+    """Remove the write-ahead log of a journal that is gone.
+
+    Its pages belong to the old database: replayed into a new one they
+    would corrupt it.
+    """
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + suffix).unlink()
+
+
+class Connection:
+    """The journal's database, read and written as the journal's collaborators share it."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path, continuation: Callable[[], str]) -> None:
+        self.db = db
+        self.path = path
+        #: Where game ids go on: the error that refuses a damaged journal says it.
+        self._continuation = continuation
+        #: Once the journal is open, a failed read is no proof of damage.
+        self.opened = False
+        self._durable = True  # connected with synchronous=FULL
+
+    def corrupt(self, what: str, error: sqlite3.Error | None = None) -> JournalError:
+        """A damaged journal; JournalCorrupt (a restart cannot mend it) unless ``error``
+        is SQLite's and not one of damage (a lock, an I/O error: a restart may do)."""
+        damaged = error is None or error.sqlite_errorcode in _DAMAGE or str(error) in _DAMAGED
+        return (JournalCorrupt if damaged else JournalError)(
+            f"{self.path}: journal is corrupt ({what}); move it aside to start a new one;"
+            f" {self._continuation()}"
+        )
+
+    def disk_bytes(self) -> int:
+        """The journal's size on disk: the database and its write-ahead log."""
+        size = 0
+        for path in (self.path, self.path.with_name(f"{self.path.name}-wal")):
+            with contextlib.suppress(OSError):
+                size += path.stat().st_size
+        return size
+
+    def read(self, sql: str, parameters: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self.db.execute(sql, parameters).fetchall()
+        except sqlite3.Error as exc:
+            if not self.opened:  # found at open: a damaged journal, said as such
+                raise self.corrupt(str(exc), exc) from None
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def get(self, key: str) -> str | None:
+        """A value of the ``state`` table, or None."""
+        rows = self.read("SELECT value FROM state WHERE key = ?", (key,))
+        return None if not rows else str(rows[0][0])
+
+    def put(self, key: str, value: str) -> None:
+        """Set a value of the ``state`` table (inside ``writing``)."""
+        self.db.execute(
+            "INSERT INTO state (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    @contextlib.contextmanager
+    def writing(self, *, durable: bool = True) -> Iterator[None]:
+        """One transaction, on disk when it returns if ``durable``; any failure to write
+        becomes JournalWriteError."""
+        try:
+            if self.db.in_transaction:
+                rollback(self.db)  # a failed ROLLBACK earlier left one open
+            if durable != self._durable:
+                # In WAL mode FULL fsyncs the log at every commit, NORMAL leaves it to
+                # the next FULL commit or checkpoint; a durable commit covers both.
+                self.db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+                self._durable = durable
+            with transaction(self.db):
+                yield
+        except (sqlite3.Error, OSError) as exc:
+            raise JournalWriteError(
+                f"{self.path}: cannot write to the journal ({exc}); nothing of this write was kept"
+            ) from None
