@@ -1,5 +1,7 @@
 """What each topic under ``<base>/`` carries: one pydantic model per payload.
 
+``wheeld.contract.registry.TOPICS`` says which model each topic carries.
+
 The game payloads are ``wheeld.core.messages``' own models, which build them, with
 the members signing appends; the others are built as dicts where they are
 made (the pipeline, the identity) and described here member for member. A
@@ -22,7 +24,13 @@ from pydantic.json_schema import SkipJsonSchema
 from wheeld.core.events import Direction, ReasonCode
 from wheeld.core.health import HealthPayload
 from wheeld.core.layout import Color, Sector
-from wheeld.core.messages import NoMoreBetsPayload, NoSpinPayload, ResultPayload, SpinningPayload
+from wheeld.core.messages import (
+    EventName,
+    NoMoreBetsPayload,
+    NoSpinPayload,
+    ResultPayload,
+    SpinningPayload,
+)
 
 Timestamp = Annotated[
     str,
@@ -180,7 +188,7 @@ class Sequence(Published):
     (a repeat consumers drop) and voids the game it launched."""
 
     game_id: Annotated[int, Field(ge=1)]
-    event: Literal["spinning", "no_more_bets", "result", "no_spin"]
+    event: EventName
     epoch: Epoch
     message: GameEvent = Field(description="the <base>/game message, as it is published")
     seq: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
@@ -464,20 +472,8 @@ class Stats(Tally):
     schema_version: SchemaVersion
 
 
-#: Each topic under ``<base>/`` that wheeld publishes, and its payload's model.
-TOPICS: dict[str, type[BaseModel]] = {
-    "status": Status,
-    "game": GameEvent,
-    "result": LatestResult,
-    "history": History,
-    "sequence": Sequence,
-    "wheel": Wheel,
-    "alarm": Alarm,
-    "info": Info,
-    "stats": Stats,
-    "table": Table,
-    "health": HealthPayload,
-}
+#: ``<base>/health``: the model ``wheeld.core.health`` builds the payload with.
+Health = HealthPayload
 
 
 def undeclared(payload: BaseModel) -> list[str]:

@@ -42,6 +42,7 @@ from prometheus_client.metrics_core import (
 from wheeld.config import is_loopback, split_listen
 from wheeld.core.events import REASONS
 from wheeld.core.health import HEALTH_STATES, LINK_STATES, Readings
+from wheeld.core.messages import ENDING_EVENTS
 from wheeld.shell.http_server import Answer, HttpServer, Limits, Request
 from wheeld.shell.journal import OutboxEntry
 from wheeld.shell.readiness import listen_refusal
@@ -70,7 +71,7 @@ LIMITS = Limits(
 SCRAPE_CACHE_S = 1.0
 METRICS_PATH = "/metrics"
 #: The game events that end a game, as the journal names them (GameRecord.event).
-_ENDINGS = ("result", "no_spin")
+_ENDINGS = ENDING_EVENTS
 
 
 class TableMetrics:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from wheeld.contract.registry import TOPICS, TopicName
+
 if TYPE_CHECKING:
     from wheeld.core.engine import EngineState
 
@@ -24,6 +26,13 @@ class Outgoing:
     payload: str
     qos: int = 1
     retain: bool = False
+
+    @classmethod
+    def on(cls, base: str, topic: TopicName, payload: str) -> Outgoing:
+        """``payload`` on ``<base>/<topic>``, retained and at the QoS the contract's
+        registry gives that topic (the one place they are said)."""
+        said = TOPICS[topic]
+        return cls(said.address(base), payload, said.qos, said.retain)
 
 
 @dataclass(frozen=True, slots=True)
