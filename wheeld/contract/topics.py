@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
 from wheeld.core.events import Direction, ReasonCode
 from wheeld.core.health import HealthPayload
-from wheeld.core.layout import Color, Sector
+from wheeld.core.layout import QUADRUPLE_ZERO, Color, Sector
 from wheeld.core.messages import (
     EventName,
     NoMoreBetsPayload,
@@ -44,7 +44,22 @@ SchemaVersion = Annotated[
     Field(description="the version of this schema; changes only on a breaking change"),
 ]
 TableId = Annotated[str, Field(description="the table's id (table.id)")]
-Pocket = Annotated[str, Field(pattern=r"^(0|00|000|0000|[1-9]|[12][0-9]|3[0-6])$")]
+#: Every pocket of every wheel wheeld knows, as the JSON Schema says it.
+POCKET_PATTERN = r"^(0|00|000|0000|[1-9]|[12][0-9]|3[0-6])$"
+
+
+def _pocket(number: str) -> str:
+    # The layout's own judgement, so a refusal says why in plain words (a follower logs it).
+    if not QUADRUPLE_ZERO.has_pocket(number):
+        raise ValueError(f"{number[:8]!r} is not a pocket")
+    return number
+
+
+Pocket = Annotated[
+    str,
+    AfterValidator(_pocket),
+    WithJsonSchema({"pattern": POCKET_PATTERN, "type": "string"}),
+]
 Base64Url = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
 KeyId = Annotated[Base64Url, Field(description="the signing key's id, as wheeld keygen prints it")]
 Signature = Annotated[
