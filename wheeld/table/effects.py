@@ -13,6 +13,7 @@ from wheeld.contract.registry import TOPICS, TopicName
 
 if TYPE_CHECKING:
     from wheeld.core.engine import EngineState
+    from wheeld.core.messages import EventName
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 TableState = Literal["open", "closed"]
@@ -54,7 +55,8 @@ class GameRecord:
     """A game decision as journalled: its id, its ``event`` as published, and its payload."""
 
     game_id: int
-    event: str
+    #: The contract's name for it (``wheeld.core.messages.EventName``), never a class's.
+    event: EventName
     payload: str
     number: str | None = None
     #: The payload as an object, for what is derived from it once it is kept (the
