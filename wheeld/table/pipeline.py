@@ -41,7 +41,6 @@ from wheeld.core.game import (
     Alarm,
     Decision,
     GameEvent,
-    NoMoreBets,
     NoSpin,
     ReasonCode,
     Result,
@@ -86,7 +85,6 @@ SECTOR_ALERT = "sector_concentration"
 DIRECTION_ALERT = "direction_unchanged"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
-_EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
 #: The highest game id or seq the broker may move a table on to. Far below JSON's
 #: exact integers (2**53 - 1): a table moved there still has room for every game
 #: it will ever play, and a forged or broken value near the end is no evidence.
@@ -1214,4 +1212,4 @@ class TablePipeline:
                 reasons=list(decision.reasons),
             )
         else:
-            out.log("info", _EVENT_NAMES[type(decision)], game_id=decision.game_id)
+            out.log("info", event_name(decision), game_id=decision.game_id)
