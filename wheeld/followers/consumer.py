@@ -27,6 +27,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from wheeld.contract import topics
 from wheeld.contract.lenient import lenient
+from wheeld.contract.registry import TOPICS, TopicName, topic_at
 from wheeld.core.layout import layout_for
 from wheeld.shell.mqtt_client import MAX_PAYLOAD_BYTES
 
@@ -81,7 +82,8 @@ _GAME: Any = Annotated[
     SpinningMessage | NoMoreBetsMessage | ResultMessage | NoSpinMessage,
     Field(discriminator="event"),
 ]
-_SCHEMAS: dict[str, TypeAdapter[Any]] = {
+#: What a follower can follow, and how it reads each topic.
+_SCHEMAS: dict[TopicName, TypeAdapter[Any]] = {
     "status": TypeAdapter(StatusMessage),
     "history": TypeAdapter(HistoryMessage),
     "table": TypeAdapter(TableMessage),
@@ -110,8 +112,8 @@ def parse(
     ``pockets``: the table's wheel, when known; a number it has no pocket for
     (a "00" on a 37-pocket wheel) is dropped.
     """
-    kind = topic.removeprefix(base + "/")
-    schema = _SCHEMAS.get(kind) if kind != topic else None
+    said = topic_at(base, topic)
+    schema = _SCHEMAS.get(said.name) if said is not None else None
     if schema is None:
         raise Dropped("not a topic this consumer follows")
     if not isinstance(payload, bytes | bytearray):
@@ -233,7 +235,7 @@ class Follower:
     def __init__(
         self,
         config: Config,
-        topics: Iterable[str],
+        topics: Iterable[TopicName],
         on_message: Callable[[Message], None],
         log: Any,
         *,
@@ -242,7 +244,10 @@ class Follower:
         self._config = config
         # The wheel first: its retained pocket count is then known before the
         # retained result and history are checked against it.
-        self._topics = ("wheel", *(topic for topic in topics if topic != "wheel"))
+        self._topics: tuple[TopicName, ...] = (
+            "wheel",
+            *(topic for topic in topics if topic != "wheel"),
+        )
         #: The wheel's pocket count: pinned by the configuration, else from <base>/wheel.
         self.pockets = config.wheel.pockets
         self._on_message = on_message
@@ -270,7 +275,8 @@ class Follower:
             try:
                 async with make_client(self._config, client_id="", server=server) as client:
                     for topic in self._topics:
-                        await client.subscribe(f"{self._config.base_topic}/{topic}", qos=1)
+                        address = TOPICS[topic].address(self._config.base_topic)
+                        await client.subscribe(address, qos=1)
                     since = time.monotonic()
                     self._log.info("following", base_topic=self._config.base_topic, server=server)
                     said.clear()
