@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, get_args
 
@@ -13,14 +16,25 @@ from pydantic import BaseModel, ValidationError
 
 from tests.captures.regenerate import golden_pairs
 from tests.captures.signed import TEST_KEY
-from tests.test_pipeline import Table
+from tests.helpers import clean_game_after_fault
+from tests.test_pipeline import BASE, Table
 from wheeld.cli import main as wheeld
 from wheeld.config import Config
-from wheeld.contract import asyncapi
-from wheeld.contract.commands import COMMANDS, Recalled, Refused, Reply
-from wheeld.contract.topics import TOPICS, SchemaVersion, undeclared
+from wheeld.contract import asyncapi, topics
+from wheeld.contract.commands import Recalled, Refused, Reply
+from wheeld.contract.registry import COMMANDS, TOPICS, topic_at, topic_named
+from wheeld.contract.topics import SchemaVersion, undeclared
+from wheeld.core import commands as judged_commands
 from wheeld.core.commands import CommandError, OperatorCommand, parse
-from wheeld.core.messages import SCHEMA_VERSION
+from wheeld.core.game import GameEvent
+from wheeld.core.messages import (
+    ENDING_EVENTS,
+    EVENT_NAMES,
+    OPENING_EVENTS,
+    PAYLOADS,
+    SCHEMA_VERSION,
+    EventName,
+)
 from wheeld.core.signing import Signer, signature_problem
 from wheeld.drivers.wrp import WrpDecoder
 from wheeld.shell import identity
@@ -45,6 +59,13 @@ def _valid(model: type[BaseModel], payload: str, *, driver_members: bool = False
 
 def _topic(topic: str) -> str:
     return topic.rsplit("/", 1)[1]
+
+
+def _model(topic: str) -> type[BaseModel]:
+    """The registry's model for the message on ``topic`` (``<base>/<name>``)."""
+    said = topic_named(_topic(topic))
+    assert said is not None, f"{topic}: no topic of the contract"
+    return said.model()
 
 
 def test_the_committed_contract_is_current() -> None:
@@ -100,7 +121,8 @@ def test_every_replayed_message_matches_its_topic_schema(capture: Path) -> None:
             topic = _topic(message["topic"])
             seen.add(topic)
             payload = json.dumps(message["payload"])
-            _valid(TOPICS[topic], payload, driver_members=topic in {"game", "result", "sequence"})
+            driver_members = topic in {"game", "result", "sequence"}
+            _valid(_model(message["topic"]), payload, driver_members=driver_members)
             assert message["payload"]["schema_version"] == SCHEMA_VERSION
     assert {"status", "wheel"} <= seen
 
@@ -114,6 +136,79 @@ def test_schema_version_closes_a_game_payload_before_the_chain() -> None:
         keys = list(event)
         assert keys[-5:] == ["schema_version", "seq", "prev", "kid", "sig"]
         assert "spin" in keys[: keys.index("schema_version")]  # the driver's member, before it
+
+
+def test_the_registry_names_a_model_for_every_topic_and_command() -> None:
+    for level, topic in TOPICS.items():
+        assert topic.name == level and topic_named(level) is topic
+        assert issubclass(topic.model(), BaseModel)
+        assert topic.qos == 1
+        assert topic.doc.strip()
+    assert topic_at("wheeld/T9", "wheeld/T9/game") is TOPICS["game"]
+    assert topic_at("wheeld/T9", "wheeld/T8/game") is None
+    assert topic_at("wheeld/T9", "wheeld/T9/command/open") is None
+    assert tuple(COMMANDS) == judged_commands.COMMANDS
+    for name, command in COMMANDS.items():
+        assert issubclass(command.model(), BaseModel)
+        done, refused = command.replies()
+        assert refused is Refused and issubclass(done, Reply)
+        assert command.address("wheeld/T9") == f"wheeld/T9/command/{name}"
+
+
+def test_the_contract_package_stays_light_for_the_daemon() -> None:
+    """The daemon imports the registry on its way to READY: no pydantic, no models."""
+    code = (
+        "import sys; import wheeld.table.effects, wheeld.shell.publisher;"
+        " print(sorted(m for m in sys.modules if m.startswith('wheeld.contract')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['wheeld.contract', 'wheeld.contract.registry']"
+
+
+def test_every_message_a_pipeline_builds_is_retained_as_the_registry_says() -> None:
+    table = Table()
+    table.launch()
+    table.command("no_spin", b'{"note": "chip in the bowl"}')
+    clean_game_after_fault(table.wheel)
+    table.feed()
+    table.command("close", b'{"operator": "boss"}')
+    failed = table.pipeline.journal_write_failed(Effects(), "database or disk is full", 1.0)
+    table.effects.extend(failed)
+    seen = set()
+    for message in table.effects.messages:
+        said = topic_at(BASE, message.topic)
+        assert said is not None, message.topic
+        assert (message.retain, message.qos) == (said.retain, said.qos), message.topic
+        seen.add(said.name)
+    assert {"game", "result", "history", "sequence", "table", "status", "alarm"} <= seen
+
+
+def test_the_event_names_are_the_payload_models_own() -> None:
+    """One name per game event, on the wire and in the journal: never a class's name."""
+    assert set(get_args(EventName)) == {
+        model.model_fields["event"].default for model in PAYLOADS.values()
+    }
+    assert set(EVENT_NAMES) == set(get_args(GameEvent)) == set(PAYLOADS)
+    assert set(get_args(EventName)) == OPENING_EVENTS | ENDING_EVENTS
+    assert not OPENING_EVENTS & ENDING_EVENTS
+    channel: list[type[BaseModel]] = [
+        topics.Spinning,
+        topics.NoMoreBets,
+        topics.GameResult,
+        topics.NoSpin,
+    ]
+    assert {get_args(model.model_fields["event"].annotation) for model in channel} == {
+        (name,) for name in get_args(EventName)
+    }
+    assert get_args(topics.Sequence.model_fields["event"].annotation) == get_args(EventName)
+
+
+def test_docs_mqtt_says_what_the_registry_says_of_each_topic() -> None:
+    """docs/mqtt.md's table of topics: the same retain flag and QoS for each."""
+    text = (API.parent / "mqtt.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `<base>/(\w+)` \| (yes|no) \| (\d) \|", text, re.MULTILINE)
+    said = {name: (retained == "yes", int(qos)) for name, retained, qos in rows}
+    assert said == {name: (topic.retain, topic.qos) for name, topic in TOPICS.items()}
 
 
 def test_the_table_status_alarms_and_replies_of_a_pipeline_match_the_contract() -> None:
@@ -133,14 +228,13 @@ def test_the_table_status_alarms_and_replies_of_a_pipeline_match_the_contract() 
     table.effects.extend(table.pipeline.journal_recovered(2.0))
     # The shell (the daemon) adds the version to every reply as it sends it.
     for name, reply in replies:
-        _, answers = COMMANDS[name]
+        done, refused = COMMANDS[name].replies()
         wire = json.dumps({**reply, "schema_version": SCHEMA_VERSION})
-        model = next(a for a in answers if (a is Refused) == (reply["ok"] is False))
-        _valid(model, wire)
+        _valid(refused if reply["ok"] is False else done, wire)
     topics = {_topic(m.topic) for m in table.effects.messages}
     assert {"table", "status", "alarm", "game"} <= topics
     for message in table.effects.messages:
-        _valid(TOPICS[_topic(message.topic)], message.payload)
+        _valid(_model(message.topic), message.payload)
     statuses = [json.loads(m.payload) for m in failed.messages if _topic(m.topic) == "status"]
     assert statuses == [
         {"state": "fault", "fault": "journal_unwritable", "schema_version": SCHEMA_VERSION}
@@ -159,7 +253,7 @@ def test_the_shells_own_alarm_is_built_signed_and_versioned_as_the_others() -> N
     detail = {"topic": "wheeld/T9/game", "reason": "Not authorized"}
     message = pipeline.unjournaled_alarm(1.0, "broker_refused", detail)
     assert message.topic == "wheeld/T9/alarm"
-    _valid(TOPICS["alarm"], message.payload)
+    _valid(TOPICS["alarm"].model(), message.payload)
     payload = json.loads(message.payload)
     assert payload["schema_version"] == SCHEMA_VERSION
     assert signature_problem(payload, signer.public_key) is None
@@ -178,7 +272,7 @@ def test_the_info_payload_matches_the_contract(signed: bool) -> None:
     )
     if signed:
         payload = signer.sign(payload)
-    _valid(TOPICS["info"], json.dumps(payload))
+    _valid(TOPICS["info"].model(), json.dumps(payload))
 
 
 def test_a_recall_reply_matches_the_contract(tmp_path: Path, capsys: Any) -> None:
@@ -227,7 +321,7 @@ COMMAND_SAMPLES: dict[str, list[bytes]] = {
 
 @pytest.mark.parametrize("name", sorted(COMMAND_SAMPLES))
 def test_the_command_models_accept_what_wheeld_accepts(name: str) -> None:
-    model, _ = COMMANDS[name]
+    model = COMMANDS[name].model()
     for payload in COMMAND_SAMPLES[name]:
         try:
             parse(OperatorCommand(name, payload, sender="pit"))
@@ -243,7 +337,7 @@ def test_the_command_models_accept_what_wheeld_accepts(name: str) -> None:
 
 
 def test_commands_may_carry_reply_to_and_a_correlation_id_of_at_most_128() -> None:
-    model, _ = COMMANDS["open"]
+    model = COMMANDS["open"].model()
     model.model_validate_json('{"reply_to": "wheeld-replies/pit-3", "correlation_id": "42"}')
     with pytest.raises(ValidationError):
         model.model_validate_json(json.dumps({"correlation_id": "c" * 129}))

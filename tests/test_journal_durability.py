@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from wheeld.core.engine import EngineState
-from wheeld.core.messages import NoMoreBetsPayload, NoSpinPayload, ResultPayload, SpinningPayload
+from wheeld.core.messages import (
+    EventName,
+    NoMoreBetsPayload,
+    NoSpinPayload,
+    ResultPayload,
+    SpinningPayload,
+)
 from wheeld.shell.journal import Journal, fsync_due
 from wheeld.shell.journal.durability import GAME_STARTS
 from wheeld.table.effects import Effects, GameRecord
@@ -15,7 +21,7 @@ from wheeld.table.effects import Effects, GameRecord
 STATE = EngineState(next_game_id=3, open_game=2)
 
 
-def game(event: str) -> GameRecord:
+def game(event: EventName) -> GameRecord:
     return GameRecord(2, event, "{}")
 
 

@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wheeld.core.messages import EXPORT_FORMAT
+from wheeld.core.messages import ENDING_EVENTS, EXPORT_FORMAT
 from wheeld.core.signing import (
     ChainState,
     DuplicateMember,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from wheeld.shell.journal import JournalView
 
 #: The events that end a game: each game has exactly one of them.
-ENDINGS = frozenset({"result", "no_spin"})
+ENDINGS = ENDING_EVENTS
 #: How far ahead a missing seq is looked for, to tell a reorder from a gap.
 LOOKAHEAD = 64
 #: How many recent seqs (and games) each chain remembers, to tell a repeat, a

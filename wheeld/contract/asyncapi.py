@@ -1,7 +1,7 @@
 """The contract as files: an AsyncAPI 3.0.0 document and a JSON Schema per payload.
 
-Built from the models in ``wheeld.contract.topics`` and
-``wheeld.contract.commands``: ``docs/api/asyncapi.json`` names every channel
+Built from the registry (``wheeld.contract.registry``) and the models it names:
+``docs/api/asyncapi.json`` names every channel
 (``{base}`` is a channel parameter), what wheeld sends and receives on it,
 with QoS and retain in the MQTT bindings, and points each message at its
 payload's schema in ``docs/api/schemas/`` (JSON Schema 2020-12, from
@@ -17,8 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from wheeld.contract.commands import COMMANDS, Reply
-from wheeld.contract.topics import TOPICS
+from wheeld.contract.registry import COMMANDS, REFUSED_FILE, TOPICS
 from wheeld.core.messages import SCHEMA_VERSION
 
 ASYNCAPI_FILE = "asyncapi.json"
@@ -29,61 +28,6 @@ SCHEMA_FORMAT = "application/schema+json;version=draft-2020-12"
 MQTT_BINDING_VERSION = "0.2.0"
 #: The command that rewrites the files, for the test that finds them stale to name.
 REGENERATE = "python -m wheeld.contract"
-
-#: Every published topic: retained or not, and what it is for (docs/mqtt.md says more).
-PUBLISHED: dict[str, tuple[bool, str]] = {
-    "status": (
-        True,
-        "The daemon's presence: online on every connect; offline as its last will and on a "
-        "clean stop; fault while the journal cannot write (nothing is decided then).",
-    ),
-    "game": (
-        False,
-        "Every game event, in order: spinning, no_more_bets, then result or no_spin. Signed "
-        "and chained (seq, prev, kid, sig) when the daemon signs. A consumer drops repeats by "
-        "game_id and event.",
-    ),
-    "result": (True, "The latest result: the very payload <base>/game carried."),
-    "history": (True, "The last mqtt.history_length winning numbers, newest first."),
-    "sequence": (
-        True,
-        "The last game event published (game_id, event; seq and digest when signed), after "
-        "each: a daemon starting with a lost state directory or another journal goes on "
-        "past it, never reusing a game id or seq a consumer saw.",
-    ),
-    "wheel": (
-        True,
-        "The wheel link, the wheel's identity and the decoder's counters: on link changes, on "
-        "the wheel's hello and every 60 s.",
-    ),
-    "alarm": (
-        False,
-        "What an engineer should know that is not a game decision (codes in docs/mqtt.md). "
-        "Signed (kid, sig) when the daemon signs.",
-    ),
-    "info": (
-        True,
-        "Which software, drivers, wheel, key and configuration decide this table's games: at "
-        "start and when the wheel's hello changes it. Signed when the daemon signs.",
-    ),
-    "stats": (True, "The table's statistics after each result or no-spin (docs/statistics.md)."),
-    "table": (True, "Open or closed, with the last three results: after open and close."),
-    "health": (
-        True,
-        "The table's health in one word (ok, degraded, fault) with the link, the broker, the "
-        "outbox and the journal: on every change and every metrics.health_interval_s "
-        "(docs/metrics.md). Not journaled.",
-    ),
-}
-
-#: Each reply model's file name under schemas/ (open and close share theirs).
-_REPLY_FILES: dict[str, str] = {
-    "Refused": "reply-refused",
-    "NoSpinDone": "reply-no_spin",
-    "TableSet": "reply-table",
-    "Acknowledged": "reply-ack",
-    "Recalled": "reply-recall",
-}
 
 
 def _tidy(schema: Any) -> Any:
@@ -131,8 +75,8 @@ def _message(name: str, model: type[BaseModel], schema_file: str) -> dict[str, A
     }
 
 
-def _operation_binding(*, retain: bool) -> dict[str, Any]:
-    return {"mqtt": {"qos": 1, "retain": retain, "bindingVersion": MQTT_BINDING_VERSION}}
+def _operation_binding(*, qos: int, retain: bool) -> dict[str, Any]:
+    return {"mqtt": {"qos": qos, "retain": retain, "bindingVersion": MQTT_BINDING_VERSION}}
 
 
 def _ref(*path: str) -> dict[str, str]:
@@ -152,13 +96,14 @@ def build() -> dict[str, str]:
         files[path] = _dump(json_schema(model))
         return f"./{path}"
 
-    for topic, model in TOPICS.items():
-        retained, description = PUBLISHED[topic]
+    for topic, said in TOPICS.items():
+        model = said.model()
+        retained = said.retain
         messages[topic] = _message(topic, model, schema_file(topic, model))
         channels[topic] = {
-            "address": f"{{base}}/{topic}",
-            "title": f"<base>/{topic}",
-            "description": description,
+            "address": said.address("{base}"),
+            "title": said.address("<base>"),
+            "description": said.doc,
             "parameters": base,
             "messages": {topic: _ref("components", "messages", topic)},
         }
@@ -167,13 +112,12 @@ def build() -> dict[str, str]:
             "title": f"wheeld publishes <base>/{topic}" + (" (retained)" if retained else ""),
             "channel": _ref("channels", topic),
             "messages": [_ref("channels", topic, "messages", topic)],
-            "bindings": _operation_binding(retain=retained),
+            "bindings": _operation_binding(qos=said.qos, retain=retained),
         }
 
     replies: dict[str, Any] = {}
-    for _, (_, answers) in COMMANDS.items():
-        for reply in answers:
-            name = _REPLY_FILES[reply.__name__]
+    for obeyed in COMMANDS.values():
+        for name, reply in zip((obeyed.reply_file, REFUSED_FILE), obeyed.replies(), strict=True):
             if name not in replies:
                 messages[name] = _reply_message(name, reply, schema_file(name, reply))
                 replies[name] = _ref("components", "messages", name)
@@ -186,15 +130,16 @@ def build() -> dict[str, str]:
         "messages": replies,
     }
 
-    for command, (model, answers) in COMMANDS.items():
+    for command, obeyed in COMMANDS.items():
+        model = obeyed.model()
         channel = f"command_{command}"
         message = f"command_{command}"
         messages[message] = _command_message(
             command, model, schema_file(f"command-{command}", model)
         )
         channels[channel] = {
-            "address": f"{{base}}/command/{command}",
-            "title": f"<base>/command/{command}",
+            "address": obeyed.address("{base}"),
+            "title": obeyed.address("<base>"),
             "description": "An operator command (never retained: a retained one is neither "
             "obeyed nor answered). Every command, carried out or refused, is journaled with "
             "who sent it.",
@@ -206,7 +151,7 @@ def build() -> dict[str, str]:
             "title": f"wheeld obeys <base>/command/{command}",
             "channel": _ref("channels", channel),
             "messages": [_ref("channels", channel, "messages", message)],
-            "bindings": _operation_binding(retain=False),
+            "bindings": _operation_binding(qos=1, retain=False),
             "reply": {
                 "address": {
                     "location": "$message.payload#/reply_to",
@@ -215,8 +160,8 @@ def build() -> dict[str, str]:
                 },
                 "channel": _ref("channels", "reply"),
                 "messages": [
-                    _ref("channels", "reply", "messages", _REPLY_FILES[reply.__name__])
-                    for reply in answers
+                    _ref("channels", "reply", "messages", name)
+                    for name in (obeyed.reply_file, REFUSED_FILE)
                 ],
             },
         }
@@ -267,7 +212,7 @@ def _command_message(name: str, model: type[BaseModel], schema_file: str) -> dic
     return message
 
 
-def _reply_message(name: str, model: type[Reply], schema_file: str) -> dict[str, Any]:
+def _reply_message(name: str, model: type[BaseModel], schema_file: str) -> dict[str, Any]:
     message = _message(name, model, schema_file)
     message["correlationId"] = {"location": "$message.payload#/correlation_id"}
     return message

@@ -3,6 +3,7 @@
 ``wheeld.core.commands`` judges what arrives, strictly and by hand (its one-line
 reasons are part of the interface); these models say the same thing for a
 client and for the JSON Schemas: exact members, exact types, nothing else.
+``wheeld.contract.registry.COMMANDS`` names, for each command, its model and its reply.
 A reply goes to the requester's response topic (MQTT 5) or ``reply_to``,
 under ``mqtt.reply_prefix``, with the request's ``correlation_id``.
 """
@@ -15,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
 from wheeld.contract.topics import Pocket, SchemaVersion, TableId, Timestamp
-from wheeld.core import commands as judged
 from wheeld.core.commands import (
     DEFAULT_RECALL,
     MAX_CORRELATION_ID,
@@ -162,20 +162,3 @@ class Recalled(Reply):
 
     ok: Literal[True]
     games: list[RecalledGame]
-
-
-_MODELS: dict[str, tuple[type[Command], tuple[type[Reply], ...]]] = {
-    "no_spin": (NoSpinCommand, (NoSpinDone, Refused)),
-    "open": (OpenCommand, (TableSet, Refused)),
-    "close": (CloseCommand, (TableSet, Refused)),
-    "recall": (RecallCommand, (Recalled, Refused)),
-    "ack": (AckCommand, (Acknowledged, Refused)),
-}
-#: Each command wheeld obeys (``wheeld.core.commands.COMMANDS``, the one list of names):
-#: its payload's model and the replies it can get. A name without models fails here,
-#: at import, rather than as a command missing from the contract.
-COMMANDS: dict[str, tuple[type[Command], tuple[type[Reply], ...]]] = {
-    name: _MODELS[name] for name in judged.COMMANDS
-}
-if set(_MODELS) != set(COMMANDS):
-    raise ImportError(f"models for commands wheeld does not obey: {set(_MODELS) - set(COMMANDS)}")

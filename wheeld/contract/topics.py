@@ -1,5 +1,7 @@
 """What each topic under ``<base>/`` carries: one pydantic model per payload.
 
+``wheeld.contract.registry.TOPICS`` says which model each topic carries.
+
 The game payloads are ``wheeld.core.messages``' own models, which build them, with
 the members signing appends; the others are built as dicts where they are
 made (the pipeline, the identity) and described here member for member. A
@@ -16,13 +18,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, RootModel
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
 from wheeld.core.events import Direction, ReasonCode
 from wheeld.core.health import HealthPayload
-from wheeld.core.layout import Color, Sector
-from wheeld.core.messages import NoMoreBetsPayload, NoSpinPayload, ResultPayload, SpinningPayload
+from wheeld.core.layout import QUADRUPLE_ZERO, Color, Sector
+from wheeld.core.messages import (
+    EventName,
+    NoMoreBetsPayload,
+    NoSpinPayload,
+    ResultPayload,
+    SpinningPayload,
+)
 
 Timestamp = Annotated[
     str,
@@ -36,7 +44,22 @@ SchemaVersion = Annotated[
     Field(description="the version of this schema; changes only on a breaking change"),
 ]
 TableId = Annotated[str, Field(description="the table's id (table.id)")]
-Pocket = Annotated[str, Field(pattern=r"^(0|00|000|0000|[1-9]|[12][0-9]|3[0-6])$")]
+#: Every pocket of every wheel wheeld knows, as the JSON Schema says it.
+POCKET_PATTERN = r"^(0|00|000|0000|[1-9]|[12][0-9]|3[0-6])$"
+
+
+def _pocket(number: str) -> str:
+    # The layout's own judgement, so a refusal says why in plain words (a follower logs it).
+    if not QUADRUPLE_ZERO.has_pocket(number):
+        raise ValueError(f"{number[:8]!r} is not a pocket")
+    return number
+
+
+Pocket = Annotated[
+    str,
+    AfterValidator(_pocket),
+    WithJsonSchema({"pattern": POCKET_PATTERN, "type": "string"}),
+]
 Base64Url = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
 KeyId = Annotated[Base64Url, Field(description="the signing key's id, as wheeld keygen prints it")]
 Signature = Annotated[
@@ -180,7 +203,7 @@ class Sequence(Published):
     (a repeat consumers drop) and voids the game it launched."""
 
     game_id: Annotated[int, Field(ge=1)]
-    event: Literal["spinning", "no_more_bets", "result", "no_spin"]
+    event: EventName
     epoch: Epoch
     message: GameEvent = Field(description="the <base>/game message, as it is published")
     seq: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
@@ -464,20 +487,8 @@ class Stats(Tally):
     schema_version: SchemaVersion
 
 
-#: Each topic under ``<base>/`` that wheeld publishes, and its payload's model.
-TOPICS: dict[str, type[BaseModel]] = {
-    "status": Status,
-    "game": GameEvent,
-    "result": LatestResult,
-    "history": History,
-    "sequence": Sequence,
-    "wheel": Wheel,
-    "alarm": Alarm,
-    "info": Info,
-    "stats": Stats,
-    "table": Table,
-    "health": HealthPayload,
-}
+#: ``<base>/health``: the model ``wheeld.core.health`` builds the payload with.
+Health = HealthPayload
 
 
 def undeclared(payload: BaseModel) -> list[str]:

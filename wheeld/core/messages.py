@@ -87,6 +87,30 @@ class NoSpinPayload(_Payload):
 
 GamePayload = SpinningPayload | NoMoreBetsPayload | ResultPayload | NoSpinPayload
 
+#: A game event's name: its ``event`` on ``<base>/game``, in the journal and in replay
+#: (mypy holds every spelling of one to these; a test holds them to the models' ``event``).
+EventName = Literal["spinning", "no_more_bets", "result", "no_spin"]
+#: Each game decision's payload model, whose ``event`` default spells the decision's name.
+PAYLOADS: Final[dict[type[GameEvent], type[GamePayload]]] = {
+    Spinning: SpinningPayload,
+    NoMoreBets: NoMoreBetsPayload,
+    Result: ResultPayload,
+    NoSpin: NoSpinPayload,
+}
+#: The name each game decision is published and journaled as (never its class's name).
+EVENT_NAMES: Final[dict[type[GameEvent], EventName]] = {
+    decision: model.model_fields["event"].default for decision, model in PAYLOADS.items()
+}
+#: The events that open a game: a game whose last event is one of these is still open.
+OPENING_EVENTS: Final[frozenset[EventName]] = frozenset({"spinning", "no_more_bets"})
+#: The events that end a game, exactly one each.
+ENDING_EVENTS: Final[frozenset[EventName]] = frozenset({"result", "no_spin"})
+
+
+def event_name(decision: GameEvent) -> EventName:
+    """The name ``decision`` is published and journaled as."""
+    return EVENT_NAMES[type(decision)]
+
 
 def game_payload(event: GameEvent, table: str, layout: WheelLayout, epoch: str) -> GamePayload:
     """The payload that announces ``event`` for ``table``, in the journal's ``epoch``."""

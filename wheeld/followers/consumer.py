@@ -6,7 +6,10 @@ is no pocket of the table's wheel, another table's, an empty retained clear)
 is dropped with a counted, rate-limited log line, and the follower carries on.
 The wheel's pocket count is ``wheel.pockets`` when the configuration pins it,
 else what the retained ``<base>/wheel`` says; until one says, any pocket of
-either wheel (0-36 and 00) passes. The follower also
+any wheel (0-36, 00, 000, 0000) passes. What a payload must hold is the
+contract's (``wheeld.contract.topics``), read leniently: only the members a
+follower reads are checked, other members are ignored, reason codes are open
+(``wheeld.contract.lenient``). The follower also
 says when the feed itself goes and comes back, so a board can show "offline"
 instead of a stale number.
 """
@@ -18,11 +21,14 @@ import json
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
-from wheeld.core.layout import DOUBLE_ZERO, layout_for
+from wheeld.contract import topics
+from wheeld.contract.lenient import lenient
+from wheeld.contract.registry import TOPICS, TopicName, topic_at
+from wheeld.core.layout import layout_for
 from wheeld.shell.mqtt_client import MAX_PAYLOAD_BYTES
 
 if TYPE_CHECKING:
@@ -38,102 +44,52 @@ class Dropped(ValueError):
     """A message the consumer will not act on; the text is the one-line reason."""
 
 
-def _pocket(number: str) -> str:
-    # Any pocket of either wheel, whatever the wheel (checked against the
-    # table's own in ``parse``): a number that is no pocket at all never passes.
-    if not DOUBLE_ZERO.has_pocket(number):
-        raise ValueError(f"{number[:8]!r} is not a pocket")
-    return number
+#: What a follower reads of each topic: the contract's models, leniently
+#: (``wheeld.contract.lenient``): only these members are checked, the rest ignored.
+StatusMessage = lenient(topics.Status, {"state"})
+HistoryMessage = lenient(topics.History, {"numbers"})
+#: A consumer reads the wheel's pocket count.
+WheelMessage = lenient(topics.Wheel, {"pockets"})
+#: Open or closed by the pit boss, with the last three results (an older wheeld: none).
+TableMessage = lenient(
+    topics.Table, {"state", "table", "last_numbers"}, defaults={"table": None, "last_numbers": []}
+)
+#: The game events: the journal's epoch and the table are None from an older wheeld.
+_GAME_READS = {"event", "game_id", "table", "epoch"}
+_OLDER = {"table": None, "epoch": None}
+SpinningMessage = lenient(topics.Spinning, _GAME_READS, defaults=_OLDER)
+NoMoreBetsMessage = lenient(topics.NoMoreBets, _GAME_READS, defaults=_OLDER)
+#: A ``result`` event live on ``<base>/game``.
+ResultMessage = lenient(topics.GameResult, {*_GAME_READS, "number"}, defaults=_OLDER)
+#: Any reason code, so a reason added later still voids the game on the board.
+NoSpinMessage = lenient(topics.NoSpin, {*_GAME_READS, "reason"}, defaults=_OLDER)
+#: The retained ``<base>/result``: the latest result, not a new one.
+LatestResult = lenient(topics.LatestResult, {*_GAME_READS, "number"}, defaults=_OLDER)
 
+Message = (
+    topics.Status
+    | topics.History
+    | topics.Table
+    | topics.Wheel
+    | topics.LatestResult
+    | topics.Spinning
+    | topics.NoMoreBets
+    | topics.GameResult
+    | topics.NoSpin
+)
 
-Pocket = Annotated[str, AfterValidator(_pocket)]
-GameId = Annotated[int, Field(ge=1)]
-TableId = Annotated[str, Field(max_length=128)]
-
-
-class _Incoming(BaseModel):
-    # Strict: "5" is not a game id and 5 is not a number; fields we do not use
-    # (ts, color, directions...) are ignored, so richer payloads still pass.
-    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
-
-
-class StatusMessage(_Incoming):
-    """``<base>/status``: the daemon's presence (its last will says offline)."""
-
-    #: ``fault``: online, but deciding no game (the journal cannot write): shown as not
-    #: online, never as a table that plays.
-    state: Literal["online", "offline", "fault"]
-
-
-class HistoryMessage(_Incoming):
-    """``<base>/history``: the last winning numbers, newest first."""
-
-    numbers: list[Pocket] = Field(max_length=1000)
-
-
-class WheelMessage(_Incoming):
-    """``<base>/wheel``: the daemon's wheel state; a consumer reads its pocket count."""
-
-    pockets: Literal[37, 38]
-
-
-class TableMessage(_Incoming):
-    """``<base>/table``: open or closed by the pit boss, with the last three results."""
-
-    state: Literal["open", "closed"]
-    table: TableId | None = None
-    #: The last three results when it was said, newest first (an older wheeld: none).
-    last_numbers: list[Pocket] = Field(default_factory=list, max_length=3)
-
-
-class _GameMessage(_Incoming):
-    game_id: GameId
-    table: TableId | None = None
-    #: The journal's epoch: ids start again only in a new one (None from an older wheeld).
-    epoch: str | None = Field(default=None, max_length=64)
-
-
-class SpinningMessage(_GameMessage):
-    event: Literal["spinning"]
-
-
-class NoMoreBetsMessage(_GameMessage):
-    event: Literal["no_more_bets"]
-
-
-class ResultMessage(_GameMessage):
-    """A ``result`` event live on ``<base>/game``."""
-
-    event: Literal["result"]
-    number: Pocket
-
-
-class NoSpinMessage(_GameMessage):
-    event: Literal["no_spin"]
-    #: Any code, so a reason added later still voids the game on the board.
-    reason: str = Field(max_length=64)
-
-
-class LatestResult(_GameMessage):
-    """The retained ``<base>/result``: the latest result, not a new one."""
-
-    event: Literal["result"]
-    number: Pocket
-
-
-GameMessage = Annotated[
+_GAME: Any = Annotated[
     SpinningMessage | NoMoreBetsMessage | ResultMessage | NoSpinMessage,
     Field(discriminator="event"),
 ]
-Message = StatusMessage | HistoryMessage | TableMessage | WheelMessage | LatestResult | GameMessage
-
-_SCHEMAS: dict[str, TypeAdapter[Any]] = {
+#: What a follower can follow, and how it reads each topic.
+_SCHEMAS: dict[TopicName, TypeAdapter[Any]] = {
     "status": TypeAdapter(StatusMessage),
     "history": TypeAdapter(HistoryMessage),
     "table": TypeAdapter(TableMessage),
     "wheel": TypeAdapter(WheelMessage),
     "result": TypeAdapter(LatestResult),
-    "game": TypeAdapter(GameMessage),
+    "game": TypeAdapter(_GAME),
 }
 
 
@@ -156,8 +112,8 @@ def parse(
     ``pockets``: the table's wheel, when known; a number it has no pocket for
     (a "00" on a 37-pocket wheel) is dropped.
     """
-    kind = topic.removeprefix(base + "/")
-    schema = _SCHEMAS.get(kind) if kind != topic else None
+    said = topic_at(base, topic)
+    schema = _SCHEMAS.get(said.name) if said is not None else None
     if schema is None:
         raise Dropped("not a topic this consumer follows")
     if not isinstance(payload, bytes | bytearray):
@@ -279,7 +235,7 @@ class Follower:
     def __init__(
         self,
         config: Config,
-        topics: Iterable[str],
+        topics: Iterable[TopicName],
         on_message: Callable[[Message], None],
         log: Any,
         *,
@@ -288,7 +244,10 @@ class Follower:
         self._config = config
         # The wheel first: its retained pocket count is then known before the
         # retained result and history are checked against it.
-        self._topics = ("wheel", *(topic for topic in topics if topic != "wheel"))
+        self._topics: tuple[TopicName, ...] = (
+            "wheel",
+            *(topic for topic in topics if topic != "wheel"),
+        )
         #: The wheel's pocket count: pinned by the configuration, else from <base>/wheel.
         self.pockets = config.wheel.pockets
         self._on_message = on_message
@@ -316,7 +275,8 @@ class Follower:
             try:
                 async with make_client(self._config, client_id="", server=server) as client:
                     for topic in self._topics:
-                        await client.subscribe(f"{self._config.base_topic}/{topic}", qos=1)
+                        address = TOPICS[topic].address(self._config.base_topic)
+                        await client.subscribe(address, qos=1)
                     since = time.monotonic()
                     self._log.info("following", base_topic=self._config.base_topic, server=server)
                     said.clear()

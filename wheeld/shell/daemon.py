@@ -588,7 +588,7 @@ class Daemon:
         )
         if signer is not None:
             payload = signer.sign(payload)
-        return Outgoing(f"{pipeline.settings.base_topic}/info", json.dumps(payload), retain=True)
+        return Outgoing.on(pipeline.settings.base_topic, "info", json.dumps(payload))
 
     def _wheel_identity(self) -> dict[str, Any]:
         info = self.pipeline.wheel_info
@@ -1006,8 +1006,9 @@ class Daemon:
             return
         readings = self.readings()
         payload = health_payload(readings, table=self.config.table.id, now=time.time())
-        topic = f"{self.config.base_topic}/health"
-        self.publisher.publish_unjournaled(Outgoing(topic, payload.to_json(), retain=True))
+        self.publisher.publish_unjournaled(
+            Outgoing.on(self.config.base_topic, "health", payload.to_json())
+        )
         self._heartbeat.said(readings.condition, now)
 
 

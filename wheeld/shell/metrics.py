@@ -42,7 +42,7 @@ from prometheus_client.metrics_core import (
 from wheeld.config import is_loopback, split_listen
 from wheeld.core.events import REASONS
 from wheeld.core.health import HEALTH_STATES, LINK_STATES, Readings
-from wheeld.core.messages import NoSpinPayload, ResultPayload
+from wheeld.core.messages import ENDING_EVENTS
 from wheeld.shell.http_server import Answer, HttpServer, Limits, Request
 from wheeld.shell.journal import OutboxEntry
 from wheeld.shell.readiness import listen_refusal
@@ -70,10 +70,8 @@ LIMITS = Limits(
 #: meanwhile get the same bytes (Prometheus scrapes every 15 s or more).
 SCRAPE_CACHE_S = 1.0
 METRICS_PATH = "/metrics"
-#: The game events that end a game, by the contract's names (as ``GameRecord.event`` and
-#: the journal have them): a class renamed in the core changes no count.
-_RESULT: str = ResultPayload.model_fields["event"].default
-_ENDINGS = frozenset({_RESULT, NoSpinPayload.model_fields["event"].default})
+#: The game events that end a game, as the journal names them (GameRecord.event).
+_ENDINGS = ENDING_EVENTS
 
 
 class TableMetrics:
@@ -129,7 +127,7 @@ class TableMetrics:
             game = next(records, None)
             if game is None or game.event not in _ENDINGS:
                 continue
-            if game.event == _RESULT:
+            if game.event == "result":
                 self.results.inc()
             else:
                 self.no_spins.labels(_reason(game.payload)).inc()

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheeld.config import split_server
+from wheeld.contract.registry import TOPICS
 from wheeld.core.commands import OperatorCommand, reply_address
 from wheeld.core.messages import SCHEMA_VERSION, iso_utc
 from wheeld.shell.journal import Journal, JournalWriteError, OutboxEntry
@@ -353,7 +354,7 @@ def _unsigned_alarm(config: Config) -> Callable[[float, str, dict[str, Any]], Ou
             **detail,
             "schema_version": SCHEMA_VERSION,
         }
-        return Outgoing(f"{config.base_topic}/alarm", json.dumps(payload))
+        return Outgoing.on(config.base_topic, "alarm", json.dumps(payload))
 
     return build
 
@@ -488,7 +489,10 @@ class Publisher:
 
         from wheeld.shell.mqtt_client import make_client
 
-        will = aiomqtt.Will(f"{self._base}/status", self._offline(), qos=1, retain=True)
+        status = TOPICS["status"]
+        will = aiomqtt.Will(
+            status.address(self._base), self._offline(), qos=status.qos, retain=status.retain
+        )
         return make_client(
             self._config,
             client_id=self._config.client_id,
@@ -666,7 +670,7 @@ class Publisher:
         status = await client.publish_acknowledged(
             f"{self._base}/status",
             status_json(self.status_payload, self.instance),
-            retain=True,
+            retain=TOPICS["status"].retain,
             properties=self._status_properties(),
         )
         if status.is_failure:
@@ -942,7 +946,7 @@ class Publisher:
                     f"{self._base}/status",
                     self._offline(),
                     qos=1,
-                    retain=True,
+                    retain=TOPICS["status"].retain,
                     properties=self._status_properties(),
                 )
         except Exception as exc:  # the broker may be gone; stopping goes on

@@ -9,8 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from wheeld.contract.registry import TOPICS, TopicName
+
 if TYPE_CHECKING:
     from wheeld.core.engine import EngineState
+    from wheeld.core.messages import EventName
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 TableState = Literal["open", "closed"]
@@ -24,6 +27,13 @@ class Outgoing:
     payload: str
     qos: int = 1
     retain: bool = False
+
+    @classmethod
+    def on(cls, base: str, topic: TopicName, payload: str) -> Outgoing:
+        """``payload`` on ``<base>/<topic>``, retained and at the QoS the contract's
+        registry gives that topic (the one place they are said)."""
+        said = TOPICS[topic]
+        return cls(said.address(base), payload, said.qos, said.retain)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +55,8 @@ class GameRecord:
     """A game decision as journalled: its id, its ``event`` as published, and its payload."""
 
     game_id: int
-    event: str
+    #: The contract's name for it (``wheeld.core.messages.EventName``), never a class's.
+    event: EventName
     payload: str
     number: str | None = None
     #: The payload as an object, for what is derived from it once it is kept (the

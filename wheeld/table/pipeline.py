@@ -41,13 +41,12 @@ from wheeld.core.game import (
     Alarm,
     Decision,
     GameEvent,
-    NoMoreBets,
     NoSpin,
     ReasonCode,
     Result,
     Spinning,
 )
-from wheeld.core.messages import SCHEMA_VERSION, game_payload, iso_utc
+from wheeld.core.messages import OPENING_EVENTS, SCHEMA_VERSION, event_name, game_payload, iso_utc
 from wheeld.core.noise import NoiseMeter
 from wheeld.core.ratelimit import AlarmRate
 from wheeld.core.rules import RulesConfig
@@ -86,20 +85,12 @@ SECTOR_ALERT = "sector_concentration"
 DIRECTION_ALERT = "direction_unchanged"
 #: How much of a command's payload the journal keeps.
 MAX_JOURNALED_COMMAND = 2000
-_EVENT_NAMES: dict[type, str] = {Spinning: "spinning", NoMoreBets: "no more bets"}
-#: The ``event`` each game decision is published as.
-_PUBLISHED_AS: dict[type, str] = {
-    Spinning: "spinning",
-    NoMoreBets: "no_more_bets",
-    Result: "result",
-    NoSpin: "no_spin",
-}
 #: The highest game id or seq the broker may move a table on to. Far below JSON's
 #: exact integers (2**53 - 1): a table moved there still has room for every game
 #: it will ever play, and a forged or broken value near the end is no evidence.
 LAST_CONTINUABLE = 2**52
 #: Events that open a game (a game whose last word was one of these is still open).
-LAUNCHED = frozenset({"spinning", "no_more_bets"})
+LAUNCHED = OPENING_EVENTS
 #: A table's chain before its first message ever: seq 1, prev null.
 FIRST_MESSAGE = ChainState()
 
@@ -533,14 +524,14 @@ class TablePipeline:
         """
         said: dict[str, Any] = {
             "game_id": decision.game_id,
-            "event": _PUBLISHED_AS[type(decision)],
+            "event": event_name(decision),
             "epoch": self.settings.epoch,
         }
         if self.signer is not None:
             said["seq"] = self.chain.seq - 1
             said["digest"] = self.chain.prev  # the next message's prev
         said.update(message=message, table=self.settings.table, schema_version=SCHEMA_VERSION)
-        return Outgoing(f"{self._base}/sequence", json.dumps(said), retain=True)
+        return Outgoing.on(self._base, "sequence", json.dumps(said))
 
     def on_broker_sequence(self, payload: bytes, now: float) -> Effects:
         """The broker's retained ``<base>/sequence``: game ids and seqs go on past it.
@@ -588,9 +579,9 @@ class TablePipeline:
         self.taken_from = out.taken_from = said
         out.superseded = True
         body_text = _compact(message)
-        out.messages.append(Outgoing(f"{self._base}/game", body_text))
+        out.messages.append(Outgoing.on(self._base, "game", body_text))
         if event == "result":
-            out.messages.append(Outgoing(f"{self._base}/result", body_text, retain=True))
+            out.messages.append(Outgoing.on(self._base, "result", body_text))
         rotor = message.get("rotor_direction") if event == "result" else None
         forgotten = self.engine.taken_over(game, rotor if rotor in ("cw", "ccw") else None)
         if forgotten is not None:
@@ -861,7 +852,7 @@ class TablePipeline:
             "ts": iso_utc(now),
             "schema_version": SCHEMA_VERSION,
         }
-        out.messages.append(Outgoing(f"{self._base}/table", json.dumps(announcement), retain=True))
+        out.messages.append(Outgoing.on(self._base, "table", json.dumps(announcement)))
         out.log(
             "info",
             f"table {self.table_state}",
@@ -891,7 +882,7 @@ class TablePipeline:
             "ts": iso_utc(now),
             "schema_version": SCHEMA_VERSION,
         }
-        return Outgoing(f"{self._base}/wheel", json.dumps(state), retain=True)
+        return Outgoing.on(self._base, "wheel", json.dumps(state))
 
     def status_message(self) -> Outgoing:
         """The retained status: online, or a fault that stops the table deciding."""
@@ -900,7 +891,7 @@ class TablePipeline:
         else:
             body = {"state": "online"}
         body["schema_version"] = SCHEMA_VERSION
-        return Outgoing(f"{self._base}/status", json.dumps(body), retain=True)
+        return Outgoing.on(self._base, "status", json.dumps(body))
 
     def status_line(self) -> str:
         """One line for sd_notify STATUS."""
@@ -941,18 +932,16 @@ class TablePipeline:
                 message, self.chain = sign_into_chain(message, self.chain, self.signer)
                 body = _compact(message)
             number = decision.number if isinstance(decision, Result) else None
-            record = GameRecord(
-                decision.game_id, _PUBLISHED_AS[type(decision)], body, number, message
-            )
+            record = GameRecord(decision.game_id, event_name(decision), body, number, message)
             out.games.append(record)
             # Intent first: the marker names the message before it goes out, so a
             # successor that finds it knows what may have reached a consumer.
             out.messages.append(self._sequence_message(decision, message))
-            out.messages.append(Outgoing(f"{self._base}/game", body))
+            out.messages.append(Outgoing.on(self._base, "game", body))
             self._last_game = decision.game_id
             self._log_decision(decision, out)
             if number is not None:
-                out.messages.append(Outgoing(f"{self._base}/result", body, retain=True))
+                out.messages.append(Outgoing.on(self._base, "result", body))
             self._undone.append((record, decision))
         if out.games or self.engine.state != self._saved_state:
             out.state = replace(self.engine.state)
@@ -987,7 +976,7 @@ class TablePipeline:
             out.messages.append(self._history_message())
         if outcome and self.statistics is not None:
             figures = {**self.statistics.to_json(), "schema_version": SCHEMA_VERSION}
-            out.messages.append(Outgoing(f"{self._base}/stats", json.dumps(figures), retain=True))
+            out.messages.append(Outgoing.on(self._base, "stats", json.dumps(figures)))
         self._undone = []
         self._kept_rotor = self.engine.state.last_result_rotor
         return out
@@ -1168,8 +1157,8 @@ class TablePipeline:
         }
         if self.signer is not None:
             # Signed, not chained: alarms are not decisions and may bypass the journal.
-            return Outgoing(f"{self._base}/alarm", _compact(self.signer.sign(payload)))
-        return Outgoing(f"{self._base}/alarm", json.dumps(payload))
+            return Outgoing.on(self._base, "alarm", _compact(self.signer.sign(payload)))
+        return Outgoing.on(self._base, "alarm", json.dumps(payload))
 
     def _chain_before(self, effects: Effects) -> ChainState | None:
         """Where the chain stood before ``effects``: its first game message's link."""
@@ -1190,7 +1179,7 @@ class TablePipeline:
 
     def _history_message(self) -> Outgoing:
         body = json.dumps({"numbers": list(self.history), "schema_version": SCHEMA_VERSION})
-        return Outgoing(f"{self._base}/history", body, retain=True)
+        return Outgoing.on(self._base, "history", body)
 
     def _session_alarms(self, now: float, out: Effects) -> None:
         session = self.session
@@ -1223,4 +1212,4 @@ class TablePipeline:
                 reasons=list(decision.reasons),
             )
         else:
-            out.log("info", _EVENT_NAMES[type(decision)], game_id=decision.game_id)
+            out.log("info", event_name(decision), game_id=decision.game_id)

@@ -13,8 +13,9 @@ from wheeld.followers.marquee.server import Hub, MarqueeServer
 
 if TYPE_CHECKING:
     from wheeld.config import Config
+    from wheeld.contract.registry import TopicName
 
-TOPICS = ("status", "game", "result", "history", "table")
+TOPICS: tuple[TopicName, ...] = ("status", "game", "result", "history", "table")
 
 
 def board_for(config: Config) -> Board:

@@ -25,13 +25,11 @@ asks it of each commit it makes from effects.
 
 from __future__ import annotations
 
-from wheeld.core.messages import NoMoreBetsPayload, SpinningPayload
+from wheeld.core.messages import OPENING_EVENTS
 from wheeld.table.effects import Effects
 
 #: The decisions that start a game, by the contract's names (as published, as journalled).
-GAME_STARTS: frozenset[str] = frozenset(
-    model.model_fields["event"].default for model in (SpinningPayload, NoMoreBetsPayload)
-)
+GAME_STARTS = OPENING_EVENTS
 
 
 def fsync_due(effects: Effects) -> bool:
