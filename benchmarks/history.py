@@ -83,22 +83,17 @@ from wheeld.core.commands import OperatorCommand
 from wheeld.core.engine import EngineState
 from wheeld.core.signing import ChainState
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.shell.daemon import (
-    CHECKPOINT_EVERY_S,
-    FRAME_BATCH,
-    FRAME_FLUSH_S,
-    RECALL_BURST,
-    RECALLS_PER_S,
-    RETENTION_PAUSE_S,
-    STATISTICS_EVERY,
-    WHEEL_STATE_EVERY_S,
-    build_pipeline,
-    load_signer,
-)
+from wheeld.shell.command_rate import RECALL_BURST, RECALLS_PER_S
+from wheeld.shell.daemon import build_pipeline, load_signer
+from wheeld.shell.jobs.checkpoint import CHECKPOINT_EVERY_S
+from wheeld.shell.jobs.retention import RETENTION_PAUSE_S
+from wheeld.shell.jobs.statistics import STATISTICS_EVERY
+from wheeld.shell.jobs.wheel import WHEEL_STATE_EVERY_S
 from wheeld.shell.journal import JOURNAL_FILE, UNHURRIED_EVENTS, Journal, outbox
 from wheeld.shell.journal.chain import GENESIS, block_hash, put_heads, stored_hash
 from wheeld.shell.journal.codec import BlockLine, encode_block
 from wheeld.shell.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
+from wheeld.shell.write_batches import FRAME_BATCH, FRAME_FLUSH_S
 from wheeld.table.effects import Effects, FrameRecord, Outgoing
 from wheeld.table.pipeline import TablePipeline
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel, opposite
