@@ -2,11 +2,12 @@
 
     python -m benchmarks.history --games N [--frames-per-second F] [--out DIR] [--keep]
 
-**Build.** N games through the real ``TablePipeline`` (``wheeld.shell.daemon.build_pipeline``,
-signed with a generated Ed25519 key) and the real ``Journal``, written as
-``Daemon._apply`` writes them (frames batched and flushed at 64 lines, after
-1 s or with an fsync'd commit; commands group-committed; alarms before the
-decisions; ``journal.record(..., chain=..., durable=...)``; the statistics
+**Build.** N games through the real ``TablePipeline``
+(``wheeld.shell.daemon.build_pipeline``, signed with a generated Ed25519 key)
+and the real ``Journal``, written as ``EffectsApplier.apply``
+(``wheeld.shell.applier``) writes them (frames batched and flushed at 64 lines,
+after 1 s or with an fsync'd commit; commands group-committed; alarms before
+the decisions; ``journal.record(..., chain=..., durable=...)``; the statistics
 kept every 200 decisions; a checkpoint every 600 s; ``<base>/wheel`` every
 60 s; every outbox entry acknowledged as the publisher does). The wheel is a
 scripted WRP/1 head (``wheeld_simulators.scripted``): each game's own traffic
@@ -361,7 +362,7 @@ def insert_block(journal: Journal, heads: dict[str, tuple[int, str]], block: Blo
 
 
 class Shell:
-    """What ``Daemon._apply`` and the publisher do with effects, on the benchmark's clock.
+    """What ``EffectsApplier.apply`` and the publisher do with effects, on the benchmark's clock.
 
     ``runs``: the fast build's encoded runs of lines between games, in order
     (None: every line comes through ``record_frames``, as in the daemon).
@@ -418,7 +419,7 @@ class Shell:
             else:
                 raise ValueError(f"unknown item {kind!r}")
 
-    # -- Daemon._apply, minus the wheel, the log, the timer and ``committed()`` ------------
+    # -- EffectsApplier.apply, minus the wheel, the log, the timer and ``committed()`` ----
     # (the pipeline's process hands ``pipeline.committed()``'s effects on as items of
     # their own, right after the record they follow, and the statistics kept after both)
 
@@ -672,8 +673,8 @@ class Table:
         self.items.append(("RE",))
 
     def effects(self, at: float, effects: Effects) -> None:
-        """One input's effects, as ``_apply`` gets them (and, after a record of games,
-        ``pipeline.committed()``'s, as ``_apply`` applies them)."""
+        """One input's effects, as ``EffectsApplier.apply`` gets them (and, after a record
+        of games, ``pipeline.committed()``'s, as it applies them)."""
         pipeline = self.pipeline
         if self.fast and effects.frames:
             effects.frames = self._runs_frames(effects.frames)

@@ -255,12 +255,13 @@ async def test_the_write_ahead_log_is_checkpointed_one_at_a_time_off_the_loop(
 ) -> None:
     from wheeld.shell.jobs import wal
 
-    release = asyncio.Event()
+    release, begun = asyncio.Event(), asyncio.Event()
     started: list[str] = []
     elsewhere: list[bool] = []
 
     async def checkpoint(self: WalCheckpointJob) -> None:
         started.append("checkpoint")
+        begun.set()
         await release.wait()
 
     monkeypatch.setattr(wal.WalCheckpointJob, "_checkpoint", checkpoint)
@@ -270,15 +271,10 @@ async def test_the_write_ahead_log_is_checkpointed_one_at_a_time_off_the_loop(
     assert elsewhere == [True], "commits on the loop never checkpoint"
     job.tick(1000.0)
     job.tick(1030.0)  # the first still at it: no second
-    await asyncio.wait_for(_until(lambda: started == ["checkpoint"]), timeout=10)
+    await asyncio.wait_for(begun.wait(), timeout=10)
     release.set()
     await asyncio.wait_for(job.stopping(), timeout=10)
     assert started == ["checkpoint"]
-
-
-async def _until(condition: Any) -> None:
-    while not condition():
-        await asyncio.sleep(0)
 
 
 def test_the_watchdog_is_pinged_only_while_healthy_and_only_when_asked_for() -> None:
