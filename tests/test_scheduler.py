@@ -241,3 +241,14 @@ def test_the_daemon_reads_the_host_time_only_through_its_clock() -> None:
         or "time.time()" in (shell / unit).read_text(encoding="utf-8")
     ]
     assert reading == [], "the scheduler's and the link's time is HostClock's"
+
+
+async def test_a_task_waits_on_a_timer_and_a_cancelled_wait_leaves_none() -> None:
+    import asyncio
+
+    scheduler = Scheduler(HostClock())
+    await asyncio.wait_for(scheduler.sleep(0.0, "backoff"), timeout=10)
+    assert scheduler.names() == []
+    with pytest.raises(TimeoutError):  # cancelled by wait_for: its timer goes with it
+        await asyncio.wait_for(scheduler.sleep(3600.0, "long backoff"), timeout=0.05)
+    assert scheduler.names() == []

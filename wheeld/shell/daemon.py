@@ -483,7 +483,7 @@ class Daemon:
                 await run()
             except Exception as exc:  # a bug must cost a restart of the task, not the game
                 self.log.exception("task failed, restarting it", task=name, error=repr(exc))
-                await asyncio.sleep(RESTART_AFTER_S)
+                await self.scheduler.sleep(RESTART_AFTER_S, f"restart {name}")
 
     def stop(self) -> None:
         """Ask the daemon to stop (what SIGTERM does)."""

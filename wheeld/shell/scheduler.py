@@ -98,6 +98,24 @@ class Scheduler:
             raise ValueError(f"{name or 'timer'}: a period must be positive, not {period_s}")
         return self._add(name, period_s, callback, period_s)
 
+    async def sleep(self, delay_s: float, name: str = "") -> None:
+        """Wait ``delay_s`` seconds, as a timer (a task's backoff): no sleep of its own.
+
+        Once the scheduler is closed this waits until the task is cancelled,
+        which a stop does.
+        """
+        woken: asyncio.Future[None] = self._running_loop().create_future()
+
+        def wake(now: float) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        timer = self.after(delay_s, wake, name)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+
     def close(self) -> None:
         """Cancel every timer: nothing fires after this, nor is set (a stop)."""
         self._closed = True
