@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 
+from tests.shell_fakes import RecordingLog
 from wheeld.config import Config
 from wheeld.core.health import Condition, Readings
 from wheeld.shell.jobs import JOBS, Job, Jobs, Parts
@@ -23,14 +24,6 @@ from wheeld.shell.jobs.watchdog import WatchdogJob
 from wheeld.shell.jobs.wheel import WHEEL_STATE_EVERY_S, WheelStateJob
 from wheeld.shell.journal import JournalWriteError
 from wheeld.table.effects import Effects, Outgoing
-
-
-class _Log:
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str, dict[str, Any]]] = []
-
-    def __getattr__(self, level: str) -> Any:
-        return lambda event, **fields: self.lines.append((level, event, fields))
 
 
 class _Scheduler:
@@ -71,7 +64,7 @@ def _parts(**overrides: Any) -> Parts:
     )
     values: dict[str, Any] = {
         "config": config,
-        "log": _Log(),
+        "log": RecordingLog(),
         "scheduler": _Scheduler(),
         "journal": journal,
         "pipeline": pipeline,
@@ -208,7 +201,10 @@ async def test_the_statistics_are_kept_every_so_many_decisions_and_at_a_stop() -
     journal.last += 3
     journal.fail = True
     job.tick(1000.0)
-    assert cast(_Log, parts.log).lines[-1][:2] == ("warning", "journal checkpoint postponed")
+    assert cast(RecordingLog, parts.log).lines[-1][:2] == (
+        "warning",
+        "journal checkpoint postponed",
+    )
     await job.stopping()  # a failure at a stop is nothing: counted again at the next start
     journal.fail = False
     await job.stopping()
@@ -233,7 +229,9 @@ def test_retention_goes_a_batch_at_a_time_and_says_the_total() -> None:
     scheduler.after_calls[-1][2](1000.1)
     scheduler.after_calls[-1][2](1000.2)
     assert len(scheduler.after_calls) == 2, "the last, empty batch sets no next"
-    assert cast(_Log, parts.log).lines == [("info", "journal retention", {"deleted_rows": 5})]
+    assert cast(RecordingLog, parts.log).lines == [
+        ("info", "journal retention", {"deleted_rows": 5})
+    ]
 
 
 def test_retention_and_the_checkpoint_are_postponed_when_the_journal_cannot_write() -> None:
@@ -244,7 +242,7 @@ def test_retention_and_the_checkpoint_are_postponed_when_the_journal_cannot_writ
     parts = _parts(journal=journal)
     RetentionJob(parts).tick(1000.0)
     CheckpointJob(parts).tick(1000.0)
-    assert [line[1] for line in cast(_Log, parts.log).lines] == [
+    assert [line[1] for line in cast(RecordingLog, parts.log).lines] == [
         "journal retention postponed",
         "journal checkpoint postponed",
     ]
@@ -291,4 +289,7 @@ def test_the_watchdog_is_pinged_only_while_healthy_and_only_when_asked_for() -> 
     health["ok"] = False
     job.tick(1010.0)
     assert pings == [True]
-    assert cast(_Log, parts.log).lines[-1][:2] == ("error", "unhealthy: withholding watchdog ping")
+    assert cast(RecordingLog, parts.log).lines[-1][:2] == (
+        "error",
+        "unhealthy: withholding watchdog ping",
+    )

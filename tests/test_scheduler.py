@@ -3,91 +3,16 @@ and one host time handed to every callback that falls due together."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, cast
-
 import pytest
 
+from tests.shell_fakes import hand_scheduler
 from wheeld.shell import clock as clock_module
 from wheeld.shell.clock import HostClock
 from wheeld.shell.scheduler import Scheduler
 
 
-class _Handle:
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
-        self.when, self.callback, self.cancelled = when, callback, False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class _Loop:
-    """An event loop's clock and timers, moved by hand: no waiting in these tests."""
-
-    def __init__(self) -> None:
-        self.t = 100.0
-        self.handles: list[_Handle] = []
-        self.errors: list[dict[str, Any]] = []
-
-    def time(self) -> float:
-        return self.t
-
-    def call_at(self, when: float, callback: Callable[[], None]) -> _Handle:
-        handle = _Handle(when, callback)
-        self.handles.append(handle)
-        return handle
-
-    def call_exception_handler(self, context: dict[str, Any]) -> None:
-        self.errors.append(context)
-
-    @property
-    def armed(self) -> list[float]:
-        return [handle.when for handle in self.handles if not handle.cancelled]
-
-    def run_until(self, t: float) -> None:
-        """Move the clock to ``t``, firing the armed timer whenever it falls due."""
-        while True:
-            live = [h for h in self.handles if not h.cancelled and h.when <= t]
-            if not live:
-                break
-            handle = min(live, key=lambda h: h.when)
-            self.t = max(self.t, handle.when)
-            handle.cancelled = True  # fired
-            handle.callback()
-        self.t = t
-
-    def wake_late(self, t: float) -> None:
-        """The loop wakes at ``t``, past its armed timer (a busy loop, a paused VM)."""
-        self.t = t
-        (handle,) = [h for h in self.handles if not h.cancelled]
-        handle.cancelled = True
-        handle.callback()
-
-
-class _Clock(HostClock):
-    """Host time that reads 1000 + the loop's time; counts how often it is read."""
-
-    def __init__(self, loop: _Loop) -> None:
-        super().__init__()
-        self.loop = loop
-        self.reads = 0
-
-    def now(self) -> float:
-        self.reads += 1
-        return 1000.0 + self.loop.t
-
-    def wall(self) -> float:
-        return 1000.0 + self.loop.t
-
-
-def _scheduler() -> tuple[Scheduler, _Loop, _Clock]:
-    loop = _Loop()
-    clock = _Clock(loop)
-    return Scheduler(clock, cast(Any, loop)), loop, clock
-
-
 def test_one_loop_timer_is_armed_for_the_earliest_of_them() -> None:
-    scheduler, loop, _ = _scheduler()
+    scheduler, loop, _ = hand_scheduler()
     scheduler.after(5.0, lambda now: None, "late")
     assert loop.armed == [105.0]
     scheduler.after(10.0, lambda now: None, "later")
@@ -100,7 +25,7 @@ def test_one_loop_timer_is_armed_for_the_earliest_of_them() -> None:
 
 
 def test_timers_due_together_get_one_time_in_the_order_they_fell_due() -> None:
-    scheduler, loop, clock = _scheduler()
+    scheduler, loop, clock = hand_scheduler()
     called: list[tuple[str, float]] = []
     scheduler.after(2.0, lambda now: called.append(("b", now)), "b")
     scheduler.after(1.0, lambda now: called.append(("a", now)), "a")
@@ -112,7 +37,7 @@ def test_timers_due_together_get_one_time_in_the_order_they_fell_due() -> None:
 
 
 def test_at_turns_a_host_deadline_into_a_wait() -> None:
-    scheduler, loop, _ = _scheduler()
+    scheduler, loop, _ = hand_scheduler()
     fired: list[float] = []
     scheduler.at(1103.0, fired.append, "deadline")  # host time 1103 is loop time 103
     assert loop.armed == [103.0]
@@ -123,7 +48,7 @@ def test_at_turns_a_host_deadline_into_a_wait() -> None:
 
 
 def test_a_repeating_timer_comes_round_every_period_until_cancelled() -> None:
-    scheduler, loop, _ = _scheduler()
+    scheduler, loop, _ = hand_scheduler()
     ticks: list[float] = []
     timer = scheduler.every(10.0, ticks.append, "job")
     loop.run_until(135.0)
@@ -137,7 +62,7 @@ def test_a_repeating_timer_comes_round_every_period_until_cancelled() -> None:
 
 
 def test_a_callback_cancelled_by_one_fired_before_it_does_not_fire() -> None:
-    scheduler, loop, _ = _scheduler()
+    scheduler, loop, _ = hand_scheduler()
     called: list[str] = []
     second = scheduler.after(1.0, lambda now: called.append("second"), "second")
 
@@ -151,7 +76,7 @@ def test_a_callback_cancelled_by_one_fired_before_it_does_not_fire() -> None:
 
 
 def test_a_failing_callback_is_said_once_and_the_others_still_run() -> None:
-    scheduler, loop, _ = _scheduler()
+    scheduler, loop, _ = hand_scheduler()
     called: list[str] = []
 
     def broken(now: float) -> None:
@@ -166,7 +91,7 @@ def test_a_failing_callback_is_said_once_and_the_others_still_run() -> None:
 
 
 def test_timers_set_while_firing_are_armed_once_it_is_done() -> None:
-    scheduler, loop, _ = _scheduler()
+    scheduler, loop, _ = hand_scheduler()
     called: list[str] = []
 
     def first(now: float) -> None:
@@ -178,7 +103,7 @@ def test_timers_set_while_firing_are_armed_once_it_is_done() -> None:
 
 
 def test_nothing_fires_or_is_set_once_closed() -> None:
-    scheduler, loop, _ = _scheduler()
+    scheduler, loop, _ = hand_scheduler()
     fired: list[float] = []
     scheduler.every(1.0, fired.append, "job")
     scheduler.close()
