@@ -2,11 +2,12 @@
 
     python -m benchmarks.history --games N [--frames-per-second F] [--out DIR] [--keep]
 
-**Build.** N games through the real ``TablePipeline`` (``wheeld.shell.daemon.build_pipeline``,
-signed with a generated Ed25519 key) and the real ``Journal``, written as
-``Daemon._apply`` writes them (frames batched and flushed at 64 lines, after
-1 s or with an fsync'd commit; commands group-committed; alarms before the
-decisions; ``journal.record(..., chain=..., alarm=...)``; the statistics
+**Build.** N games through the real ``TablePipeline``
+(``wheeld.shell.daemon.build_pipeline``, signed with a generated Ed25519 key)
+and the real ``Journal``, written as ``EffectsApplier.apply``
+(``wheeld.shell.applier``) writes them (frames batched and flushed at 64 lines,
+after 1 s or with an fsync'd commit; commands group-committed; alarms before
+the decisions; ``journal.record(..., chain=..., alarm=...)``; the statistics
 kept every 200 decisions; a checkpoint every 600 s; ``<base>/wheel`` every
 60 s; every outbox entry acknowledged as the publisher does). The wheel is a
 scripted WRP/1 head (``wheeld_simulators.scripted``): each game's own traffic
@@ -83,22 +84,17 @@ from wheeld.core.commands import OperatorCommand
 from wheeld.core.engine import EngineState
 from wheeld.core.signing import ChainState
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.shell.daemon import (
-    CHECKPOINT_EVERY_S,
-    FRAME_BATCH,
-    FRAME_FLUSH_S,
-    RECALL_BURST,
-    RECALLS_PER_S,
-    RETENTION_PAUSE_S,
-    STATISTICS_EVERY,
-    WHEEL_STATE_EVERY_S,
-    build_pipeline,
-    load_signer,
-)
+from wheeld.shell.command_rate import RECALL_BURST, RECALLS_PER_S
+from wheeld.shell.daemon import build_pipeline, load_signer
+from wheeld.shell.jobs.checkpoint import CHECKPOINT_EVERY_S
+from wheeld.shell.jobs.retention import RETENTION_PAUSE_S
+from wheeld.shell.jobs.statistics import STATISTICS_EVERY
+from wheeld.shell.jobs.wheel import WHEEL_STATE_EVERY_S
 from wheeld.shell.journal import JOURNAL_FILE, Journal, fsync_due, outbox
 from wheeld.shell.journal.chain import GENESIS, block_hash, stored_hash
 from wheeld.shell.journal.codec import BlockLine, encode_block
 from wheeld.shell.journal.frames import MAX_BLOCK_LINES, MAX_BLOCK_SPAN_S
+from wheeld.shell.write_batches import FRAME_BATCH, FRAME_FLUSH_S
 from wheeld.table.effects import Effects, FrameRecord, Outgoing
 from wheeld.table.pipeline import TablePipeline
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel, opposite
@@ -367,7 +363,7 @@ def insert_block(journal: Journal, heads: dict[str, tuple[int, str]], block: Blo
 
 
 class Shell:
-    """What ``Daemon._apply`` and the publisher do with effects, on the benchmark's clock.
+    """What ``EffectsApplier.apply`` and the publisher do with effects, on the benchmark's clock.
 
     ``runs``: the fast build's encoded runs of lines between games, in order
     (None: every line comes through ``record_frames``, as in the daemon).
@@ -423,7 +419,7 @@ class Shell:
             else:
                 raise ValueError(f"unknown item {kind!r}")
 
-    # -- Daemon._apply, minus the wheel, the log, the timer and ``committed()`` ------------
+    # -- EffectsApplier.apply, minus the wheel, the log, the timer and ``committed()`` ----
     # (the pipeline's process hands ``pipeline.committed()``'s effects on as items of
     # their own, right after the record they follow, and the statistics kept after both)
 
@@ -675,8 +671,8 @@ class Table:
         self.items.append(("RE",))
 
     def effects(self, at: float, effects: Effects) -> None:
-        """One input's effects, as ``_apply`` gets them (and, after a record of games,
-        ``pipeline.committed()``'s, as ``_apply`` applies them)."""
+        """One input's effects, as ``EffectsApplier.apply`` gets them (and, after a record
+        of games, ``pipeline.committed()``'s, as it applies them)."""
         pipeline = self.pipeline
         if self.fast and effects.frames:
             effects.frames = self._runs_frames(effects.frames)

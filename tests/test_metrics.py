@@ -514,9 +514,9 @@ def test_the_daemon_reads_the_link_the_broker_and_the_journal(tmp_path: Path) ->
         assert readings.last_frame_age_s is None
         link = table.link
         link.connected = True
-        table._heard_at = time.monotonic()  # the wheel said something just now
+        table.condition.heard_at = time.monotonic()  # the wheel said something just now
         assert table.readings().condition.link == "up"
-        table._heard_at -= 2.5  # longer than rules.link_timeout_ms (2 s) without a byte
+        table.condition.heard_at -= 2.5  # longer than rules.link_timeout_ms (2 s) without a byte
         assert table.readings().condition.link == "silent"
         # A port reopened because the wheel went quiet is no sign of the wheel.
         link.last_data = time.monotonic()

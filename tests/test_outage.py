@@ -24,10 +24,11 @@ from paho.mqtt.reasoncodes import ReasonCode
 from tests.test_publisher import Log, config, no_command, until
 from tests.test_publisher import running as publishing
 from wheeld.core.health import Condition
-from wheeld.shell import publisher as publisher_module
+from wheeld.shell import outage as outage_module
 from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import in_words
-from wheeld.shell.publisher import Outage, Publisher
+from wheeld.shell.outage import Outage
+from wheeld.shell.publisher import Publisher
 from wheeld.testing.rig import Broker, DaemonProcess, PtyWheel, running, wait_for, write_config
 
 
@@ -113,7 +114,7 @@ def test_a_broker_never_reached_is_a_fault_once_reached_only_degraded() -> None:
 async def test_no_broker_reached_is_loud_and_names_the_next_try(
     tmp_path: Path, refusing_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(publisher_module, "OUTAGE_SAY_FIRST_S", 0.5)
+    monkeypatch.setattr(outage_module, "OUTAGE_SAY_FIRST_S", 0.5)
     journal = Journal(tmp_path / "journal.sqlite")
     log = Log()
     publisher = Publisher(config(refusing_port), journal, on_command=no_command, log=log)

@@ -26,10 +26,12 @@ from wheeld.core.commands import OperatorCommand
 from wheeld.core.messages import SCHEMA_VERSION
 from wheeld.core.signing import Signer, signature_problem
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.shell import publisher as publisher_module
+from wheeld.shell import drain, takeover
+from wheeld.shell.broker_memory import read_broker_memory
+from wheeld.shell.command_listener import MAX_SENDER, reply_topic_refusal
 from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import MAX_PACKET_BYTES
-from wheeld.shell.publisher import MAX_SENDER, Publisher, reply_topic_refusal
+from wheeld.shell.publisher import Publisher
 from wheeld.table.effects import Outgoing
 from wheeld.table.pipeline import TablePipeline, TableSettings
 from wheeld.testing.rig import Broker, Subscriber
@@ -303,8 +305,8 @@ async def test_the_correlation_data_comes_back_with_the_reply(tmp_path: Path) ->
 async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_topic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(publisher_module, "REFUSED_RETRY_FIRST_S", 0.2)
-    monkeypatch.setattr(publisher_module, "REFUSED_RETRY_MAX_S", 0.4)
+    monkeypatch.setattr(drain, "REFUSED_RETRY_FIRST_S", 0.2)
+    monkeypatch.setattr(drain, "REFUSED_RETRY_MAX_S", 0.4)
     with acl_broker(tmp_path, DENY_GAME) as broker:
         watcher = Subscriber(broker.port, f"{BASE}/#")
         journal = Journal(tmp_path / "journal.sqlite")
@@ -364,7 +366,7 @@ async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_
 async def test_a_session_taken_over_is_said_once_and_backs_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(publisher_module, "TAKEOVER_BACKOFF_FIRST_S", 1.5)
+    monkeypatch.setattr(takeover, "TAKEOVER_BACKOFF_FIRST_S", 1.5)
     with acl_broker(tmp_path, ALLOW_ALL) as broker:
         journal = Journal(tmp_path / "journal.sqlite")
         log = Log()
@@ -408,7 +410,7 @@ async def test_a_session_taken_over_is_said_once_and_backs_off(
     assert waited_s >= 1.0, "reconnected at once: the two would flap every second"
     # Only the disconnections before it was recognised read as a lost or unavailable broker.
     lost = log.at("warning", "broker connection lost") + log.at("warning", "broker unavailable")
-    assert len(lost) < publisher_module.SHORT_SESSIONS_IN_A_ROW
+    assert len(lost) < takeover.SHORT_SESSIONS_IN_A_ROW
 
 
 async def test_a_disconnect_that_says_session_taken_over_is_believed_at_once(
@@ -418,12 +420,13 @@ async def test_a_disconnect_that_says_session_taken_over_is_believed_at_once(
     journal = Journal(tmp_path / "journal.sqlite")
     log = Log()
     publisher = Publisher(config(1883), journal, on_command=no_command, log=log)
-    publisher._connected_at = time.monotonic()  # connected a moment ago
+    publisher.takeover.connected_at = time.monotonic()  # connected a moment ago
     taken = aiomqtt.MqttCodeError(ReasonCode(PacketTypes.DISCONNECT, identifier=0x8E), "gone")
     try:
         raise aiomqtt.MqttError("Disconnected during message iteration") from taken
     except aiomqtt.MqttError as error:
-        assert publisher._taken_over(ExceptionGroup("serve", [error]))
+        group = ExceptionGroup("serve", [error])
+        assert publisher.takeover.judge(group, time.monotonic(), time.time())
     finally:
         journal.close()
     assert publisher.session_taken_over
@@ -459,7 +462,7 @@ async def test_a_payload_over_the_limit_is_never_read(tmp_path: Path, protocol: 
         # Found: a retained 50 MB on <base>/sequence, read and parsed at every reconnect.
         publish_raw(broker.port, BIG, f"{BASE}/sequence", f"{BASE}/result", retain=True)
         log = Log()
-        memory = await publisher_module.read_broker_memory(config(broker.port, protocol), "me", log)
+        memory = await read_broker_memory(config(broker.port, protocol), "me", log)
         assert (memory.sequence, memory.result, memory.rival) == (None, None, None)
         start_up = [(w["topic"], w["bytes"]) for w in log.at("warning", "too big")]
 

@@ -18,7 +18,8 @@ from tests.test_publisher import Log, no_command, until
 from tests.test_publisher import running as publishing
 from wheeld.config import Config
 from wheeld.shell.journal import Journal
-from wheeld.shell.publisher import EX_CONFIG, Publisher, status_json
+from wheeld.shell.presence import EX_CONFIG, status_json
+from wheeld.shell.publisher import Publisher
 from wheeld.table.effects import Outgoing
 from wheeld.testing.rig import (
     Broker,

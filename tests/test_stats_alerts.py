@@ -359,7 +359,8 @@ def any_alarms(effects: Effects, code: str) -> list[dict[str, Any]]:
 
 class JournaledTable:
     """A table whose pipeline is the daemon's (``build_pipeline``), over a real journal,
-    its effects journaled as the daemon's ``_apply`` does; ``restart`` is a stop and start."""
+    its effects journaled as the daemon's ``EffectsApplier.apply`` does; ``restart`` is a
+    stop and start."""
 
     def __init__(self, tmp_path: Path, alerts: str = "") -> None:
         self.config_file = tmp_path / "wheeld.toml"

@@ -893,7 +893,7 @@ def _run(args: argparse.Namespace) -> int:
     from wheeld.shell.daemon import Daemon
     from wheeld.shell.journal import JournalCorrupt, JournalError
     from wheeld.shell.link import LinkOpenError
-    from wheeld.shell.publisher import EX_CONFIG, RivalDaemon
+    from wheeld.shell.presence import EX_CONFIG, RivalDaemon
 
     try:
         return asyncio.run(Daemon(config, capture=args.capture).run())

@@ -29,7 +29,7 @@ from tests.chaos.harness import (
     ChaosRig,
     write_chaos_config,
 )
-from wheeld.shell.publisher import EX_CONFIG
+from wheeld.shell.presence import EX_CONFIG
 from wheeld.testing.rig import DaemonProcess, Subscriber, wait_for
 
 Fault = Callable[[ChaosRig], None]

@@ -14,7 +14,7 @@ import pytest
 
 from tests.chaos.faults import FAULTS, SHORT, Unavailable, inject
 from tests.chaos.harness import ChaosBroker, chaos_rig, check, write_chaos_config
-from wheeld.shell.publisher import EX_CONFIG
+from wheeld.shell.presence import EX_CONFIG
 from wheeld.testing.rig import DaemonProcess, wait_for
 
 pytestmark = pytest.mark.chaos

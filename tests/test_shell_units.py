@@ -1,0 +1,263 @@
+"""The daemon's units, each alone: the inputs held until the broker's memory is read,
+effects applied (lines and commands batched, the deadline on the scheduler), the
+command rate, and the unwritable journal's fault and retry."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any, cast
+
+from tests.shell_fakes import RecordingLog, hand_scheduler
+from wheeld.shell.applier import EffectsApplier
+from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
+from wheeld.shell.inputs import TableInputs
+from wheeld.shell.journal import JournalWriteError
+from wheeld.shell.journal_fault import JOURNAL_RETRY_S, JournalFault
+from wheeld.shell.write_batches import FRAME_BATCH, FRAME_FLUSH_S
+from wheeld.table.effects import CommandRecord, Effects, FrameRecord, LogRecord, Outgoing
+
+
+def _state(message: Outgoing) -> str:
+    return str(json.loads(message.payload)["state"])
+
+
+class _Pipeline:
+    """Says what it was told, and hands back what the test set."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[Any, ...]] = []
+        self.deadline: float | None = None
+        self.journal_failed = False
+        self.engine = SimpleNamespace(state=None)
+        self.signer = None
+
+    def _said(self, *what: Any) -> Effects:
+        self.told.append(what)
+        return Effects()
+
+    def on_bytes(self, data: bytes, now: float) -> Effects:
+        return self._said("bytes", data, now)
+
+    def on_link_up(self, now: float) -> Effects:
+        return self._said("up", now)
+
+    def on_link_down(self, why: str, now: float) -> Effects:
+        return self._said("down", why, now)
+
+    def on_clock_step(self, step: float, wall: float) -> Effects:
+        return self._said("step", step, wall)
+
+    def on_broker_sequence(self, payload: bytes, now: float) -> Effects:
+        return self._said("sequence", payload)
+
+    def on_broker_result(self, payload: bytes, now: float) -> Effects:
+        return self._said("result", payload)
+
+    def on_timer(self, now: float) -> Effects:
+        return self._said("timer", now)
+
+    def next_deadline(self) -> float | None:
+        return self.deadline
+
+    def status_line(self) -> str:
+        return "fault: journal_unwritable" if self.journal_failed else "idle"
+
+    def journal_write_failed(self, failed: Effects, error: str, now: float) -> Effects:
+        self.journal_failed = True
+        status = Outgoing("wheeld/T1/status", '{"state": "fault"}', retain=True)
+        return Effects(messages=[status], logs=[LogRecord("error", "journal unwritable", {})])
+
+    def journal_recovered(self, now: float) -> Effects:
+        self.journal_failed = False
+        return self._said("recovered", now)
+
+    def status_message(self) -> Outgoing:
+        return Outgoing("wheeld/T1/status", '{"state": "online"}', retain=True)
+
+
+def _inputs() -> tuple[TableInputs, _Pipeline, list[Effects], list[float]]:
+    _, _, clock = hand_scheduler()
+    pipeline = _Pipeline()
+    applied: list[Effects] = []
+    steps: list[float] = []
+    inputs = TableInputs(
+        clock=clock,
+        pipeline=cast(Any, pipeline),
+        condition=cast(Any, SimpleNamespace(heard=lambda: None, status_line=lambda: "idle")),
+        notifier=cast(Any, SimpleNamespace(status=lambda line: None)),
+        capture=cast(Any, SimpleNamespace(clock_step=steps.append)),
+        apply=applied.append,
+    )
+    return inputs, pipeline, applied, steps
+
+
+def test_what_the_wheel_says_before_the_brokers_memory_is_decided_after_it_in_order() -> None:
+    inputs, pipeline, applied, _ = _inputs()
+    inputs.on_link_up()
+    inputs.on_data(b"A\r\n", 1001.0)
+    inputs.on_data(b"B\r\n", 1002.0)
+    assert pipeline.told == [] and applied == []
+    inputs.release()
+    assert pipeline.told == [
+        ("up", 1100.0),
+        ("bytes", b"A\r\n", 1001.0),
+        ("bytes", b"B\r\n", 1002.0),
+    ]
+    inputs.on_link_down("gone")
+    assert pipeline.told[-1] == ("down", "gone", 1100.0), "after the answer: at once"
+    assert len(applied) == 4
+
+
+def test_a_stepped_clock_is_told_to_the_capture_and_the_pipeline() -> None:
+    inputs, pipeline, applied, steps = _inputs()
+    inputs.clock_stepped(-30.0, 970.0)
+    assert steps == [-30.0]
+    assert pipeline.told == [("step", -30.0, 970.0)] and len(applied) == 1
+
+
+def test_the_brokers_retained_result_and_sequence_go_to_the_pipeline() -> None:
+    inputs, pipeline, _, _ = _inputs()
+    inputs.on_retained_result("sequence", b"{}")
+    inputs.on_retained_result("result", b"[]")
+    assert pipeline.told == [("sequence", b"{}"), ("result", b"[]")]
+
+
+class _Journal:
+    def __init__(self) -> None:
+        self.frames: list[list[FrameRecord]] = []
+        self.commands: list[list[CommandRecord]] = []
+        self.failing = False
+
+    def record_frames(self, frames: list[FrameRecord]) -> None:
+        if self.failing:
+            raise JournalWriteError("disk full")
+        self.frames.append(list(frames))
+
+    def record_commands(self, commands: list[CommandRecord]) -> None:
+        self.commands.append(list(commands))
+
+
+def _applier() -> tuple[EffectsApplier, _Journal, _Pipeline, Any, list[tuple[Effects, str]]]:
+    scheduler, loop, _ = hand_scheduler()
+    journal, pipeline = _Journal(), _Pipeline()
+    failed: list[tuple[Effects, str]] = []
+    applier = EffectsApplier(
+        base_topic="wheeld/T1",
+        log=RecordingLog(),
+        scheduler=scheduler,
+        journal=cast(Any, journal),
+        pipeline=cast(Any, pipeline),
+        link=cast(Any, SimpleNamespace(write=lambda data: None)),
+        publisher=cast(Any, SimpleNamespace(wake=lambda: None)),
+        metrics=None,
+        on_journal_failed=lambda effects, error: failed.append((effects, error)),
+    )
+    return applier, journal, pipeline, loop, failed
+
+
+def _frame(n: int) -> FrameRecord:
+    return FrameRecord(1000.0 + n, "<", b"HB", None)
+
+
+def test_lines_wait_for_a_batch_or_the_flush_timer() -> None:
+    applier, journal, _, loop, _ = _applier()
+    applier.apply(Effects(frames=[_frame(1), _frame(2)]))
+    assert journal.frames == []
+    loop.run_until(loop.t + FRAME_FLUSH_S)
+    assert journal.frames == [[_frame(1), _frame(2)]]
+    applier.apply(Effects(frames=[_frame(n) for n in range(FRAME_BATCH)]))
+    assert len(journal.frames) == 2 and len(journal.frames[1]) == FRAME_BATCH, "a full batch: now"
+
+
+def test_lines_the_journal_refuses_are_kept_and_the_fault_is_said() -> None:
+    applier, journal, _, loop, failed = _applier()
+    journal.failing = True
+    applier.apply(Effects(frames=[_frame(1)]))
+    loop.run_until(loop.t + FRAME_FLUSH_S)
+    assert [error for _, error in failed] == ["disk full"]
+    assert applier.batches.frames == [_frame(1)]
+
+
+def test_the_commands_of_one_turn_of_the_loop_go_in_one_commit() -> None:
+    applier, journal, _, loop, _ = _applier()
+    one = CommandRecord(1000.0, "ack", "ana", "{}", True, "acknowledged")
+    two = CommandRecord(1000.0, "ack", "bob", "{}", True, "acknowledged")
+    applier.apply(Effects(commands=[one]))
+    applier.apply(Effects(commands=[two]))
+    assert journal.commands == []
+    loop.run_until(loop.t)
+    assert journal.commands == [[one, two]]
+
+
+def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
+    applier, _, pipeline, loop, _ = _applier()
+    pipeline.deadline = 1000.0 + loop.t + 2.5
+    applier.apply(Effects())
+    assert loop.armed == [loop.t + 2.5]
+    pipeline.deadline = None
+    loop.run_until(loop.t + 2.5)
+    assert pipeline.told == [("timer", 1000.0 + loop.t)]
+    assert loop.armed == [], "no deadline after it: no timer"
+
+
+def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second() -> None:
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    published: list[Outgoing] = []
+    statuses: list[str] = []
+    applied: list[Effects] = []
+    journal = SimpleNamespace(writable=lambda: False)
+    parts = SimpleNamespace(
+        log=RecordingLog(),
+        scheduler=scheduler,
+        journal=journal,
+        pipeline=pipeline,
+        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        notifier=SimpleNamespace(status=statuses.append),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=applied.append,
+    )
+    fault = JournalFault(cast(Any, parts))
+    fault.failed(Effects(), "disk full")
+    fault.failed(Effects(), "disk full")  # still one retry
+    assert [_state(m) for m in published] == ["fault", "fault"]
+    assert statuses[-1] == "fault: journal_unwritable"
+    assert scheduler.names() == ["journal retry"]
+    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    assert scheduler.names() == ["journal retry"] and applied == [], "still unwritable"
+    journal.writable = lambda: True
+    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    assert pipeline.told == [("recovered", 1000.0 + loop.t)] and len(applied) == 1
+    assert _state(published[-1]) == "online" and statuses[-1] == "idle"
+    assert scheduler.names() == []
+
+
+def test_commands_past_the_rate_are_counted_and_journaled_once_a_minute() -> None:
+    scheduler, loop, _ = hand_scheduler()
+    applied: list[Effects] = []
+    log = RecordingLog()
+    gate = CommandGate(log=log, scheduler=scheduler, apply=applied.append)
+    allowed = [gate.allow("ana", "ack", 1000.0) for _ in range(200)]
+    assert allowed[0] and not all(allowed)
+    assert scheduler.names() == ["rate summary"], "one summary, however many refused"
+    loop.run_until(loop.t + RATE_SUMMARY_S)
+    (effects,) = applied
+    (record,) = effects.commands
+    refused = allowed.count(False)
+    assert (record.name, record.sender, record.accepted) == ("ack", "ana", False)
+    assert record.payload == f"{refused} ack command(s) refused over the rate"
+    assert log.lines[-1][1] == "commands refused over the rate"
+    assert all(gate.allow("bob", "close", 1000.0) for _ in range(3)), "each kind its own"
+
+
+def test_what_was_refused_is_journaled_at_a_stop() -> None:
+    scheduler, _, _ = hand_scheduler()
+    applied: list[Effects] = []
+    gate = CommandGate(log=RecordingLog(), scheduler=scheduler, apply=applied.append)
+    while gate.allow("ana", "ack", 1000.0):
+        pass
+    gate.stopping(1001.0)
+    assert len(applied) == 1 and scheduler.names() == []
+    gate.stopping(1002.0)
+    assert len(applied) == 1, "nothing refused since: nothing said"

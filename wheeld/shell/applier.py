@@ -1,0 +1,158 @@
+"""The pipeline's effects carried out, in order: journal first, then the world.
+
+``EffectsApplier.apply`` writes an ``Effects`` value's records to the journal
+(the decisions and their outbox entries in one commit, durable before the
+publisher may send them), then the bytes to the wheel, the log lines, the
+jobs' hooks, a wake-up for the publisher, and the pipeline's next deadline on
+the scheduler. A write the journal refuses goes to ``JournalFault``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from wheeld.shell.journal import JournalWriteError
+from wheeld.shell.journal.durability import fsync_due
+from wheeld.shell.write_batches import FRAME_BATCH, WriteBatches
+from wheeld.table.effects import Effects, Outgoing
+
+if TYPE_CHECKING:
+    from wheeld.shell.jobs import Jobs
+    from wheeld.shell.journal import Journal
+    from wheeld.shell.link import WheelLink
+    from wheeld.shell.metrics import TableMetrics
+    from wheeld.shell.publisher import Publisher
+    from wheeld.shell.scheduler import Scheduler, Timer
+    from wheeld.table.pipeline import TablePipeline
+
+#: What a journal another went on past lets go of (``Effects.superseded``).
+SUPERSEDED_TOPICS = ("sequence", "game", "result", "history", "stats")
+
+
+class EffectsApplier:
+    """Journal, then write to the wheel, log, wake the publisher and re-arm the deadline."""
+
+    def __init__(
+        self,
+        *,
+        base_topic: str,
+        log: Any,
+        scheduler: Scheduler,
+        journal: Journal,
+        pipeline: TablePipeline,
+        link: WheelLink,
+        publisher: Publisher,
+        metrics: TableMetrics | None,
+        on_journal_failed: Callable[[Effects, str], None],
+    ) -> None:
+        self._base = base_topic
+        self._log = log
+        self._scheduler = scheduler
+        self._journal = journal
+        self._pipeline = pipeline
+        self._link = link
+        self._publisher = publisher
+        self._metrics = metrics
+        self._journal_failed = on_journal_failed
+        self.batches = WriteBatches(
+            journal, scheduler, lambda error: on_journal_failed(Effects(), error)
+        )
+        #: The periodic jobs, told of decisions and of effects applied (set once built).
+        self.jobs: Jobs | None = None
+        self._deadline: Timer | None = None
+
+    def apply(self, effects: Effects) -> None:
+        """Journal, then write to the wheel, log, wake the publisher and re-arm the timer."""
+        journal = self._journal
+        batches = self.batches
+        try:
+            # Decisions last: when a write fails, exactly the games whose records
+            # did not reach the journal are the ones the pipeline will void. The
+            # frames first, without an fsync: the decisions' commit makes them durable.
+            batches.frames += effects.frames
+            # With a commit that is fsync'd (``fsync_due``: a game's end, an alarm) or a
+            # command: the lines that led to it become durable with it. A game's start is
+            # not fsync'd, and its lines wait for the timer: hashing them is not on the
+            # launch's path.
+            fsynced = fsync_due(effects)
+            if batches.frames and (
+                fsynced or effects.commands or len(batches.frames) >= FRAME_BATCH
+            ):
+                batches.flush_frames()
+            elif batches.frames:
+                batches.flush_frames_later()
+            if effects.commands:
+                # Commands are group-committed: those of one turn of the loop in one
+                # commit, without an fsync; with what an accepted one did, at once.
+                batches.commands += effects.commands
+                if fsynced:
+                    batches.flush_commands()
+                else:
+                    batches.flush_commands_soon()
+            if effects.table_state is not None:
+                journal.save_table_state(effects.table_state)
+            if effects.superseded:
+                topics = [f"{self._base}/{name}" for name in SUPERSEDED_TOPICS]
+                dropped = journal.supersede(topics)
+                if dropped:
+                    self._log.warning(
+                        "game messages never published dropped: another wheeld went on past them",
+                        dropped=dropped,
+                    )
+            if effects.chain_floor is not None:
+                journal.record_floor(*effects.chain_floor)
+            if effects.taken_from is not None:
+                journal.record_takeover(effects.taken_from)
+            if effects.alarms or effects.set_alerts is not None:
+                # Before the decisions: their durable commit makes these durable too.
+                journal.record_alarms(effects.alarms, effects.set_alerts)
+            if effects.decided:
+                state = effects.state or self._pipeline.engine.state
+                # The chain as it stands after this batch, kept in the same commit.
+                pipeline = self._pipeline
+                chain = pipeline.chain if pipeline.signer is not None else None
+                ids = journal.record(
+                    effects.games, effects.messages, state, chain=chain, alarm=effects.alarmed
+                )
+                if self._metrics is not None:
+                    self._metrics.decided(effects.games, effects.messages, ids)
+                if effects.games:
+                    # Kept: now the history, the statistics and the alerts follow from them.
+                    self.apply(self._pipeline.committed())
+                if self.jobs is not None:
+                    self.jobs.decided()
+            else:
+                if effects.state is not None:
+                    journal.save_state(effects.state)
+                if effects.messages:
+                    journal.enqueue(effects.messages)
+        except JournalWriteError as exc:
+            self._journal_failed(effects, str(exc))
+        for data in effects.writes:
+            self._link.write(data)
+        for record in effects.logs:
+            getattr(self._log, record.level)(record.event, **record.fields)
+        if self.jobs is not None:
+            self.jobs.applied()
+        self._publisher.wake()
+        self._rearm()
+
+    def enqueue_best_effort(self, message: Outgoing) -> None:
+        """Into the outbox; said outside it when the journal cannot write."""
+        try:
+            self._journal.enqueue([message])
+        except JournalWriteError:
+            self._publisher.publish_unjournaled(message)
+
+    def _rearm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        deadline = self._pipeline.next_deadline()
+        if deadline is not None:
+            self._deadline = self._scheduler.at(deadline, self._deadline_due, "deadline")
+
+    def _deadline_due(self, now: float) -> None:
+        self._deadline = None
+        self.apply(self._pipeline.on_timer(now))

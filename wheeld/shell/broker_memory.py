@@ -1,0 +1,132 @@
+"""What a broker retains for the table, read before the daemon says or decides anything.
+
+Before the daemon connects with its own client id (which would take a running
+daemon's session over), ``read_broker_memory`` reads the retained
+``<base>/status``, ``sequence`` and ``result`` with a throwaway client:
+another instance online there is a second wheeld for the table, and the
+daemon refuses to start (``RivalDaemon``). ``retained`` is the same reading on
+the daemon's own connection, at every connect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiomqtt import Message
+
+    from wheeld.config import Config
+    from wheeld.shell.mqtt_client import Client
+
+#: Start-up check for a second daemon: at most this long to connect (per
+#: broker), and to wait for a retained <base>/status.
+PREFLIGHT_CONNECT_S = 2.0
+PREFLIGHT_WAIT_S = 1.0
+#: However many brokers there are, the start-up check (and what the wheel says
+#: meanwhile, held) waits at most about this long.
+PREFLIGHT_TOTAL_S = 5.0
+#: Once the broker has answered a later subscription, a retained status would
+#: have come before it: wait only this much longer for a broker that does not
+#: keep that order.
+PREFLIGHT_GRACE_S = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerMemory:
+    """What a broker retains for the table, read at start before anything is decided."""
+
+    #: Another wheeld its status says is online for the table, else None.
+    rival: str | None = None
+    #: The retained ``<base>/sequence`` and ``<base>/result`` payloads, if any.
+    sequence: bytes | None = None
+    result: bytes | None = None
+
+
+async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerMemory:
+    """The table's retained status, sequence and result, from the first broker that answers.
+
+    Read with a throwaway clean-session client id before the daemon connects
+    with its own (which would take a running daemon's session over). None
+    answering is no evidence: the daemon starts, notices a rival at run time,
+    and checks the retained result again at every connect.
+    """
+    import aiomqtt
+
+    from wheeld.shell.mqtt_client import make_client, too_big
+
+    base = config.base_topic
+    deadline = time.monotonic() + PREFLIGHT_TOTAL_S
+    for server in config.mqtt.brokers:
+        if time.monotonic() >= deadline:
+            log.warning("start-up check: no broker answered in time", waited_s=PREFLIGHT_TOTAL_S)
+            break
+        client = make_client(
+            config,
+            client_id=f"wheeld-preflight-{secrets.token_hex(3)}",  # 23 characters: 3.1.1's limit
+            server=server,
+            timeout=PREFLIGHT_CONNECT_S,
+        )
+        try:
+            async with asyncio.timeout(PREFLIGHT_CONNECT_S + PREFLIGHT_WAIT_S), client:
+                held = await retained(client, base, ("status", "sequence", "result"))
+        except (aiomqtt.MqttError, TimeoutError, OSError) as exc:
+            log.debug("start-up check: broker unavailable", server=server, error=str(exc))
+            continue
+        for name, payload in list(held.items()):
+            if too_big(f"{base}/{name}", payload, log):  # MQTT 3.1.1: never parsed
+                del held[name]
+        rival = None
+        try:
+            status = json.loads(held["status"]) if "status" in held else None
+        except ValueError:
+            status = None
+        if isinstance(status, dict) and status.get("state") != "offline":
+            other = status.get("instance")
+            if isinstance(other, str) and other != instance:
+                rival = other[:200]
+        return BrokerMemory(rival, held.get("sequence"), held.get("result"))
+    return BrokerMemory()
+
+
+async def retained(
+    client: Client, base: str, names: tuple[str, ...], others: list[Message] | None = None
+) -> dict[str, bytes]:
+    """The retained payloads the broker holds on ``<base>/<name>``, by name (non-empty ones).
+
+    Anything else that comes meanwhile (a command the broker kept for our session) is
+    put in ``others``, for the caller to hand on, never dropped.
+    """
+    topics = {f"{base}/{name}": name for name in names}
+    for topic in topics:
+        await client.subscribe(topic, qos=1)
+    waited = time.monotonic()
+    # A barrier: a broker answers a subscription, then sends what it retains,
+    # then reads the next packet; so after this SUBACK the retained ones are here.
+    await client.subscribe(f"{base}/status/preflight", qos=0)
+    left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
+    held: dict[str, bytes] = {}
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(max(0.0, min(left, PREFLIGHT_GRACE_S))):
+            async for message in client.messages:
+                name = topics.get(message.topic.value)
+                if name is None:
+                    if others is not None:
+                        others.append(message)
+                    continue
+                # A status said meanwhile is the status now; a live sequence or result
+                # is another controller's own news, not what the broker keeps.
+                if not (message.retain or name == "status"):
+                    continue
+                if isinstance(message.payload, bytes) and message.payload:
+                    held[name] = message.payload
+                else:
+                    held.pop(name, None)  # cleared
+                if len(held) == len(topics):
+                    break
+    return held

@@ -1,0 +1,59 @@
+"""Operator commands, as the publisher hands them over: rate, carry out, reply.
+
+Within its rates (``CommandGate``) a command goes to the pipeline, or for
+``recall`` to the journal (``RecallDesk``); its effects are applied and the
+reply handed back to the publisher to send. Past its rate it gets no reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from wheeld.core.commands import OperatorCommand, claimed_operator
+from wheeld.core.messages import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from wheeld.shell.clock import HostClock
+    from wheeld.shell.command_rate import CommandGate
+    from wheeld.shell.recall_desk import RecallDesk
+    from wheeld.table.effects import Effects
+    from wheeld.table.pipeline import TablePipeline
+
+
+class CommandDesk:
+    """The publisher's ``CommandHandler``: a reply, or None for a command past its rate."""
+
+    def __init__(
+        self,
+        *,
+        log: Any,
+        clock: HostClock,
+        pipeline: TablePipeline,
+        gate: CommandGate,
+        recalls: RecallDesk,
+        apply: Callable[[Effects], None],
+    ) -> None:
+        self._log = log
+        self._clock = clock
+        self._pipeline = pipeline
+        self._gate = gate
+        self._recalls = recalls
+        self._apply = apply
+
+    async def __call__(self, command: OperatorCommand) -> dict[str, Any] | None:
+        now = self._clock.now()
+        if not self._gate.allow(claimed_operator(command), command.name, now):
+            # Past the rate: no parsing, no reply, no record of its own (a count
+            # is journaled each minute): a flood costs nothing later.
+            return None
+        if command.name == "recall":
+            reply = await self._recalls.answer(command, now)
+            return {**reply, "schema_version": SCHEMA_VERSION}
+        try:
+            reply, effects = self._pipeline.on_command(command, now)
+        except Exception as exc:  # a command must never take the daemon down
+            self._log.error("command failed", command=command.name, error=repr(exc))
+            return {"ok": False, "error": "internal error", "schema_version": SCHEMA_VERSION}
+        self._apply(effects)
+        return {**reply, "schema_version": SCHEMA_VERSION}

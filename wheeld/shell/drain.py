@@ -1,0 +1,199 @@
+"""The journal's outbox, drained to the broker in order, each entry kept until its PUBACK.
+
+An outbox entry is acknowledged in the journal only after a PUBACK that says
+success. A PUBACK with a failure code (MQTT 5: 0x87 Not authorized, say) is a
+refusal, not a delivery: the entry stays, is retried with capped exponential
+backoff, and raises one ``broker_refused`` alarm. Order is kept per topic: a
+refused entry holds back the later entries on its topic (so ``<base>/game``
+stays in order, and an old retained value never lands after a newer one),
+while other topics flow on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from wheeld.core.messages import SCHEMA_VERSION, iso_utc
+from wheeld.shell.journal import JournalWriteError, OutboxEntry
+from wheeld.shell.properties import json_properties, status_properties
+from wheeld.table.effects import Outgoing
+
+if TYPE_CHECKING:
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    from wheeld.config import Config
+    from wheeld.shell.journal import Journal
+    from wheeld.shell.mqtt_client import Client
+    from wheeld.shell.presence import Presence
+
+#: A refused outbox entry is tried again after 1 s, 2 s, 4 s ... at most a minute apart.
+REFUSED_RETRY_FIRST_S = 1.0
+REFUSED_RETRY_MAX_S = 60.0
+
+#: Builds the alarm said when the broker refuses an entry: (when, code, detail).
+AlarmBuilder = Callable[[float, str, dict[str, Any]], Outgoing]
+
+
+@dataclass(slots=True)
+class _Refusal:
+    """An outbox entry the broker refused, and when to offer it again."""
+
+    topic: str
+    since: float
+    retry_at: float
+    delay_s: float
+
+
+def unsigned_alarm(config: Config) -> AlarmBuilder:
+    """An alarm builder for a publisher without a pipeline: the contract's fields, unsigned."""
+
+    def build(at: float, code: str, detail: dict[str, Any]) -> Outgoing:
+        payload = {
+            "alarm": code,
+            "table": config.table.id,
+            "ts": iso_utc(at),
+            **detail,
+            "schema_version": SCHEMA_VERSION,
+        }
+        return Outgoing.on(config.base_topic, "alarm", json.dumps(payload))
+
+    return build
+
+
+class OutboxDrain:
+    """Offers the outbox to whichever broker is connected; remembers what it refused.
+
+    ``stuck_since`` (epoch seconds of the oldest refusal still holding an entry
+    back, else None) and ``refusals`` (refused PUBACKs since start, retries
+    included) are for the daemon's health and status line.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        journal: Journal,
+        presence: Presence,
+        log: Any,
+        *,
+        alarm_message: AlarmBuilder,
+        on_acknowledged: Callable[[OutboxEntry], None] | None = None,
+    ) -> None:
+        self._protocol = config.mqtt.protocol
+        self._status = f"{config.base_topic}/status"
+        self._journal = journal
+        self._presence = presence
+        self._log = log
+        self._alarm_message = alarm_message
+        self._on_acknowledged = on_acknowledged
+        self._wake = asyncio.Event()
+        self._refused: dict[int, _Refusal] = {}
+        self.refusals = 0
+
+    @property
+    def stuck_since(self) -> float | None:
+        """When the oldest refusal still holding back an entry began (epoch s)."""
+        return min((r.since for r in self._refused.values()), default=None)
+
+    def wake(self) -> None:
+        """New entries are in the outbox."""
+        self._wake.set()
+
+    def moved(self) -> None:
+        """Another broker: it may take what this one refused, so offer it at once."""
+        for refusal in self._refused.values():
+            refusal.retry_at = 0.0
+
+    async def run(self, client: Client) -> None:
+        """Drain, then wait for new entries or a refused one falling due; forever."""
+        while True:
+            self._wake.clear()
+            await self._drain_once(client)
+            next_retry = min((r.retry_at for r in self._refused.values()), default=None)
+            if next_retry is None:
+                await self._wake.wait()
+                continue
+            # Woken by new entries, or by a refused one falling due again.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, next_retry - time.monotonic())):
+                    await self._wake.wait()
+
+    async def _drain_once(self, client: Client) -> None:
+        """Offer every pending entry once, in order, but none behind a refusal on its topic."""
+        held: set[str] = set()
+        after = 0
+        while entries := self._journal.pending(after):
+            for entry in entries:
+                after = entry.id
+                topic = entry.message.topic
+                refusal = self._refused.get(entry.id)
+                if topic in held or (refusal and refusal.retry_at > time.monotonic()):
+                    held.add(topic)
+                    continue
+                code = await self.deliver(client, entry.message)
+                if code.is_failure:
+                    await self._refuse(client, entry, code)
+                    held.add(topic)
+                    continue
+                try:
+                    self._journal.acknowledge(entry)
+                except JournalWriteError:
+                    # Sent again once the journal can write; consumers drop repeats by game id.
+                    return
+                if self._on_acknowledged is not None:
+                    try:
+                        self._on_acknowledged(entry)
+                    except Exception as exc:  # a counter's bug must not cut the connection
+                        self._log.error("on_acknowledged failed", error=repr(exc))
+                if self._refused.pop(entry.id, None) is not None:
+                    self._log.info("broker accepted a message it had refused", topic=topic)
+
+    async def deliver(self, client: Client, message: Outgoing) -> ReasonCode:
+        """One message at QoS 1 (the outbox's promise rests on a PUBACK): the broker's answer."""
+        payload: str | bytes = message.payload
+        properties = json_properties(self._protocol)
+        if message.topic == self._status:
+            payload = self._presence.said(payload)
+            properties = status_properties(self._protocol, self._presence.instance)
+        return await client.publish_acknowledged(
+            message.topic, payload, retain=message.retain, properties=properties
+        )
+
+    async def _refuse(self, client: Client, entry: OutboxEntry, code: ReasonCode) -> None:
+        self.refusals += 1
+        now = time.monotonic()
+        refusal = self._refused.get(entry.id)
+        if refusal is not None:
+            refusal.delay_s = min(refusal.delay_s * 2, REFUSED_RETRY_MAX_S)
+            refusal.retry_at = now + refusal.delay_s
+            self._log.debug("broker refused a message again", topic=refusal.topic, reason=str(code))
+            return
+        since = time.time()
+        self._refused[entry.id] = _Refusal(
+            entry.message.topic,
+            since,
+            now + REFUSED_RETRY_FIRST_S,
+            REFUSED_RETRY_FIRST_S,
+        )
+        self._log.error(
+            "broker refused a message: it stays in the outbox and is retried, "
+            "holding back later messages on its topic",
+            topic=entry.message.topic,
+            reason=str(code),
+            code=code.value,
+        )
+        # Best effort and not journalled: an alarm about a refusal must not
+        # itself become an outbox entry that can be refused, and so on.
+        alarm = self._alarm_message(
+            since, "broker_refused", {"topic": entry.message.topic, "reason": str(code)}
+        )
+        alarm_code = await client.publish_acknowledged(
+            alarm.topic, alarm.payload, properties=json_properties(self._protocol)
+        )
+        if alarm_code.is_failure:
+            self._log.error("broker refused the alarm as well", reason=str(alarm_code))

@@ -1,0 +1,90 @@
+"""What the world tells the table, handed to the pipeline with the host time.
+
+The wheel's bytes, the link going up or down, the broker's retained result
+and sequence, and a stepped clock each become one pipeline input, whose
+effects are applied at once. Until the broker's memory has been read at start
+(``Daemon``'s start-up check) what the wheel says is held, in order and with
+its time, and decided after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wheeld.shell.clock import HostClock
+    from wheeld.shell.condition import TableCondition
+    from wheeld.shell.link import CaptureWriter
+    from wheeld.shell.notify import Notifier
+    from wheeld.table.effects import Effects
+    from wheeld.table.pipeline import TablePipeline
+
+
+class TableInputs:
+    """The link's, the broker's and the clock's news, into the pipeline."""
+
+    def __init__(
+        self,
+        *,
+        clock: HostClock,
+        pipeline: TablePipeline,
+        condition: TableCondition,
+        notifier: Notifier,
+        capture: CaptureWriter | None,
+        apply: Callable[[Effects], None],
+    ) -> None:
+        self._clock = clock
+        self._pipeline = pipeline
+        self._condition = condition
+        self._notifier = notifier
+        self._capture = capture
+        self._apply = apply
+        #: What the wheel said before the broker's memory was read: decided after it.
+        self._held: list[Callable[[], None]] | None = []
+        clock.on_step = self.clock_stepped
+
+    def release(self) -> None:
+        """The broker's memory is read: decide what was held, in order, and the rest as it comes."""
+        held, self._held = self._held or [], None
+        for heard in held:
+            heard()
+
+    def clock_stepped(self, step: float, wall: float) -> None:
+        """The wall clock was stepped: the capture and the pipeline are told, so
+        a forward step does not read as silence and void the game in progress."""
+        if self._capture is not None:
+            self._capture.clock_step(step)
+        self._apply(self._pipeline.on_clock_step(step, wall))
+
+    def on_data(self, data: bytes, now: float) -> None:
+        self._condition.heard()
+        if self._held is not None:  # before the broker's answer: kept, in order, with its time
+            self._held.append(lambda: self._apply(self._pipeline.on_bytes(data, now)))
+            return
+        self._apply(self._pipeline.on_bytes(data, now))
+
+    def on_link_up(self) -> None:
+        now = self._clock.now()
+        if self._held is not None:
+            self._held.append(lambda: self._link_changed(self._pipeline.on_link_up(now)))
+            return
+        self._link_changed(self._pipeline.on_link_up(now))
+
+    def on_link_down(self, why: str) -> None:
+        now = self._clock.now()
+        if self._held is not None:
+            self._held.append(lambda: self._link_changed(self._pipeline.on_link_down(why, now)))
+            return
+        self._link_changed(self._pipeline.on_link_down(why, now))
+
+    def _link_changed(self, effects: Effects) -> None:
+        self._apply(effects)
+        self._notifier.status(self._condition.status_line())
+
+    def on_retained_result(self, name: str, payload: bytes) -> None:
+        """The broker's retained ``result`` or ``sequence``, at a (re)connect."""
+        if name == "sequence":
+            self._apply(self._pipeline.on_broker_sequence(payload, self._clock.now()))
+        else:
+            self._apply(self._pipeline.on_broker_result(payload, self._clock.now()))

@@ -1,0 +1,49 @@
+"""The write-ahead log's checkpoint, in a worker thread: it stays a few hundred KiB.
+
+Never by a commit on the event loop (``Journal.checkpoint_elsewhere``): a
+checkpoint's fsyncs must not hold up a launch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import ClassVar
+
+from wheeld.shell.jobs.base import Job, Parts
+from wheeld.shell.journal.store import checkpoint_wal
+
+#: How often the write-ahead log is checkpointed.
+WAL_CHECKPOINT_S = 30.0
+#: At a stop, how long a checkpoint under way may still take.
+WAL_PATIENCE_S = 5.0
+
+
+class WalCheckpointJob(Job):
+    """One checkpoint at a time, in a thread with a connection of its own."""
+
+    name: ClassVar[str] = "wal"
+
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self._task: asyncio.Task[None] | None = None
+
+    def running(self) -> None:
+        self.parts.journal.checkpoint_elsewhere()
+
+    def period_s(self) -> float:
+        return WAL_CHECKPOINT_S
+
+    def tick(self, now: float) -> None:
+        if self._task is not None and not self._task.done():
+            return  # the last one is still at it (a slow disk)
+        self._task = asyncio.get_running_loop().create_task(self._checkpoint())
+
+    async def _checkpoint(self) -> None:
+        try:
+            await asyncio.to_thread(checkpoint_wal, self.parts.journal.path)
+        except Exception as exc:  # a full disk, say: the log waits, the journal says so itself
+            self.parts.log.warning("journal checkpoint failed", error=repr(exc))
+
+    async def stopping(self) -> None:
+        if self._task is not None:
+            await asyncio.wait([self._task], timeout=WAL_PATIENCE_S)  # before ours closes
