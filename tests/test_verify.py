@@ -772,6 +772,39 @@ def test_an_export_never_replaces_what_is_not_a_file(
     assert verify(capsys, "--key", public_key, link) == (0, f"{link}: intact")
 
 
+def test_two_exports_to_one_file_at_once_each_write_a_whole_one(
+    tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found on the first day: two exports to one --out shared one partial file; the
+    second truncated it and renamed it away under the first, which then failed with
+    `No such file or directory` (and could leave a mix of both). Each writes its own."""
+    from wheeld.shell.journal import recall
+
+    write_journal(tmp_path, games(3)).close()
+    out = tmp_path / "audit.jsonl"
+    export = ["export", "--state-dir", str(tmp_path), "--out", str(out)]
+    lines = recall.export_lines
+    second: list[int | None] = []
+
+    def first_then_second(*args: Any, **kwargs: Any) -> Any:
+        for number, line in enumerate(lines(*args, **kwargs)):
+            yield line
+            if number == 0 and not second:  # the first is writing: the second runs whole
+                second.append(None)
+                second[0] = main([*export, "--to-game", "2"])
+
+    monkeypatch.setattr(recall, "export_lines", first_then_second)
+    assert main(export) == 0
+    assert second == [0]
+    said = capsys.readouterr()
+    assert said.err == ""
+    assert json.loads(out.read_text().splitlines()[0])["export"]["games"] == [1, 3]
+    assert sorted(path.name for path in tmp_path.iterdir() if "audit" in path.name) == [
+        "audit.jsonl"
+    ]
+    assert verify(capsys, "--key", public_key, out) == (0, f"{out}: intact")
+
+
 def test_a_file_of_one_endless_line_is_refused_unread(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:
