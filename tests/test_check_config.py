@@ -13,6 +13,8 @@ daemon's own one-line refusals remain for those.
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
 import os
 import shutil
@@ -84,7 +86,14 @@ def _port_in_use(tmp_path: Path) -> str:
     return f"127.0.0.1:{held.getsockname()[1]}"
 
 
-_HELD: list[socket.socket] = []
+def _port_held(tmp_path: Path, config: dict[str, dict[str, object]]) -> None:
+    """The wheel's port, held as a wheeld holds it (pyserial's lock) by another program."""
+    held = open(str(config["wheel"]["port"]), "rb", buffering=0)  # noqa: SIM115
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _HELD.append(held)
+
+
+_HELD: list[socket.socket | io.FileIO] = []
 
 
 Case = Callable[[Path, dict[str, dict[str, object]]], str | None]
@@ -148,6 +157,8 @@ CASES: dict[str, Case] = {
     "a malformed key": _bad_key,
     "a wheel's port not there": _set("wheel", "port", "/dev/wheeld-test-no-such-port"),
     "a wheel's port that is a file": _not_a_device,
+    "a wheel's port that is no terminal": _set("wheel", "port", "/dev/null"),
+    "a wheel's port another program holds": _port_held,
     "a state directory under /proc": _set("state", "dir", "/proc/wheeld"),
     "another table's journal": _another_table,
     "a metrics port in use": _metrics_taken,

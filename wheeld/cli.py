@@ -852,7 +852,7 @@ def _check_config(args: argparse.Namespace) -> int:
     if holder is not None:
         warnings.append(
             f"state.dir: {config.state.dir}: {holder} is using it now "
-            "(wheeld run would stop while it runs; its metrics address was not tried)"
+            "(wheeld run would stop while it runs; its port and metrics address were not tried)"
         )
     for warning in warnings:
         print(f"{args.file}: warning: {warning}", file=sys.stderr)

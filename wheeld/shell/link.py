@@ -40,8 +40,23 @@ BACKOFF_MAX_S = 5.0
 STABLE_AFTER_S = 1.0
 
 
+#: Why a port cannot be the wheel's, in the words ``run`` and ``check-config`` share.
+PORT_HELD = "in use by another program (another wheeld? each table needs its own wheel.port)"
+NOT_A_TERMINAL = "not a serial port (a character device, but no terminal)"
+
+
 class LinkOpenError(Exception):
     """The port could not be opened; the message names it."""
+
+
+def open_refusal(exc: BaseException) -> str:
+    """Why opening a port failed, in words: pyserial's own for what it says plainly."""
+    text = _reason(exc)
+    if "exclusively lock" in text:  # pyserial's flock, refused: "[Errno 11] ... [Errno 11] ..."
+        return PORT_HELD
+    if "Inappropriate ioctl" in text:  # opened, but no termios: /dev/null, a printer
+        return NOT_A_TERMINAL
+    return text
 
 
 class CaptureWriter:
@@ -206,7 +221,7 @@ class WheelLink:
                 loop, lambda: protocol, self.port, baudrate=self.baudrate, exclusive=True
             )
         except (serial.SerialException, OSError, ValueError) as exc:
-            raise LinkOpenError(f"{self.port}: {_reason(exc)}") from None
+            raise LinkOpenError(f"{self.port}: {open_refusal(exc)}") from None
         self._transport = transport
         self._protocol = protocol
         self.connected = True

@@ -43,6 +43,7 @@ from wheeld.config import (
 from wheeld.core.signing import Signer, SigningError
 from wheeld.shell.journal import JOURNAL_FILE
 from wheeld.shell.journal.errors import another_table
+from wheeld.shell.link import NOT_A_TERMINAL, PORT_HELD
 
 #: Why ``wheeld run`` refuses a configuration without a signing key.
 KEY_NOT_SET = (
@@ -65,16 +66,15 @@ def machine_problems(sections: Mapping[str, BaseModel], *, live: bool = False) -
     signing = sections.get("signing")
     if isinstance(signing, SigningConfig):
         problems += signing_problems(signing)
+    state, table = sections.get("state"), sections.get("table")
+    # A running wheeld holds its own port and metrics address: the journal's lock says so.
+    held = isinstance(state, StateConfig) and state_dir_holder(state.dir) is not None
     wheel = sections.get("wheel")
     if isinstance(wheel, WheelConfig):
-        problems += port_problems(wheel, live=live)
-    state, table = sections.get("state"), sections.get("table")
-    held = False
+        problems += port_problems(wheel, live=live, opened=not held)
     if isinstance(state, StateConfig):
         problems += state_problems(state, table if isinstance(table, TableConfig) else None)
-        held = state_dir_holder(state.dir) is not None
     metrics = sections.get("metrics")
-    # A running wheeld holds its own metrics port: the journal's lock says so, not this.
     if isinstance(metrics, MetricsConfig) and metrics.listen and not held:
         problem = listen_problem(metrics.listen)
         if problem is not None:
@@ -99,9 +99,11 @@ def signing_problems(signing: SigningConfig) -> list[str]:
     return []
 
 
-def port_problems(wheel: WheelConfig, *, live: bool = False) -> list[str]:
+def port_problems(wheel: WheelConfig, *, live: bool = False, opened: bool = True) -> list[str]:
     """A device path must be there (unless waited for) and be a serial device this user
-    may read and write; a ``socket://`` host must resolve (``live``)."""
+    may read and write, and (``opened``: no wheeld of this table runs, holding it) open as
+    the daemon opens it: a terminal no other program holds. A ``socket://`` host must
+    resolve (``live``)."""
     port = wheel.port
     scheme, sep, _ = port.partition("://")
     if sep:
@@ -131,7 +133,34 @@ def port_problems(wheel: WheelConfig, *, live: bool = False) -> list[str]:
             f"wheel.port: {port}: this user may not read and write it "
             "(the units run wheeld in the dialout group)"
         ]
-    return []
+    refusal = open_problem(port) if opened else None
+    return [f"wheel.port: {port}: {refusal}"] if refusal is not None else []
+
+
+def open_problem(port: str) -> str | None:
+    """Open the device as the daemon will (pyserial: read and write, its lock taken), for a
+    moment and without waiting for a carrier: why it cannot be the wheel's, or None.
+
+    Found: ``/dev/null`` (a character device, no terminal) and a port another wheeld held
+    passed check-config, and run refused them in pyserial's words.
+    """
+    try:
+        fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:  # TIOCEXCL: another program opened it exclusively
+            return PORT_HELD
+        return (exc.strerror or str(exc)).lower()
+    try:
+        if not os.isatty(fd):
+            return NOT_A_TERMINAL
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return PORT_HELD
+    finally:
+        os.close(fd)  # closing releases a lock taken
+    return None
 
 
 def state_problems(state: StateConfig, table: TableConfig | None) -> list[str]:
