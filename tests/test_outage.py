@@ -5,6 +5,7 @@ line at a bounded back-off that names the next try, reasons in words, and
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import socket
 import ssl
@@ -14,6 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -24,6 +27,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from tests.test_publisher import Log, config, no_command, until
 from tests.test_publisher import running as publishing
 from wheeld.core.health import Condition
+from wheeld.followers import status
 from wheeld.shell import publisher as publisher_module
 from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import in_words
@@ -200,6 +204,46 @@ def test_status_beside_a_running_daemon_says_all_three_reachable(
     assert "the daemon says online" in broker_line
     assert wheel.startswith(f"wheel: reachable: {tmp_path / 'wheel0'}: link up (said by wheeld")
     assert journal.startswith(f"journal: reachable: {tmp_path / 'state'}/journal.sqlite3")
+
+
+def _journal_check(tmp_path: Path, daemon: Any, retained: dict[str, Any]) -> status.Check:
+    """The journal's line of ``wheeld status`` for a journal of one game in tmp_path."""
+    from wheeld.config import load
+
+    state = tmp_path / "state"
+    journal = Journal(state / "journal.sqlite3")
+    journal.close()
+    config_path = write_config(tmp_path / "c.toml", port="/dev/null", broker=1, state=state)
+    return status._journal(load(config_path), daemon, retained)
+
+
+def test_status_says_a_journal_the_daemon_cannot_write_is_not_reachable(tmp_path: Path) -> None:
+    """Found on the first day: the disk full, the daemon in fault deciding nothing, and
+    status said the journal was reachable, exit 0. The daemon's own word counts."""
+    daemon = status.Daemon(pid=os.getpid())
+    said = {"status": {"state": "fault", "fault": "journal_unwritable"}}
+    check = _journal_check(tmp_path, daemon, said)
+    assert not check.ok
+    assert check.line().startswith("journal: UNREACHABLE: ")
+    assert "the daemon cannot write it (journal_unwritable" in check.line()
+    healthy = _journal_check(tmp_path / "again", daemon, {"status": {"state": "online"}})
+    assert healthy.ok, healthy.line()
+
+
+def test_status_says_a_full_file_system_is_not_reachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No daemon to ask: the state directory's free space says it."""
+    real = os.statvfs
+
+    def full(path: Any) -> Any:
+        found = real(path)
+        return SimpleNamespace(f_bavail=0, f_frsize=found.f_frsize)
+
+    monkeypatch.setattr(os, "statvfs", full)
+    check = _journal_check(tmp_path, None, {})
+    assert not check.ok
+    assert "its file system is full (0 bytes free)" in check.line()
 
 
 # -- Ctrl-C at any moment -------------------------------------------------------------------
