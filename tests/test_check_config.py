@@ -86,6 +86,14 @@ def _port_in_use(tmp_path: Path) -> str:
     return f"127.0.0.1:{held.getsockname()[1]}"
 
 
+def _socket_refusing(tmp_path: Path, config: dict[str, dict[str, object]]) -> None:
+    """A wheel's socket:// port that refuses: bound (so no one else takes it), not listening."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _HELD.append(held)
+    config["wheel"]["port"] = f"socket://127.0.0.1:{held.getsockname()[1]}"
+
+
 def _port_held(tmp_path: Path, config: dict[str, dict[str, object]]) -> None:
     """The wheel's port, held as a wheeld holds it (pyserial's lock) by another program."""
     held = open(str(config["wheel"]["port"]), "rb", buffering=0)  # noqa: SIM115
@@ -159,6 +167,7 @@ CASES: dict[str, Case] = {
     "a wheel's port that is a file": _not_a_device,
     "a wheel's port that is no terminal": _set("wheel", "port", "/dev/null"),
     "a wheel's port another program holds": _port_held,
+    "a wheel's socket:// port that refuses": _socket_refusing,
     "a state directory under /proc": _set("state", "dir", "/proc/wheeld"),
     "another table's journal": _another_table,
     "a metrics port in use": _metrics_taken,

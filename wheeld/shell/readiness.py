@@ -45,6 +45,9 @@ from wheeld.shell.journal import JOURNAL_FILE
 from wheeld.shell.journal.errors import another_table
 from wheeld.shell.link import NOT_A_TERMINAL, PORT_HELD
 
+#: How long a wheel's ``socket://`` port may take to accept a connection.
+CONNECT_TIMEOUT_S = 3.0
+
 #: Why ``wheeld run`` refuses a configuration without a signing key.
 KEY_NOT_SET = (
     "signing.key_file: not set; every game message is signed "
@@ -103,17 +106,22 @@ def port_problems(wheel: WheelConfig, *, live: bool = False, opened: bool = True
     """A device path must be there (unless waited for) and be a serial device this user
     may read and write, and (``opened``: no wheeld of this table runs, holding it) open as
     the daemon opens it: a terminal no other program holds. A ``socket://`` host must
-    resolve (``live``)."""
+    resolve (``live``), and, unless waited for (and ``opened``), take a connection: run
+    opens it at once, and refused it in pyserial's words (found: ``[Errno 111] Connect
+    call failed``, after check-config had said ok)."""
     port = wheel.port
     scheme, sep, _ = port.partition("://")
     if sep:
-        if live and scheme.lower() == "socket":
+        if scheme.lower() == "socket":
             from urllib.parse import urlsplit
 
-            host = urlsplit(port).hostname or ""
-            why = _unresolved(host, urlsplit(port).port or 0)
+            host, number = urlsplit(port).hostname or "", urlsplit(port).port or 0
+            why = _unresolved(host, number) if live else None
             if why is not None:
                 return [f"wheel.port: {port}: {host!r} does not resolve ({why})"]
+            why = None if wheel.wait_for_device or not opened else _unreachable(host, number)
+            if why is not None:
+                return [f"wheel.port: {port}: {why} (wheel.wait_for_device = true waits for it)"]
         return []
     try:
         mode = os.stat(port).st_mode
@@ -256,6 +264,22 @@ def _unresolved(host: str, port: int) -> str | None:
     except UnicodeError:
         return "not a valid host name"
     return None
+
+
+def _unreachable(host: str, port: int) -> str | None:
+    """Why a TCP connection to a wheel's ``socket://`` port is not taken now, or None; the
+    connection made is closed at once."""
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            return None
+    except ConnectionRefusedError:
+        return "connection refused: nothing listens there"
+    except TimeoutError:
+        return f"no answer in {CONNECT_TIMEOUT_S:g} s"
+    except socket.gaierror as exc:
+        return f"{host!r} does not resolve ({exc.strerror or exc})"
+    except (OSError, UnicodeError) as exc:
+        return str(getattr(exc, "strerror", None) or exc).lower()
 
 
 def broker_problems(mqtt: MqttConfig) -> list[str]:
