@@ -246,6 +246,23 @@ def test_status_says_a_full_file_system_is_not_reachable(
     assert "its file system is full (0 bytes free)" in check.line()
 
 
+def test_status_without_a_broker_does_not_call_the_daemons_wheel_unreachable(
+    tmp_path: Path,
+) -> None:
+    """Found on the first day: the broker down, the daemon hearing its wheel every second,
+    and status said `wheel: UNREACHABLE`: only the daemon knows, and it could not be asked."""
+    from wheeld.config import load
+
+    config_path = write_config(tmp_path / "c.toml", port="/dev/wheel-T9", broker=1, state=tmp_path)
+    broker = status.Check("broker", False, "127.0.0.1:1: connection refused")
+    check = status._wheel_from_daemon(load(config_path), status.Daemon(pid=812), broker, {})
+    assert not check.ok  # status still exits 1: the wheel is not known to be reachable
+    assert check.line() == (
+        "wheel: UNKNOWN: /dev/wheel-T9: held by wheeld (pid 812), which alone can say; "
+        "no broker to ask it"
+    )
+
+
 # -- Ctrl-C at any moment -------------------------------------------------------------------
 
 #: ``wheeld run`` as the console script starts it (its name is ``wheeld``), saying "go"

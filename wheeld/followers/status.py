@@ -42,14 +42,17 @@ FULL_BELOW_BYTES = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One part's answer: its name, whether it is reachable, and the line's words."""
+    """One part's answer: its name, whether it is reachable, and the line's words;
+    ``known``: False when nothing could be asked (not reachable either, for the exit)."""
 
     part: str
     ok: bool
     text: str
+    known: bool = True
 
     def line(self) -> str:
-        return f"{self.part}: {'reachable' if self.ok else 'UNREACHABLE'}: {self.text}"
+        word = "reachable" if self.ok else "UNREACHABLE" if self.known else "UNKNOWN"
+        return f"{self.part}: {word}: {self.text}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +152,11 @@ def _wheel_from_daemon(
     port = config.wheel.port
     health = held.get("health")
     if not broker.ok or not isinstance(health, dict):
-        why = "no broker to read it from" if not broker.ok else "it has published no health yet"
-        return Check("wheel", False, f"{port}: held by wheeld (pid {daemon.pid}); {why}")
+        # Found: with the broker down, a wheel the daemon heard every second was called
+        # UNREACHABLE; only the daemon knows, and it could not be asked.
+        why = "no broker to ask it" if not broker.ok else "it has published no health yet"
+        words = f"{port}: held by wheeld (pid {daemon.pid}), which alone can say; {why}"
+        return Check("wheel", False, words, known=False)
     link = health.get("link")
     age = _health_age_s(health)
     heard = health.get("last_frame_age_s")
