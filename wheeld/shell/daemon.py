@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wheeld import logs
-from wheeld.config import Config, driver_settings
+from wheeld.config import Config, driver_settings, split_server
 from wheeld.core.commands import (
     CommandError,
     OperatorCommand,
@@ -499,13 +499,19 @@ class Daemon:
     def _rival_error(self, other: str) -> RivalDaemon:
         """What the daemon says, and exits 78 with, when another wheeld runs the table."""
         config = self.config
+        # A status no will clears (a broker that died with the other connected, or one
+        # published by hand) refused the table for ever, the line promising it would clear.
+        where = "-h BROKER"
+        if len(config.mqtt.brokers) == 1:
+            where = "-h {} -p {}".format(*split_server(config.mqtt.brokers[0]))
         return RivalDaemon(
             f"another wheeld ({other}) is online for table {config.table.id} "
             f"(retained {config.base_topic}/status): only one may run per table id; "
             "stop that one, or give this one its own table.id. If it is gone, its last will "
             f"clears this within about {2 * config.mqtt.keepalive_s:g} s (1.5 x mqtt.keepalive_s "
             "and the broker's own check): "
-            "start again then"
+            "start again then; if it stays, once sure that wheeld is gone, clear it: "
+            f"mosquitto_pub {where} -t {config.base_topic}/status -r -n"
         )
 
     async def _supervise(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
