@@ -669,10 +669,14 @@ def test_a_damaged_state_directory_stops_run_for_good(
     """Exit 65, which the units do not restart: a restart cannot mend it (no crash loop)."""
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / file).write_bytes(content)
+    pty = PtyWheel(tmp_path / "wheel0")  # a port that is one: the journal is what stops it
     config = write_config(
-        tmp_path / "c.toml", port="/dev/null", broker=broker.port, state=tmp_path / "state"
+        tmp_path / "c.toml", port=pty.link, broker=broker.port, state=tmp_path / "state"
     )
-    done = _run_once(config)
+    try:
+        done = _run_once(config)
+    finally:
+        pty.close()
     assert done.returncode == 65, done.stderr
     assert done.stderr.strip().count("\n") == 0, done.stderr
     assert said in done.stderr
