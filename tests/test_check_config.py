@@ -208,6 +208,27 @@ def test_what_run_refuses_check_config_refused_first_in_the_same_words(
     assert not (tmp_path / "state" / JOURNAL_FILE).exists() or case == "another table's journal"
 
 
+def test_a_port_another_program_holds_is_waited_for_when_asked(
+    tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``wheel.wait_for_device``: run waits for a port held (as for one not there), so
+    check-config says ok; a port that is no terminal is refused all the same."""
+    sections = _good(tmp_path, wheel)
+    sections["wheel"]["wait_for_device"] = True
+    path = tmp_path / "wheeld.toml"
+    path.write_text(_toml(sections))
+    _port_held(tmp_path, sections)
+    try:
+        assert wheeld(["check-config", str(path)]) == 0
+    finally:
+        while _HELD:
+            _HELD.pop().close()
+    sections["wheel"]["port"] = "/dev/null"
+    path.write_text(_toml(sections))
+    assert wheeld(["check-config", str(path)]) == 1
+    assert "/dev/null: not a serial port" in capsys.readouterr().err
+
+
 def test_a_good_configuration_passes_both(
     tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

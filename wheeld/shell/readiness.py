@@ -142,6 +142,8 @@ def port_problems(wheel: WheelConfig, *, live: bool = False, opened: bool = True
             "(the units run wheeld in the dialout group)"
         ]
     refusal = open_problem(port) if opened else None
+    if refusal == PORT_HELD and wheel.wait_for_device:
+        return []  # run waits for it, as for a port not there yet
     return [f"wheel.port: {port}: {refusal}"] if refusal is not None else []
 
 
