@@ -495,6 +495,19 @@ def test_a_member_named_twice_and_an_empty_file_vouch_for_nothing() -> None:
     assert isinstance(empty, Failure) and "no message" in empty.why
 
 
+def test_the_private_key_given_to_verify_is_named_as_such(tmp_path: Path, capsys: Any) -> None:
+    """Found on the first day: `verify --key signing.key` said the library's "Valid PEM but
+    no BEGIN PUBLIC KEY/END PUBLIC KEY delimiters"; it names the mistake and the file."""
+    private = tmp_path / "signing.key"
+    private.write_bytes(SIGNER.private_pem())
+    recorded = recording(tmp_path, games(1))
+    assert verify(capsys, "--key", private, recorded) == (
+        2,
+        f"wheeld verify: --key: {private}: a private key (signing.key?), not the public key: "
+        "give the signing.pub that wheeld keygen wrote beside it (a verifier needs no secret)",
+    )
+
+
 def test_a_table_whose_key_was_rotated_verifies_with_both_keys(tmp_path: Path) -> None:
     old, new = Signer.generate(), Signer.generate()
     state = ChainState()
