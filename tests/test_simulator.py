@@ -169,6 +169,28 @@ def test_a_stopped_wheel_takes_its_link_with_it(
     assert "Traceback" not in err and "never awaited" not in err
 
 
+def test_a_wheel_without_a_link_named_leaves_no_directory_behind() -> None:
+    """Without --link it makes a directory for the link: removed with it (found on the
+    first day: /tmp held an empty wheeld-sim-* directory for every run, or a stale link)."""
+    simulate = subprocess.Popen(
+        [sys.executable, "-m", "wheeld", "simulate", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert simulate.stdout is not None
+        said = simulate.stdout.readline()  # wheel on /dev/pts/N: set wheel.port = "LINK"
+        link = Path(said.rstrip().rpartition(" = ")[2].strip('"'))
+        assert link.is_symlink() and link.parent.name.startswith("wheeld-sim-"), said
+        simulate.send_signal(signal.SIGTERM)
+        simulate.communicate(timeout=30)
+    finally:
+        simulate.kill()
+        simulate.wait()
+    assert not os.path.lexists(link.parent)
+
+
 def test_a_mercury_on_extended_plays_to_a_listening_daemon(tmp_path: Path, broker: Broker) -> None:
     """`wheeld simulate --driver cammegh-mercury --level extended`, on a pty, to the daemon:
     revolutions from the wheel's counter, the level said on <base>/wheel."""

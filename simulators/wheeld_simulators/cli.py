@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -189,19 +188,18 @@ async def _simulate_ss2(args: argparse.Namespace) -> int:
     from wheeld_simulators.ss2_live import LiveSS2, SS2Faults
     from wheeld_simulators.targets import PtySink
 
-    link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
-    pty = PtySink(link)
-    print(f'SS2 wheel on {pty.slave_name}: set wheel.port = "{link}"', flush=True)
-    wheel = LiveSS2(
-        pty,
-        speed=args.speed,
-        mode=args.mode,
-        seed=args.seed,
-        faults=SS2Faults(
-            busy_replies=args.busy, mute=args.mute, miss_spin_games=tuple(args.miss_spin)
-        ),
-    )
-    try:  # from the link's making: stopped while waiting, it is removed too
+    pty = PtySink(args.link)
+    try:  # from the link's making: stopped at any moment after, it is removed too
+        print(f'SS2 wheel on {pty.slave_name}: set wheel.port = "{pty.link}"', flush=True)
+        wheel = LiveSS2(
+            pty,
+            speed=args.speed,
+            mode=args.mode,
+            seed=args.seed,
+            faults=SS2Faults(
+                busy_replies=args.busy, mute=args.mute, miss_spin_games=tuple(args.miss_spin)
+            ),
+        )
         await pty.wait_for_reader()
         await wheel.run(args.games)
     finally:
@@ -237,11 +235,7 @@ async def _simulate_mercury(args: argparse.Namespace) -> int:
     sink: Sink
     reader: PtySink | None = None
     if args.target == "pty":
-        link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
-        sink = reader = PtySink(link)
-        print(
-            f'Mercury ({args.level}) on {reader.slave_name}: set wheel.port = "{link}"', flush=True
-        )
+        sink = reader = PtySink(args.link)
     else:
         host, _, port = args.listen.rpartition(":")
         tcp = TcpSink()
@@ -249,8 +243,12 @@ async def _simulate_mercury(args: argparse.Namespace) -> int:
         sink = tcp
         print(f'Mercury listening: set wheel.port = "socket://{host}:{tcp.port}"', flush=True)
     loop = asyncio.get_running_loop()
-    try:  # from the link's making: stopped while waiting, it is removed too
+    try:  # from the link's making: stopped at any moment after, it is removed too
         if reader is not None:
+            print(
+                f'Mercury ({args.level}) on {reader.slave_name}: set wheel.port = "{reader.link}"',
+                flush=True,
+            )
             await reader.wait_for_reader()
         began, sent, number = loop.time(), 0, 0
         while args.games is None or number < args.games:
@@ -293,10 +291,7 @@ async def _simulate(args: argparse.Namespace) -> int:
     games = args.games
     paced = True
     if args.target == "pty":
-        link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
-        sink = reader = PtySink(link)
-        print(f'wheel on {reader.slave_name}: set wheel.port = "{link}"', flush=True)
-        print("waiting for the port to be opened...", flush=True)
+        sink = reader = PtySink(args.link)
     elif args.target == "tcp":
         host, _, port = args.listen.rpartition(":")
         tcp = TcpSink()
@@ -319,8 +314,10 @@ async def _simulate(args: argparse.Namespace) -> int:
         else:
             print(f"game {number}: {plan.expected}", flush=True)
 
-    try:  # from the link's making: stopped while waiting, it is removed too
+    try:  # from the link's making: stopped at any moment after, it is removed too
         if reader is not None:
+            print(f'wheel on {reader.slave_name}: set wheel.port = "{reader.link}"', flush=True)
+            print("waiting for the port to be opened...", flush=True)
             await reader.wait_for_reader()
         faults = [None if name == "none" else name for name in args.fault]
         await play(
