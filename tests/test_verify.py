@@ -818,6 +818,25 @@ def test_two_exports_to_one_file_at_once_each_write_a_whole_one(
     assert verify(capsys, "--key", public_key, out) == (0, f"{out}: intact")
 
 
+def test_an_export_stopped_by_ctrl_c_leaves_no_half_file(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wheeld.shell.journal import recall
+
+    write_journal(tmp_path, games(2)).close()
+    lines = recall.export_lines
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        yield next(lines(*args, **kwargs))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(recall, "export_lines", interrupted)
+    out = tmp_path / "audit.jsonl"
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(out)]) == 130
+    assert capsys.readouterr().err == "wheeld export: interrupted\n"
+    assert not [path.name for path in tmp_path.iterdir() if "audit" in path.name]
+
+
 def test_a_file_of_one_endless_line_is_refused_unread(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:

@@ -448,6 +448,9 @@ def _export(args: argparse.Namespace) -> int:
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
+    except BaseException:  # Ctrl-C: no half file left beside --out either
+        partial.unlink(missing_ok=True)
+        raise
     finally:
         view.close()
     print(f"{args.out}: {summary.describe()}")
