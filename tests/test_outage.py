@@ -4,6 +4,7 @@ line at a bounded back-off that names the next try, reasons in words, and
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import os
 import signal
@@ -164,6 +165,30 @@ def test_status_says_what_is_unreachable_one_line_each(tmp_path: Path, refusing_
     assert broker.startswith(f"broker: UNREACHABLE: 127.0.0.1:{refusing_port}: connection refused")
     assert wheel == f"wheel: UNREACHABLE: {tmp_path / 'no-wheel'}: no such device"
     assert journal.startswith("journal: UNREACHABLE: ") and "no such directory" in journal
+
+
+def test_status_says_why_a_port_is_no_wheel_in_runs_words(tmp_path: Path) -> None:
+    """Found on the first day: `/dev/null` was pyserial's `Could not configure port: (25,
+    'Inappropriate ioctl for device')`; a held port `[Errno 11] Could not exclusively lock
+    port ...`. They are said as run and check-config say them."""
+    from wheeld.config import load
+    from wheeld.shell.link import NOT_A_TERMINAL, PORT_HELD
+
+    null = write_config(tmp_path / "null.toml", port="/dev/null", broker=1, state=tmp_path)
+    assert status._wheel_listened(load(null), 0.1).line() == (
+        f"wheel: UNREACHABLE: /dev/null: {NOT_A_TERMINAL}"
+    )
+    pty = PtyWheel(tmp_path / "wheel0")
+    held = open(pty.link, "rb", buffering=0)  # noqa: SIM115
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        config = write_config(tmp_path / "held.toml", port=pty.link, broker=1, state=tmp_path)
+        assert status._wheel_listened(load(config), 0.1).line() == (
+            f"wheel: UNREACHABLE: {pty.link}: {PORT_HELD}"
+        )
+    finally:
+        held.close()
+        pty.close()
 
 
 def test_status_beside_a_running_daemon_says_all_three_reachable(

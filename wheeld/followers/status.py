@@ -189,10 +189,9 @@ def _wheel_listened(config: Config, timeout_s: float) -> Check:
     try:
         link = serial.serial_for_url(port, baudrate=baudrate, timeout=0.2, **options)
     except (serial.SerialException, OSError, ValueError) as exc:
-        reason = (str(exc) or type(exc).__name__).splitlines()[0]
-        if "lock" in reason.lower() or "busy" in reason.lower():
-            reason += " (another program holds it)"
-        return Check("wheel", False, f"{port}: {reason}")
+        from wheeld.shell.link import open_refusal
+
+        return Check("wheel", False, f"{port}: {open_refusal(exc)}")  # run's own words
     got = b""
     started = time.monotonic()
     try:
