@@ -234,6 +234,21 @@ def test_a_capture_target_that_cannot_be_one_is_one_line(tmp_path: Path, kind: s
         assert path.read_text() == "precious notes\n"
 
 
+def test_a_capture_another_run_is_writing_is_refused_and_left_whole(tmp_path: Path) -> None:
+    """Found on the first day: two runs given one --capture both wrote it, interleaving
+    their wheels' lines into a capture that replays neither. The second is refused."""
+    path = tmp_path / "r.cap"
+    first = CaptureWriter(path, "wrp")
+    first.received(b"$WRHBT,1", 1.0)  # a line in the making, its end not yet come
+    with pytest.raises(OSError, match=rf"^--capture {path}: another wheeld is writing it"):
+        CaptureWriter(path, "wrp")
+    first.received(b",2*00\r\n", 1.1)
+    first.close()
+    assert [line.data for line in read(path).lines] == [b"$WRHBT,1,2*00"]
+    second = CaptureWriter(path, "wrp")  # the first closed: the file is free again
+    second.close()
+
+
 def test_a_clock_step_comment_is_attached_to_the_next_line(tmp_path: Path) -> None:
     path = tmp_path / "step.cap"
     path.write_text(

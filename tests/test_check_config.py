@@ -13,6 +13,8 @@ daemon's own one-line refusals remain for those.
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
 import os
 import shutil
@@ -84,7 +86,22 @@ def _port_in_use(tmp_path: Path) -> str:
     return f"127.0.0.1:{held.getsockname()[1]}"
 
 
-_HELD: list[socket.socket] = []
+def _socket_refusing(tmp_path: Path, config: dict[str, dict[str, object]]) -> None:
+    """A wheel's socket:// port that refuses: bound (so no one else takes it), not listening."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _HELD.append(held)
+    config["wheel"]["port"] = f"socket://127.0.0.1:{held.getsockname()[1]}"
+
+
+def _port_held(tmp_path: Path, config: dict[str, dict[str, object]]) -> None:
+    """The wheel's port, held as a wheeld holds it (pyserial's lock) by another program."""
+    held = open(str(config["wheel"]["port"]), "rb", buffering=0)  # noqa: SIM115
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _HELD.append(held)
+
+
+_HELD: list[socket.socket | io.FileIO] = []
 
 
 Case = Callable[[Path, dict[str, dict[str, object]]], str | None]
@@ -148,6 +165,9 @@ CASES: dict[str, Case] = {
     "a malformed key": _bad_key,
     "a wheel's port not there": _set("wheel", "port", "/dev/wheeld-test-no-such-port"),
     "a wheel's port that is a file": _not_a_device,
+    "a wheel's port that is no terminal": _set("wheel", "port", "/dev/null"),
+    "a wheel's port another program holds": _port_held,
+    "a wheel's socket:// port that refuses": _socket_refusing,
     "a state directory under /proc": _set("state", "dir", "/proc/wheeld"),
     "another table's journal": _another_table,
     "a metrics port in use": _metrics_taken,
@@ -186,6 +206,27 @@ def test_what_run_refuses_check_config_refused_first_in_the_same_words(
     assert checked, "check-config said nothing"
     assert ran.stderr.splitlines() == [f"wheeld run: {line}" for line in checked]
     assert not (tmp_path / "state" / JOURNAL_FILE).exists() or case == "another table's journal"
+
+
+def test_a_port_another_program_holds_is_waited_for_when_asked(
+    tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``wheel.wait_for_device``: run waits for a port held (as for one not there), so
+    check-config says ok; a port that is no terminal is refused all the same."""
+    sections = _good(tmp_path, wheel)
+    sections["wheel"]["wait_for_device"] = True
+    path = tmp_path / "wheeld.toml"
+    path.write_text(_toml(sections))
+    _port_held(tmp_path, sections)
+    try:
+        assert wheeld(["check-config", str(path)]) == 0
+    finally:
+        while _HELD:
+            _HELD.pop().close()
+    sections["wheel"]["port"] = "/dev/null"
+    path.write_text(_toml(sections))
+    assert wheeld(["check-config", str(path)]) == 1
+    assert "/dev/null: not a serial port" in capsys.readouterr().err
 
 
 def test_a_good_configuration_passes_both(

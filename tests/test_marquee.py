@@ -60,6 +60,8 @@ from wheeld.testing.rig import (
 )
 
 BASE = "wheeld/T9"
+#: How long a test waits for what a board is sent or shows: a limit, never a measure.
+WAIT_S = 10.0
 ARTIFACTS = Path(__file__).parent.parent / "artifacts"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -487,11 +489,11 @@ def test_offline_without_the_broker_and_back_when_it_returns(
     wait_for(lambda: board_state(port)["online"] is None, 10, "connected, status unknown")
     table = Table(broker)
     table.publish("status", {"state": "online"}, retain=True)
-    wait_for(lambda: board_state(port)["online"] is True, 5, "the daemon online")
+    wait_for(lambda: board_state(port)["online"] is True, WAIT_S, "the daemon online")
     table.publish("status", {"state": "offline"}, retain=True)
-    wait_for(lambda: board_state(port)["online"] is False, 5, "the daemon's last will")
+    wait_for(lambda: board_state(port)["online"] is False, WAIT_S, "the daemon's last will")
     table.publish("status", {"state": "online"}, retain=True)
-    wait_for(lambda: board_state(port)["online"] is True, 5, "the daemon back")
+    wait_for(lambda: board_state(port)["online"] is True, WAIT_S, "the daemon back")
     table.close()
 
     broker.stop()
@@ -501,9 +503,10 @@ def test_offline_without_the_broker_and_back_when_it_returns(
     table = Table(broker)
     try:
         table.publish("status", {"state": "online"}, retain=True)
-        wait_for(lambda: board_state(port)["online"] is True, 5, "online again")
+        wait_for(lambda: board_state(port)["online"] is True, WAIT_S, "online again")
         table.result(13, "8", ["8"])
-        wait_for(lambda: board_state(port)["last"] == {"number": "8", "color": "black"}, 5, "8")
+        eight = {"number": "8", "color": "black"}
+        wait_for(lambda: board_state(port)["last"] == eight, WAIT_S, "8")
     finally:
         table.close()
 
@@ -545,6 +548,11 @@ class ServedBoard:
 
 #: The real limits, but for a head deadline of 1 s (10 s in service), to keep tests short.
 QUICK = dataclasses.replace(LIMITS, head_timeout_s=1.0)
+#: For the tests that show a client served while a siege holds the server: the siege is
+#: cut at the head deadline, so the client must be served before it. These tests once
+#: asserted "served in under 1 s" (1.5 s): a measure a busy machine can miss; now the
+#: order of events is asserted, with a deadline that leaves a busy machine room.
+SIEGE = dataclasses.replace(LIMITS, head_timeout_s=5.0)
 
 
 @pytest.fixture
@@ -555,7 +563,16 @@ def server() -> Iterator[ServedBoard]:
     board.stop()
 
 
-def test_half_sent_requests_neither_block_others_nor_stay(server: ServedBoard) -> None:
+def test_half_sent_requests_neither_block_others_nor_stay() -> None:
+    server = ServedBoard(limits=SIEGE)
+    server.publish({"last": None})
+    try:
+        _half_sent_requests_neither_block_others_nor_stay(server)
+    finally:
+        server.stop()
+
+
+def _half_sent_requests_neither_block_others_nor_stay(server: ServedBoard) -> None:
     half_open = []
     for _ in range(200):
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
@@ -564,7 +581,9 @@ def test_half_sent_requests_neither_block_others_nor_stay(server: ServedBoard) -
     dripper = socket.create_connection(("127.0.0.1", server.port), timeout=10)
     started = time.monotonic()
     status, _, _ = fetch(server.port, "/state")
-    assert status == 200 and time.monotonic() - started < 1.0
+    assert status == 200
+    # Served before the head deadline freed a single slot: not by waiting the siege out.
+    assert server.server.http.dropped["head_late"] == 0
 
     def cut_off(sock: socket.socket) -> bool:
         try:
@@ -574,7 +593,7 @@ def test_half_sent_requests_neither_block_others_nor_stay(server: ServedBoard) -
 
     # A client sending a byte now and then, well inside any one read's
     # timeout, is still cut off at the request deadline.
-    drip_until = time.monotonic() + 5
+    drip_until = time.monotonic() + SIEGE.head_timeout_s + 30  # a limit, not a measure
     dripped_out = False
     while not dripped_out and time.monotonic() < drip_until:
         try:
@@ -583,13 +602,14 @@ def test_half_sent_requests_neither_block_others_nor_stay(server: ServedBoard) -
             dripped_out = True
         else:
             time.sleep(0.2)  # the drip itself, not a wait for a condition
-    assert dripped_out and time.monotonic() - started < 3.0
+    # Cut at the deadline, never before it: a drip now and then does not put it off.
+    assert dripped_out and time.monotonic() - started > 0.9 * SIEGE.head_timeout_s
     for sock in half_open:
-        sock.settimeout(5)
+        sock.settimeout(WAIT_S)
         assert cut_off(sock)
         sock.close()
     dripper.close()
-    wait_for(lambda: server.server.http.connections == 0, 5, "every slot back")
+    wait_for(lambda: server.server.http.connections == 0, WAIT_S, "every slot back")
 
 
 def test_five_hundred_clients_at_once_are_all_served(server: ServedBoard) -> None:
@@ -615,7 +635,9 @@ def test_head_returns_the_headers_only(server: ServedBoard) -> None:
     assert status == 200 and body == b"" and headers["Content-Type"] == "text/event-stream"
     assert fetch(server.port, "/nowhere", "HEAD")[::2] == (404, b"")
     wait_for(
-        lambda: server.server.http.connections == 0, 5, "no slot kept: HEAD /events is no stream"
+        lambda: server.server.http.connections == 0,
+        WAIT_S,
+        "no slot kept: HEAD /events is no stream",
     )
 
 
@@ -634,7 +656,7 @@ def test_every_answer_but_a_stream_closes_its_connection(
 ) -> None:
     """A kept connection would carry a second request with no deadline (found by attack:
     HEAD /events, then a byte every 20 s, held a thread per socket)."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S) as sock:
         sock.sendall(request_)
         answer = b""
         while chunk := sock.recv(4096):  # b"": the server closed; a kept one times out
@@ -685,14 +707,14 @@ def test_early_disconnects_leave_no_traceback(
         half.sendall(b"GET /marq")
         _reset(half)
     server.publish({"last": "after the resets"})
-    wait_for(lambda: fetch(server.port, "/state")[2].find(b"after the resets") > 0, 5, "state")
+    wait_for(lambda: fetch(server.port, "/state")[2].find(b"after the resets") > 0, WAIT_S, "state")
     streams = [_events(server.port) for _ in range(2)]
     try:
         assert all(s.recv(4096).startswith(b"HTTP/1.1 200") for s in streams)
     finally:
         for sock in streams:
             sock.close()
-    wait_for(lambda: server.server.http.connections == 0, 5, "every slot back")
+    wait_for(lambda: server.server.http.connections == 0, WAIT_S, "every slot back")
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Error" not in err, err
     assert not server.log.events("marquee request failed")
@@ -721,9 +743,9 @@ async def test_the_board_is_served_beside_slowloris_idle_and_non_reading_streams
     hub = Hub()
     hub.publish({"last": None})
     log = RecordingLog()
-    server = MarqueeServer(hub, "127.0.0.1", 0, log=log, limits=QUICK)
+    server = MarqueeServer(hub, "127.0.0.1", 0, log=log, limits=SIEGE)
     sockets: list[socket.socket] = []
-    with siege.descriptors(QUICK.descriptors + 2048):
+    with siege.descriptors(SIEGE.descriptors + 2048):
         await server.start()
         port = server.port
         try:
@@ -732,31 +754,32 @@ async def test_the_board_is_served_beside_slowloris_idle_and_non_reading_streams
             sockets += await siege.not_reading(port, 220, events, source="127.0.0.2")
             sockets += await siege.idle(port, 1000, source="127.0.0.3")
             drippers = siege.Drippers(port, 8, b"GET / HTTP/1.1\r\nX-Slow: ")
-            assert server.http.connections <= QUICK.max_connections
+            assert server.http.connections <= SIEGE.max_connections
 
-            started = time.monotonic()
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(b"GET / HTTP/1.1\r\nHost: board\r\n\r\n")
-            page = await _read_until(reader, b"</html>", 1.0)
+            page = await _read_until(reader, b"</html>", WAIT_S)
             assert page.startswith(b"HTTP/1.1 200 OK")
             writer.close()
             reader, writer = await _board_stream(port)
-            opening = await _read_until(reader, b"\n\n", 1.0)
+            opening = await _read_until(reader, b"\n\n", WAIT_S)
             assert opening.startswith(b"HTTP/1.1 200 OK") and b'data: {"last":null}' in opening
             hub.publish({"last": "17"})
-            assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"17"}\n\n'
-            assert time.monotonic() - started < 1.5
+            assert await _read_until(reader, b"\n\n", WAIT_S) == b'data: {"last":"17"}\n\n'
+            # Served while the siege held: nothing cut at its deadline yet, not waited out.
+            assert drippers.cut_after == [] and server.http.dropped["head_late"] == 0
 
-            cut = await drippers.all_cut(timeout=5)
-            assert len(cut) == 8 and all(0.9 < after < 2.5 for after in cut), cut
+            cut = await drippers.all_cut(timeout=SIEGE.head_timeout_s + 30)
+            # Cut at the head deadline, never before it.
+            assert len(cut) == 8 and all(after > 0.9 * SIEGE.head_timeout_s for after in cut), cut
             hub.publish({"last": "5"})  # the board's stream outlived all of it
-            assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"5"}\n\n'
+            assert await _read_until(reader, b"\n\n", WAIT_S) == b'data: {"last":"5"}\n\n'
             writer.close()
         finally:
             for sock in sockets:
                 sock.close()
             await server.stop()
-    assert server.http.dropped["made_room_idle"] >= 1000 + 220 - QUICK.max_connections
+    assert server.http.dropped["made_room_idle"] >= 1000 + 220 - SIEGE.max_connections
     assert not log.events("marquee request failed")
 
 
@@ -773,12 +796,12 @@ async def test_when_streams_hold_every_slot_the_crowded_peer_gives_way() -> None
     try:
         flood += await siege.not_reading(server.port, 8, events, source="127.0.0.2")
         reader, writer = await _board_stream(server.port)
-        assert b"data: " in await _read_until(reader, b"\n\n", 1.0)
+        assert b"data: " in await _read_until(reader, b"\n\n", WAIT_S)
         # The flood comes again and again: every newcomer displaces one of its own.
         for _ in range(3):
             flood += await siege.not_reading(server.port, 8, events, source="127.0.0.2")
         hub.publish({"last": "26"})
-        assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"26"}\n\n'
+        assert await _read_until(reader, b"\n\n", WAIT_S) == b'data: {"last":"26"}\n\n'
         assert server.http.connections == 8
         assert server.http.dropped["made_room_crowded"] == 25
         writer.close()
@@ -805,17 +828,17 @@ async def test_a_stream_that_does_not_read_is_dropped(why: str) -> None:
     (stuck,) = await siege.not_reading(server.port, 1, events, receive_buffer=4096)
     reader, writer = await _board_stream(server.port)
     try:
-        await _read_until(reader, b"\n\n", 1.0)
+        await _read_until(reader, b"\n\n", WAIT_S)
         big = {"history": ["x" * 1000] * 300}  # 300 KB: more than both kernel buffers
         for _ in range(3):
             hub.publish(big)
-            await _read_until(reader, b"\n\n", 2.0)  # the board reads every one
+            await _read_until(reader, b"\n\n", WAIT_S)  # the board reads every one
         # Not read until it is dropped: reading it would make it a reader.
-        await until(lambda: server.http.dropped["not_reading"], "the stream dropped", 3.0)
-        assert await siege.closed(stuck, timeout=3.0)
+        await until(lambda: server.http.dropped["not_reading"], "the stream dropped", WAIT_S)
+        assert await siege.closed(stuck, timeout=WAIT_S)
         assert server.http.dropped == {"not_reading": 1}
         hub.publish({"last": "9"})
-        assert await _read_until(reader, b"\n\n", 1.0) == b'data: {"last":"9"}\n\n'
+        assert await _read_until(reader, b"\n\n", WAIT_S) == b'data: {"last":"9"}\n\n'
         writer.close()
     finally:
         stuck.close()
@@ -1254,14 +1277,14 @@ def test_offline_closed_and_no_spin_rules_at_every_screen(
                 assert bets_open not in browser.find_element("tag name", "body").text, screen
 
         table.publish("status", {"state": "online"}, retain=True)
-        wait_for(lambda: _testid(browser, "phase").text == "HAGAN JUEGO", 5, "online")
+        wait_for(lambda: _testid(browser, "phase").text == "HAGAN JUEGO", WAIT_S, "online")
         assert not _testid(browser, "offline").is_displayed()
 
         # Closed, then a no-spin while closed: the closed screen stays over everything,
         # with the last three results <base>/table carries.
         closing = {"state": "closed", "last_numbers": ["17", "0", "32"]}
         table.publish("table", closing, retain=True)
-        wait_for(lambda: _testid(browser, "closed-title").text == "MESA CERRADA", 5, "closed")
+        wait_for(lambda: _testid(browser, "closed-title").text == "MESA CERRADA", WAIT_S, "closed")
         numbers = _testid(browser, "closed-numbers").find_elements("tag name", "li")
         assert [(n.text, n.get_attribute("class")) for n in numbers] == [
             ("17", "black"),
@@ -1275,7 +1298,7 @@ def test_offline_closed_and_no_spin_rules_at_every_screen(
             "return innerHeight"
         )
         table.publish("game", {"event": "no_spin", "game_id": 8, "reason": "foreign_object"})
-        wait_for(lambda: board_state(ports["es"])["no_spin"] is not None, 5, "the no-spin")
+        wait_for(lambda: board_state(ports["es"])["no_spin"] is not None, WAIT_S, "the no-spin")
         for screen in _screens(browser, "closed-es", (1080, 1920)):
             assert _on_top_at_centre(browser, "closed"), screen
             assert _rect(browser, "closed")["bottom"] >= browser.execute_script(
@@ -1285,7 +1308,7 @@ def test_offline_closed_and_no_spin_rules_at_every_screen(
 
         # Open again: the banner shows, under the last number, never over it.
         table.publish("table", {"state": "open"}, retain=True)
-        wait_for(lambda: _testid(browser, "no-spin").is_displayed(), 5, "the banner")
+        wait_for(lambda: _testid(browser, "no-spin").is_displayed(), WAIT_S, "the banner")
         assert not _testid(browser, "closed").is_displayed()
         for screen in _screens(browser, "no-spin-es", (1366, 768)):
             last, banner = _rect(browser, "last-number"), _rect(browser, "no-spin")
@@ -1303,7 +1326,7 @@ def test_offline_closed_and_no_spin_rules_at_every_screen(
             assert not _overlap(last, banner) and _inside_viewport(browser, last), screen
             assert "NO SPIN" in _testid(browser, "no-spin").text
         table.publish("table", closing, retain=True)
-        wait_for(lambda: _testid(browser, "closed-title").text == "TABLE CLOSED", 5, "closed")
+        wait_for(lambda: _testid(browser, "closed-title").text == "TABLE CLOSED", WAIT_S, "closed")
         assert "Last spins" in _testid(browser, "closed").text
         for screen in _screens(browser, "closed-en", (1366, 768)):
             assert _on_top_at_centre(browser, "closed"), screen

@@ -578,7 +578,7 @@ def test_a_metrics_port_in_use_is_one_clear_line_at_start(tmp_path: Path) -> Non
         port = taken.getsockname()[1]
         config = write_config(
             tmp_path / "c.toml",
-            port="socket://127.0.0.1:1",
+            port=f"socket://127.0.0.1:{port}",  # a wheel that takes the connection
             broker=free_port(),
             state=tmp_path / "state",
             metrics=f'[metrics]\nlisten = "127.0.0.1:{port}"',

@@ -4,7 +4,9 @@ line at a bounded back-off that names the next try, reasons in words, and
 
 from __future__ import annotations
 
+import fcntl
 import itertools
+import os
 import signal
 import socket
 import ssl
@@ -14,6 +16,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import aiomqtt
 import pytest
@@ -24,6 +28,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from tests.test_publisher import Log, config, no_command, until
 from tests.test_publisher import running as publishing
 from wheeld.core.health import Condition
+from wheeld.followers import status
 from wheeld.shell import outage as outage_module
 from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import in_words
@@ -163,6 +168,30 @@ def test_status_says_what_is_unreachable_one_line_each(tmp_path: Path, refusing_
     assert journal.startswith("journal: UNREACHABLE: ") and "no such directory" in journal
 
 
+def test_status_says_why_a_port_is_no_wheel_in_runs_words(tmp_path: Path) -> None:
+    """Found on the first day: `/dev/null` was pyserial's `Could not configure port: (25,
+    'Inappropriate ioctl for device')`; a held port `[Errno 11] Could not exclusively lock
+    port ...`. They are said as run and check-config say them."""
+    from wheeld.config import load
+    from wheeld.shell.link import NOT_A_TERMINAL, PORT_HELD
+
+    null = write_config(tmp_path / "null.toml", port="/dev/null", broker=1, state=tmp_path)
+    assert status._wheel_listened(load(null), 0.1).line() == (
+        f"wheel: UNREACHABLE: /dev/null: {NOT_A_TERMINAL}"
+    )
+    pty = PtyWheel(tmp_path / "wheel0")
+    held = open(pty.link, "rb", buffering=0)  # noqa: SIM115
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        config = write_config(tmp_path / "held.toml", port=pty.link, broker=1, state=tmp_path)
+        assert status._wheel_listened(load(config), 0.1).line() == (
+            f"wheel: UNREACHABLE: {pty.link}: {PORT_HELD}"
+        )
+    finally:
+        held.close()
+        pty.close()
+
+
 def test_status_beside_a_running_daemon_says_all_three_reachable(
     tmp_path: Path, broker: Broker
 ) -> None:
@@ -201,6 +230,63 @@ def test_status_beside_a_running_daemon_says_all_three_reachable(
     assert "the daemon says online" in broker_line
     assert wheel.startswith(f"wheel: reachable: {tmp_path / 'wheel0'}: link up (said by wheeld")
     assert journal.startswith(f"journal: reachable: {tmp_path / 'state'}/journal.sqlite3")
+
+
+def _journal_check(tmp_path: Path, daemon: Any, retained: dict[str, Any]) -> status.Check:
+    """The journal's line of ``wheeld status`` for a journal of one game in tmp_path."""
+    from wheeld.config import load
+
+    state = tmp_path / "state"
+    journal = Journal(state / "journal.sqlite3")
+    journal.close()
+    config_path = write_config(tmp_path / "c.toml", port="/dev/null", broker=1, state=state)
+    return status._journal(load(config_path), daemon, retained)
+
+
+def test_status_says_a_journal_the_daemon_cannot_write_is_not_reachable(tmp_path: Path) -> None:
+    """Found on the first day: the disk full, the daemon in fault deciding nothing, and
+    status said the journal was reachable, exit 0. The daemon's own word counts."""
+    daemon = status.Daemon(pid=os.getpid())
+    said = {"status": {"state": "fault", "fault": "journal_unwritable"}}
+    check = _journal_check(tmp_path, daemon, said)
+    assert not check.ok
+    assert check.line().startswith("journal: UNREACHABLE: ")
+    assert "the daemon cannot write it (journal_unwritable" in check.line()
+    healthy = _journal_check(tmp_path / "again", daemon, {"status": {"state": "online"}})
+    assert healthy.ok, healthy.line()
+
+
+def test_status_says_a_full_file_system_is_not_reachable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No daemon to ask: the state directory's free space says it."""
+    real = os.statvfs
+
+    def full(path: Any) -> Any:
+        found = real(path)
+        return SimpleNamespace(f_bavail=0, f_frsize=found.f_frsize)
+
+    monkeypatch.setattr(os, "statvfs", full)
+    check = _journal_check(tmp_path, None, {})
+    assert not check.ok
+    assert "its file system is full (0 bytes free)" in check.line()
+
+
+def test_status_without_a_broker_does_not_call_the_daemons_wheel_unreachable(
+    tmp_path: Path,
+) -> None:
+    """Found on the first day: the broker down, the daemon hearing its wheel every second,
+    and status said `wheel: UNREACHABLE`: only the daemon knows, and it could not be asked."""
+    from wheeld.config import load
+
+    config_path = write_config(tmp_path / "c.toml", port="/dev/wheel-T9", broker=1, state=tmp_path)
+    broker = status.Check("broker", False, "127.0.0.1:1: connection refused")
+    check = status._wheel_from_daemon(load(config_path), status.Daemon(pid=812), broker, {})
+    assert not check.ok  # status still exits 1: the wheel is not known to be reachable
+    assert check.line() == (
+        "wheel: UNKNOWN: /dev/wheel-T9: held by wheeld (pid 812), which alone can say; "
+        "no broker to ask it"
+    )
 
 
 # -- Ctrl-C at any moment -------------------------------------------------------------------

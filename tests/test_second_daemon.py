@@ -163,6 +163,34 @@ def test_a_stale_status_of_our_own_or_an_offline_one_lets_the_daemon_start(
     assert "Traceback" not in daemon.logs()
 
 
+def test_a_status_no_will_clears_is_refused_with_how_to_clear_it(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """Found on the first day: a retained `online` of another instance that no last will
+    will ever clear (published by hand; a broker that died with the other connected) is
+    refused at every start, and the line only promised that the will would clear it."""
+    from tests.test_daemon import _run_once
+    from tests.test_publisher import publish_raw
+
+    gone = {"state": "online", "instance": "gone:/var/lib/wheeld", "schema_version": 1}
+    publish_raw(broker.port, json.dumps(gone).encode(), STATUS, retain=True)
+    config = write_config(
+        tmp_path / "wheeld.toml", port=tmp_path / "wheel0", broker=broker.port, state=tmp_path
+    )
+    pty = PtyWheel(tmp_path / "wheel0")
+    try:
+        refused = _run_once(config)
+    finally:
+        pty.close()
+    assert refused.returncode == EX_CONFIG, refused.stderr
+    line = refused.stderr.strip().splitlines()[-1]
+    assert "another wheeld (gone:/var/lib/wheeld) is online for table T9" in line
+    assert line.endswith(
+        f"if it stays, once sure that wheeld is gone, clear it: "
+        f"mosquitto_pub -h 127.0.0.1 -p {broker.port} -t {STATUS} -r -n"
+    )
+
+
 async def test_a_rival_that_appears_later_is_noticed_from_the_payload_on_311(
     tmp_path: Path, broker: Broker
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -348,15 +349,22 @@ def _run_once(config: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _run_signing(tmp_path: Path, signing: str) -> subprocess.CompletedProcess[str]:
+    """``wheeld run`` once with this ``[signing]``; its wheel's socket:// port takes
+    connections, so the port is no problem of its own at start."""
+    with socket.create_server(("127.0.0.1", 0)) as wheel:
+        config = write_config(
+            tmp_path / "c.toml",
+            port=f"socket://127.0.0.1:{wheel.getsockname()[1]}",
+            broker=1,
+            state=tmp_path / "s",
+            signing=signing,
+        )
+        return _run_once(config)
+
+
 def test_run_without_a_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
-    config = write_config(
-        tmp_path / "c.toml",
-        port="socket://127.0.0.1:1",
-        broker=1,
-        state=tmp_path / "s",
-        signing="",
-    )
-    done = _run_once(config)
+    done = _run_signing(tmp_path, signing="")
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr
     assert "signing.key_file: not set" in done.stderr and "signing.required" in done.stderr
@@ -366,14 +374,7 @@ def test_run_without_a_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
 def test_run_with_an_unusable_key_refuses_to_start_in_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.key"
     bad.write_text("-----BEGIN PRIVATE KEY-----\nnot base64\n-----END PRIVATE KEY-----\n")
-    config = write_config(
-        tmp_path / "c.toml",
-        port="socket://127.0.0.1:1",
-        broker=1,
-        state=tmp_path / "s",
-        signing=f"[signing]\nkey_file = {json.dumps(str(bad))}",
-    )
-    done = _run_once(config)
+    done = _run_signing(tmp_path, signing=f"[signing]\nkey_file = {json.dumps(str(bad))}")
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr
     assert "signing.key_file" in done.stderr and "not a PEM private key" in done.stderr

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 from itertools import pairwise
@@ -139,6 +141,54 @@ def test_simulate_help_and_bad_options() -> None:
         check=False,
     )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("driver", ["wrp", "cammegh-mercury", "cammegh-ss2"])
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_wheel_takes_its_link_with_it(
+    tmp_path: Path, driver: str, stop: signal.Signals
+) -> None:
+    """Found on the first day: a simulator stopped by SIGTERM, or by Ctrl-C while it
+    waited for the daemon, left its --link naming a pty number soon another program's,
+    and the daemon reopening the link opened that one. Stopped, the link goes with it."""
+    link = tmp_path / "wheel"
+    simulate = subprocess.Popen(
+        [sys.executable, "-m", "wheeld", "simulate", "--driver", driver, "--link", str(link)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(link.exists, 30, "the simulated wheel's link")
+        simulate.send_signal(stop)
+        _, err = simulate.communicate(timeout=30)
+    finally:
+        simulate.kill()
+        simulate.wait()
+    assert not os.path.lexists(link)
+    assert "Traceback" not in err and "never awaited" not in err
+
+
+def test_a_wheel_without_a_link_named_leaves_no_directory_behind() -> None:
+    """Without --link it makes a directory for the link: removed with it (found on the
+    first day: /tmp held an empty wheeld-sim-* directory for every run, or a stale link)."""
+    simulate = subprocess.Popen(
+        [sys.executable, "-m", "wheeld", "simulate", "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert simulate.stdout is not None
+        said = simulate.stdout.readline()  # wheel on /dev/pts/N: set wheel.port = "LINK"
+        link = Path(said.rstrip().rpartition(" = ")[2].strip('"'))
+        assert link.is_symlink() and link.parent.name.startswith("wheeld-sim-"), said
+        simulate.send_signal(signal.SIGTERM)
+        simulate.communicate(timeout=30)
+    finally:
+        simulate.kill()
+        simulate.wait()
+    assert not os.path.lexists(link.parent)
 
 
 def test_a_mercury_on_extended_plays_to_a_listening_daemon(tmp_path: Path, broker: Broker) -> None:

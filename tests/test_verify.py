@@ -496,6 +496,19 @@ def test_a_member_named_twice_and_an_empty_file_vouch_for_nothing() -> None:
     assert isinstance(empty, Failure) and "no message" in empty.why
 
 
+def test_the_private_key_given_to_verify_is_named_as_such(tmp_path: Path, capsys: Any) -> None:
+    """Found on the first day: `verify --key signing.key` said the library's "Valid PEM but
+    no BEGIN PUBLIC KEY/END PUBLIC KEY delimiters"; it names the mistake and the file."""
+    private = tmp_path / "signing.key"
+    private.write_bytes(SIGNER.private_pem())
+    recorded = recording(tmp_path, games(1))
+    assert verify(capsys, "--key", private, recorded) == (
+        2,
+        f"wheeld verify: --key: {private}: a private key (signing.key?), not the public key: "
+        "give the signing.pub that wheeld keygen wrote beside it (a verifier needs no secret)",
+    )
+
+
 def test_a_table_whose_key_was_rotated_verifies_with_both_keys(tmp_path: Path) -> None:
     old, new = Signer.generate(), Signer.generate()
     state = ChainState()
@@ -771,6 +784,58 @@ def test_an_export_never_replaces_what_is_not_a_file(
     assert link.is_symlink() and audit.read_text().startswith('{"export"')
     capsys.readouterr()
     assert verify(capsys, "--key", public_key, link) == (0, f"{link}: intact")
+
+
+def test_two_exports_to_one_file_at_once_each_write_a_whole_one(
+    tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found on the first day: two exports to one --out shared one partial file; the
+    second truncated it and renamed it away under the first, which then failed with
+    `No such file or directory` (and could leave a mix of both). Each writes its own."""
+    from wheeld.shell.journal import recall
+
+    write_journal(tmp_path, games(3)).close()
+    out = tmp_path / "audit.jsonl"
+    export = ["export", "--state-dir", str(tmp_path), "--out", str(out)]
+    lines = recall.export_lines
+    second: list[int | None] = []
+
+    def first_then_second(*args: Any, **kwargs: Any) -> Any:
+        for number, line in enumerate(lines(*args, **kwargs)):
+            yield line
+            if number == 0 and not second:  # the first is writing: the second runs whole
+                second.append(None)
+                second[0] = main([*export, "--to-game", "2"])
+
+    monkeypatch.setattr(recall, "export_lines", first_then_second)
+    assert main(export) == 0
+    assert second == [0]
+    said = capsys.readouterr()
+    assert said.err == ""
+    assert json.loads(out.read_text().splitlines()[0])["export"]["games"] == [1, 3]
+    assert sorted(path.name for path in tmp_path.iterdir() if "audit" in path.name) == [
+        "audit.jsonl"
+    ]
+    assert verify(capsys, "--key", public_key, out) == (0, f"{out}: intact")
+
+
+def test_an_export_stopped_by_ctrl_c_leaves_no_half_file(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wheeld.shell.journal import recall
+
+    write_journal(tmp_path, games(2)).close()
+    lines = recall.export_lines
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        yield next(lines(*args, **kwargs))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(recall, "export_lines", interrupted)
+    out = tmp_path / "audit.jsonl"
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(out)]) == 130
+    assert capsys.readouterr().err == "wheeld export: interrupted\n"
+    assert not [path.name for path in tmp_path.iterdir() if "audit" in path.name]
 
 
 def test_a_file_of_one_endless_line_is_refused_unread(

@@ -404,6 +404,9 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    import os
+    import secrets
+
     from wheeld.core.signing import SigningError, load_public_key
     from wheeld.shell.journal import JournalError
     from wheeld.shell.journal.recall import ExportError, ExportSummary, export_lines
@@ -421,9 +424,12 @@ def _export(args: argparse.Namespace) -> int:
     view = _journal_view(args.state_dir)
     summary = ExportSummary()
     # Written beside the file, then renamed over it: a failed export leaves no half file.
-    partial = target.with_name(f".{target.name}.partial")
+    # A name of its own: two exports to one --out once shared one partial file, and the
+    # second truncated and renamed away what the first was writing.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
     try:
-        with partial.open("w", encoding="utf-8") as out:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        with open(fd, "w", encoding="utf-8") as out:
             for line in export_lines(
                 view,
                 from_game=args.from_game,
@@ -442,6 +448,9 @@ def _export(args: argparse.Namespace) -> int:
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
+    except BaseException:  # Ctrl-C: no half file left beside --out either
+        partial.unlink(missing_ok=True)
+        raise
     finally:
         view.close()
     print(f"{args.out}: {summary.describe()}")
@@ -846,7 +855,7 @@ def _check_config(args: argparse.Namespace) -> int:
     if holder is not None:
         warnings.append(
             f"state.dir: {config.state.dir}: {holder} is using it now "
-            "(wheeld run would stop while it runs; its metrics address was not tried)"
+            "(wheeld run would stop while it runs; its port and metrics address were not tried)"
         )
     for warning in warnings:
         print(f"{args.file}: warning: {warning}", file=sys.stderr)

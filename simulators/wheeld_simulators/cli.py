@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -161,34 +160,47 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     import asyncio
+    import signal
 
+    # SIGTERM (a service stopped, a test's terminate()) ends it as Ctrl-C does, through
+    # the finally blocks that remove the --link: left behind, the link names a pty number
+    # that is soon another program's, and a daemon pointed at it opens that one (found on
+    # a shared machine: a daemon reopened its link onto another run's pty).
+    previous = signal.signal(signal.SIGTERM, _stop)
+    simulation = _simulate(args)
     try:
-        return asyncio.run(_simulate(args))
+        return asyncio.run(simulation)
     except KeyboardInterrupt:
+        simulation.close()  # stopped before it began: no "never awaited" warning
         return 130
     except OSError as exc:
         print(f"wheeld simulate: {exc}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 async def _simulate_ss2(args: argparse.Namespace) -> int:
     from wheeld_simulators.ss2_live import LiveSS2, SS2Faults
     from wheeld_simulators.targets import PtySink
 
-    link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
-    pty = PtySink(link)
-    print(f'SS2 wheel on {pty.slave_name}: set wheel.port = "{link}"', flush=True)
-    await pty.wait_for_reader()
-    wheel = LiveSS2(
-        pty,
-        speed=args.speed,
-        mode=args.mode,
-        seed=args.seed,
-        faults=SS2Faults(
-            busy_replies=args.busy, mute=args.mute, miss_spin_games=tuple(args.miss_spin)
-        ),
-    )
-    try:
+    pty = PtySink(args.link)
+    try:  # from the link's making: stopped at any moment after, it is removed too
+        print(f'SS2 wheel on {pty.slave_name}: set wheel.port = "{pty.link}"', flush=True)
+        wheel = LiveSS2(
+            pty,
+            speed=args.speed,
+            mode=args.mode,
+            seed=args.seed,
+            faults=SS2Faults(
+                busy_replies=args.busy, mute=args.mute, miss_spin_games=tuple(args.miss_spin)
+            ),
+        )
+        await pty.wait_for_reader()
         await wheel.run(args.games)
     finally:
         pty.close()
@@ -221,12 +233,9 @@ async def _simulate_mercury(args: argparse.Namespace) -> int:
     from wheeld_simulators.targets import PtySink, Sink, TcpSink
 
     sink: Sink
+    reader: PtySink | None = None
     if args.target == "pty":
-        link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
-        pty = PtySink(link)
-        sink = pty
-        print(f'Mercury ({args.level}) on {pty.slave_name}: set wheel.port = "{link}"', flush=True)
-        await pty.wait_for_reader()
+        sink = reader = PtySink(args.link)
     else:
         host, _, port = args.listen.rpartition(":")
         tcp = TcpSink()
@@ -234,8 +243,14 @@ async def _simulate_mercury(args: argparse.Namespace) -> int:
         sink = tcp
         print(f'Mercury listening: set wheel.port = "socket://{host}:{tcp.port}"', flush=True)
     loop = asyncio.get_running_loop()
-    began, sent, number = loop.time(), 0, 0
-    try:
+    try:  # from the link's making: stopped at any moment after, it is removed too
+        if reader is not None:
+            print(
+                f'Mercury ({args.level}) on {reader.slave_name}: set wheel.port = "{reader.link}"',
+                flush=True,
+            )
+            await reader.wait_for_reader()
+        began, sent, number = loop.time(), 0, 0
         while args.games is None or number < args.games:
             number += 1
             _show_mercury(args, number, *session.next_game())
@@ -272,15 +287,11 @@ async def _simulate(args: argparse.Namespace) -> int:
         )
     )
     sink: Sink
+    reader: PtySink | None = None
     games = args.games
     paced = True
     if args.target == "pty":
-        link = args.link or Path(tempfile.mkdtemp(prefix="wheeld-sim-")) / "wheel"
-        pty = PtySink(link)
-        sink = pty
-        print(f'wheel on {pty.slave_name}: set wheel.port = "{link}"', flush=True)
-        print("waiting for the port to be opened...", flush=True)
-        await pty.wait_for_reader()
+        sink = reader = PtySink(args.link)
     elif args.target == "tcp":
         host, _, port = args.listen.rpartition(":")
         tcp = TcpSink()
@@ -303,7 +314,11 @@ async def _simulate(args: argparse.Namespace) -> int:
         else:
             print(f"game {number}: {plan.expected}", flush=True)
 
-    try:
+    try:  # from the link's making: stopped at any moment after, it is removed too
+        if reader is not None:
+            print(f'wheel on {reader.slave_name}: set wheel.port = "{reader.link}"', flush=True)
+            print("waiting for the port to be opened...", flush=True)
+            await reader.wait_for_reader()
         faults = [None if name == "none" else name for name in args.fault]
         await play(
             simulator,

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import select
+import tempfile
 import time
 import tty
 from collections.abc import Awaitable, Callable
@@ -31,9 +32,15 @@ class Sink(Protocol):
 
 
 class PtySink:
-    """A pseudo-terminal; the daemon opens ``link`` (a stable symlink to the slave)."""
+    """A pseudo-terminal; the daemon opens ``link`` (a stable symlink to the slave). With
+    no ``link``, one in a directory of its own, removed with it at the close."""
 
-    def __init__(self, link: Path) -> None:
+    def __init__(self, link: Path | None = None) -> None:
+        #: The directory made for the link, if none was given: not left behind empty.
+        self._made: Path | None = None
+        if link is None:
+            self._made = Path(tempfile.mkdtemp(prefix="wheeld-sim-"))
+            link = self._made / "wheel"
         self.link = link
         self.master = -1
         self.slave_name = ""
@@ -85,6 +92,9 @@ class PtySink:
     def close(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.link.unlink()  # first, as in disconnect
+        if self._made is not None:
+            with contextlib.suppress(OSError):
+                self._made.rmdir()
         if self.master >= 0:
             os.close(self.master)
             self.master = -1

@@ -206,6 +206,13 @@ class Signer:
 def load_public_key(path: Path) -> Ed25519PublicKey:
     """A SubjectPublicKeyInfo PEM public key (``signing.pub``)."""
     data = _read_key_file(path)
+    if b"PRIVATE KEY-----" in data:
+        # Found: `verify --key signing.key` said the library's "Valid PEM but no BEGIN
+        # PUBLIC KEY/END PUBLIC KEY delimiters", and a verifier should never hold the key.
+        raise SigningError(
+            f"{path}: a private key (signing.key?), not the public key: give the "
+            "signing.pub that wheeld keygen wrote beside it (a verifier needs no secret)"
+        )
     try:
         key = serialization.load_pem_public_key(data)
     except (ValueError, TypeError) as exc:

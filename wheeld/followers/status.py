@@ -13,7 +13,10 @@ daemon or without it, as the service's user or root:
   when the wheel last spoke). Without it, the port is opened as the daemon
   opens it and listened to: a wheel talks several times a second.
 - **journal**: the state directory, the journal read (read-only, no lock) and
-  whether the directory can be written.
+  whether it can be written: the directory's permissions, free space on its file
+  system, and the running daemon's own word (its ``journal_unwritable`` fault).
+  Found: with the disk full the table decided nothing, in fault, and status said
+  the journal was reachable and exited 0.
 """
 
 from __future__ import annotations
@@ -32,18 +35,24 @@ if TYPE_CHECKING:
 
 #: How long each broker may take to answer, and the wheel to say anything.
 DEFAULT_TIMEOUT_S = 3.0
+#: Free space under which the state directory's file system is full to the journal: a
+#: commit needs a few pages (4 KiB each) of write-ahead log.
+FULL_BELOW_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    """One part's answer: its name, whether it is reachable, and the line's words."""
+    """One part's answer: its name, whether it is reachable, and the line's words;
+    ``known``: False when nothing could be asked (not reachable either, for the exit)."""
 
     part: str
     ok: bool
     text: str
+    known: bool = True
 
     def line(self) -> str:
-        return f"{self.part}: {'reachable' if self.ok else 'UNREACHABLE'}: {self.text}"
+        word = "reachable" if self.ok else "UNREACHABLE" if self.known else "UNKNOWN"
+        return f"{self.part}: {word}: {self.text}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +152,11 @@ def _wheel_from_daemon(
     port = config.wheel.port
     health = held.get("health")
     if not broker.ok or not isinstance(health, dict):
-        why = "no broker to read it from" if not broker.ok else "it has published no health yet"
-        return Check("wheel", False, f"{port}: held by wheeld (pid {daemon.pid}); {why}")
+        # Found: with the broker down, a wheel the daemon heard every second was called
+        # UNREACHABLE; only the daemon knows, and it could not be asked.
+        why = "no broker to ask it" if not broker.ok else "it has published no health yet"
+        words = f"{port}: held by wheeld (pid {daemon.pid}), which alone can say; {why}"
+        return Check("wheel", False, words, known=False)
     link = health.get("link")
     age = _health_age_s(health)
     heard = health.get("last_frame_age_s")
@@ -177,10 +189,9 @@ def _wheel_listened(config: Config, timeout_s: float) -> Check:
     try:
         link = serial.serial_for_url(port, baudrate=baudrate, timeout=0.2, **options)
     except (serial.SerialException, OSError, ValueError) as exc:
-        reason = (str(exc) or type(exc).__name__).splitlines()[0]
-        if "lock" in reason.lower() or "busy" in reason.lower():
-            reason += " (another program holds it)"
-        return Check("wheel", False, f"{port}: {reason}")
+        from wheeld.shell.link import open_refusal
+
+        return Check("wheel", False, f"{port}: {open_refusal(exc)}")  # run's own words
     got = b""
     started = time.monotonic()
     try:
@@ -198,7 +209,33 @@ def _wheel_listened(config: Config, timeout_s: float) -> Check:
     return Check("wheel", True, f"{port}: the wheel spoke within {took:.1f} s (no daemon running)")
 
 
-def _journal(config: Config, daemon: Daemon | None) -> Check:
+def _unwritable(state: Path, daemon: Daemon | None, held: dict[str, Any]) -> str | None:
+    """Why the journal cannot be written now, though the directory may be: None if it can."""
+    from wheeld.core.health import STOPPING_FAULTS
+
+    said, health = held.get("status"), held.get("health")
+    faults = [said.get("fault")] if isinstance(said, dict) else []
+    if isinstance(health, dict) and isinstance(health.get("faults"), list):
+        faults += health["faults"]
+    stopping = sorted({fault for fault in faults if fault in STOPPING_FAULTS})
+    if daemon is not None and stopping:
+        said_by = ", ".join(stopping)
+        return f"the daemon cannot write it ({said_by}: it decides no game until it can)"
+    try:
+        disk = os.statvfs(state)
+    except OSError:
+        return None
+    free = disk.f_bavail * disk.f_frsize
+    if free < FULL_BELOW_BYTES:
+        return f"its file system is full ({free} bytes free): no game can be journalled"
+    return None
+
+
+def _journal(
+    config: Config, daemon: Daemon | None, retained: dict[str, Any] | None = None
+) -> Check:
+    """The journal read now; ``retained``: what the broker retains of the daemon (its
+    status and health), whose word on writing it counts."""
     from wheeld.shell.journal import JOURNAL_FILE, JournalError, JournalView
 
     state = config.state.dir
@@ -219,6 +256,9 @@ def _journal(config: Config, daemon: Daemon | None) -> Check:
     last = f"last game {games[-1]}" if games else "no game yet"
     if not writable and daemon is None:
         return Check("journal", False, f"{path}: {last}; the directory cannot be written")
+    why = _unwritable(state, daemon, retained or {})
+    if why is not None:
+        return Check("journal", False, f"{path}: readable, {last}, but {why}{held}")
     return Check("journal", True, f"{path}: readable, {last}{held}")
 
 
@@ -231,8 +271,8 @@ async def check(config: Config, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Ch
     else:
         # Listened to while the broker is asked.
         listened = asyncio.to_thread(_wheel_listened, config, timeout_s)
-        (broker, _), wheel = await asyncio.gather(_broker(config, timeout_s), listened)
-    return [broker, wheel, _journal(config, daemon)]
+        (broker, held), wheel = await asyncio.gather(_broker(config, timeout_s), listened)
+    return [broker, wheel, _journal(config, daemon, held)]
 
 
 def main(config: Config, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:

@@ -8,6 +8,8 @@ handed on as they arrive, with the host time; nothing here decodes or decides.
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
 import os
 import stat
 import time
@@ -40,8 +42,23 @@ BACKOFF_MAX_S = 5.0
 STABLE_AFTER_S = 1.0
 
 
+#: Why a port cannot be the wheel's, in the words ``run`` and ``check-config`` share.
+PORT_HELD = "in use by another program (another wheeld? each table needs its own wheel.port)"
+NOT_A_TERMINAL = "not a serial port (a character device, but no terminal)"
+
+
 class LinkOpenError(Exception):
     """The port could not be opened; the message names it."""
+
+
+def open_refusal(exc: BaseException) -> str:
+    """Why opening a port failed, in words: pyserial's own for what it says plainly."""
+    text = _reason(exc)
+    if "exclusively lock" in text:  # pyserial's flock, refused: "[Errno 11] ... [Errno 11] ..."
+        return PORT_HELD
+    if "Inappropriate ioctl" in text:  # opened, but no termios: /dev/null, a printer
+        return NOT_A_TERMINAL
+    return text
 
 
 class CaptureWriter:
@@ -66,6 +83,7 @@ class CaptureWriter:
         except OSError as exc:
             raise OSError(f"--capture {path}: {exc.strerror or exc}") from None
         try:
+            self._lock(fd, path)
             size = self._check_existing(fd, path)
         except OSError:
             os.close(fd)
@@ -73,6 +91,21 @@ class CaptureWriter:
         self._file: TextIO = os.fdopen(fd, "a", encoding="ascii", buffering=1)
         if size == 0:
             self._file.write(f"{FORMAT_LINE}\n# driver: {driver}\n")
+
+    @staticmethod
+    def _lock(fd: int, path: Path) -> None:
+        """Held for as long as the capture is written (released when it is closed): two runs
+        on one file would interleave their wheels' lines, a capture that replays neither."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise OSError(
+                    f"--capture {path}: another wheeld is writing it (each run needs its own file)"
+                ) from None
+            if exc.errno not in (errno.ENOLCK, errno.EINVAL, errno.EBADF):
+                raise OSError(f"--capture {path}: {exc.strerror or exc}") from None
+            # A file system without locks, a pipe: written unlocked, as before.
 
     def _check_existing(self, fd: int, path: Path) -> int:
         """The size to append at, after refusing what is not a capture."""
@@ -206,7 +239,7 @@ class WheelLink:
                 loop, lambda: protocol, self.port, baudrate=self.baudrate, exclusive=True
             )
         except (serial.SerialException, OSError, ValueError) as exc:
-            raise LinkOpenError(f"{self.port}: {_reason(exc)}") from None
+            raise LinkOpenError(f"{self.port}: {open_refusal(exc)}") from None
         self._transport = transport
         self._protocol = protocol
         self.connected = True

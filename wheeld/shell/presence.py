@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from wheeld.config import split_server
 from wheeld.core.messages import SCHEMA_VERSION
 from wheeld.shell.properties import INSTANCE_PROPERTY
 
@@ -34,13 +35,19 @@ class RivalDaemon(Exception):
 
 def rival_error(config: Config, other: str) -> RivalDaemon:
     """What the daemon says, and exits 78 with, when another wheeld runs the table."""
+    # A status no will clears (a broker that died with the other connected, or one
+    # published by hand) refused the table for ever, the line promising it would clear.
+    where = "-h BROKER"
+    if len(config.mqtt.brokers) == 1:
+        where = "-h {} -p {}".format(*split_server(config.mqtt.brokers[0]))
     return RivalDaemon(
         f"another wheeld ({other}) is online for table {config.table.id} "
         f"(retained {config.base_topic}/status): only one may run per table id; "
         "stop that one, or give this one its own table.id. If it is gone, its last will "
         f"clears this within about {2 * config.mqtt.keepalive_s:g} s (1.5 x mqtt.keepalive_s "
         "and the broker's own check): "
-        "start again then"
+        "start again then; if it stays, once sure that wheeld is gone, clear it: "
+        f"mosquitto_pub {where} -t {config.base_topic}/status -r -n"
     )
 
 

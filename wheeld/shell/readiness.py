@@ -43,6 +43,10 @@ from wheeld.config import (
 from wheeld.core.signing import Signer, SigningError
 from wheeld.shell.journal import JOURNAL_FILE
 from wheeld.shell.journal.errors import another_table
+from wheeld.shell.link import NOT_A_TERMINAL, PORT_HELD
+
+#: How long a wheel's ``socket://`` port may take to accept a connection.
+CONNECT_TIMEOUT_S = 3.0
 
 #: Why ``wheeld run`` refuses a configuration without a signing key.
 KEY_NOT_SET = (
@@ -65,16 +69,15 @@ def machine_problems(sections: Mapping[str, BaseModel], *, live: bool = False) -
     signing = sections.get("signing")
     if isinstance(signing, SigningConfig):
         problems += signing_problems(signing)
+    state, table = sections.get("state"), sections.get("table")
+    # A running wheeld holds its own port and metrics address: the journal's lock says so.
+    held = isinstance(state, StateConfig) and state_dir_holder(state.dir) is not None
     wheel = sections.get("wheel")
     if isinstance(wheel, WheelConfig):
-        problems += port_problems(wheel, live=live)
-    state, table = sections.get("state"), sections.get("table")
-    held = False
+        problems += port_problems(wheel, live=live, opened=not held)
     if isinstance(state, StateConfig):
         problems += state_problems(state, table if isinstance(table, TableConfig) else None)
-        held = state_dir_holder(state.dir) is not None
     metrics = sections.get("metrics")
-    # A running wheeld holds its own metrics port: the journal's lock says so, not this.
     if isinstance(metrics, MetricsConfig) and metrics.listen and not held:
         problem = listen_problem(metrics.listen)
         if problem is not None:
@@ -99,19 +102,26 @@ def signing_problems(signing: SigningConfig) -> list[str]:
     return []
 
 
-def port_problems(wheel: WheelConfig, *, live: bool = False) -> list[str]:
+def port_problems(wheel: WheelConfig, *, live: bool = False, opened: bool = True) -> list[str]:
     """A device path must be there (unless waited for) and be a serial device this user
-    may read and write; a ``socket://`` host must resolve (``live``)."""
+    may read and write, and (``opened``: no wheeld of this table runs, holding it) open as
+    the daemon opens it: a terminal no other program holds. A ``socket://`` host must
+    resolve (``live``), and, unless waited for (and ``opened``), take a connection: run
+    opens it at once, and refused it in pyserial's words (found: ``[Errno 111] Connect
+    call failed``, after check-config had said ok)."""
     port = wheel.port
     scheme, sep, _ = port.partition("://")
     if sep:
-        if live and scheme.lower() == "socket":
+        if scheme.lower() == "socket":
             from urllib.parse import urlsplit
 
-            host = urlsplit(port).hostname or ""
-            why = _unresolved(host, urlsplit(port).port or 0)
+            host, number = urlsplit(port).hostname or "", urlsplit(port).port or 0
+            why = _unresolved(host, number) if live else None
             if why is not None:
                 return [f"wheel.port: {port}: {host!r} does not resolve ({why})"]
+            why = None if wheel.wait_for_device or not opened else _unreachable(host, number)
+            if why is not None:
+                return [f"wheel.port: {port}: {why} (wheel.wait_for_device = true waits for it)"]
         return []
     try:
         mode = os.stat(port).st_mode
@@ -131,7 +141,36 @@ def port_problems(wheel: WheelConfig, *, live: bool = False) -> list[str]:
             f"wheel.port: {port}: this user may not read and write it "
             "(the units run wheeld in the dialout group)"
         ]
-    return []
+    refusal = open_problem(port) if opened else None
+    if refusal == PORT_HELD and wheel.wait_for_device:
+        return []  # run waits for it, as for a port not there yet
+    return [f"wheel.port: {port}: {refusal}"] if refusal is not None else []
+
+
+def open_problem(port: str) -> str | None:
+    """Open the device as the daemon will (pyserial: read and write, its lock taken), for a
+    moment and without waiting for a carrier: why it cannot be the wheel's, or None.
+
+    Found: ``/dev/null`` (a character device, no terminal) and a port another wheeld held
+    passed check-config, and run refused them in pyserial's words.
+    """
+    try:
+        fd = os.open(port, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:  # TIOCEXCL: another program opened it exclusively
+            return PORT_HELD
+        return (exc.strerror or str(exc)).lower()
+    try:
+        if not os.isatty(fd):
+            return NOT_A_TERMINAL
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return PORT_HELD
+    finally:
+        os.close(fd)  # closing releases a lock taken
+    return None
 
 
 def state_problems(state: StateConfig, table: TableConfig | None) -> list[str]:
@@ -227,6 +266,22 @@ def _unresolved(host: str, port: int) -> str | None:
     except UnicodeError:
         return "not a valid host name"
     return None
+
+
+def _unreachable(host: str, port: int) -> str | None:
+    """Why a TCP connection to a wheel's ``socket://`` port is not taken now, or None; the
+    connection made is closed at once."""
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
+            return None
+    except ConnectionRefusedError:
+        return "connection refused: nothing listens there"
+    except TimeoutError:
+        return f"no answer in {CONNECT_TIMEOUT_S:g} s"
+    except socket.gaierror as exc:
+        return f"{host!r} does not resolve ({exc.strerror or exc})"
+    except (OSError, UnicodeError) as exc:
+        return str(getattr(exc, "strerror", None) or exc).lower()
 
 
 def broker_problems(mqtt: MqttConfig) -> list[str]:

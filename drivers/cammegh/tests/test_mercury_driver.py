@@ -491,7 +491,8 @@ def test_replay_reads_the_wheel_mercury_section(
     capture.write_text("# wheeld-capture 1\n# driver: cammegh-mercury\n" + body)
     config = tmp_path / "wheeld.toml"
     config.write_text(
-        '[wheel]\ndriver = "cammegh-mercury"\nport = "/dev/null"\n'
+        f'[wheel]\ndriver = "cammegh-mercury"\nport = "{tmp_path / "wheel"}"\n'
+        "wait_for_device = true\n"
         '[wheel.mercury]\ngame_mode = "1C"\n'
         "[signing]\nrequired = false\n"
     )
