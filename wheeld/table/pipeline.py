@@ -986,8 +986,8 @@ class TablePipeline:
         if any(record.number is not None for record, _ in self._undone):
             out.messages.append(self._history_message())
         if outcome and self.statistics is not None:
-            figures = {**self.statistics.to_json(), "schema_version": SCHEMA_VERSION}
-            out.messages.append(Outgoing(f"{self._base}/stats", json.dumps(figures), retain=True))
+            figures = self.statistics.to_json_text(schema_version=SCHEMA_VERSION)
+            out.messages.append(Outgoing(f"{self._base}/stats", figures, retain=True))
         self._undone = []
         self._kept_rotor = self.engine.state.last_result_rotor
         return out
