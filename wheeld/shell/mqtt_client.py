@@ -152,6 +152,25 @@ class Failover:
         return delay
 
 
+class PackedOnce(Properties):
+    """MQTT 5 properties made once and sent with every message of a kind: paho packs a
+    publish's properties each time (and making them costs twice that), so these are
+    packed when made. A copy of ``properties``; set nothing on it afterwards (the packed
+    form would not follow)."""
+
+    def __init__(self, properties: Properties) -> None:
+        super().__init__(properties.packetType)  # type: ignore[no-untyped-call]
+        for name in properties.names:
+            attribute = name.replace(" ", "")
+            if hasattr(properties, attribute):
+                setattr(self, attribute, getattr(properties, attribute))
+        object.__setattr__(self, "_packed", super().pack())  # type: ignore[no-untyped-call]
+
+    def pack(self) -> bytes:
+        packed: bytes = object.__getattribute__(self, "_packed")
+        return packed
+
+
 class Client(aiomqtt.Client):
     """aiomqtt's client, which can also tell a refused publish from a delivered one.
 
