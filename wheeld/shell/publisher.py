@@ -423,6 +423,9 @@ class Publisher:
         #: The broker connected to, ``host:port``; None while there is none.
         self.server: str | None = None
         self.refusals = 0
+        #: The properties every outbox entry goes with (by whether it is the status),
+        #: made and packed once.
+        self._sent_properties: dict[bool, Properties | None] = {}
 
     @property
     def stuck_since(self) -> float | None:
@@ -734,10 +737,10 @@ class Publisher:
     async def _deliver(self, client: Client, message: Outgoing) -> ReasonCode:
         # Every entry goes at QoS 1: the outbox's promise rests on a PUBACK.
         payload: str | bytes = message.payload
-        properties = self._json_properties()
-        if message.topic == f"{self._base}/status":
+        status = message.topic == f"{self._base}/status"
+        if status:
             payload = status_json(payload, self.instance)
-            properties = self._status_properties()
+        properties = self._packed_properties(status)
         return await client.publish_acknowledged(
             message.topic, payload, retain=message.retain, properties=properties
         )
@@ -775,6 +778,15 @@ class Publisher:
         )
         if alarm_code.is_failure:
             self._log.error("broker refused the alarm as well", reason=str(alarm_code))
+
+    def _packed_properties(self, status: bool) -> Properties | None:
+        """``_json_properties`` (``_status_properties`` for the status), made once."""
+        if status not in self._sent_properties:
+            from wheeld.shell.mqtt_client import PackedOnce
+
+            made = self._status_properties() if status else self._json_properties()
+            self._sent_properties[status] = None if made is None else PackedOnce(made)
+        return self._sent_properties[status]
 
     def _json_properties(self) -> Properties | None:
         if self._config.mqtt.protocol != "5":
