@@ -104,9 +104,13 @@ LAUNCHED = frozenset({"spinning", "no_more_bets"})
 FIRST_MESSAGE = ChainState()
 
 
+#: Made once: ``json.dumps`` with options makes an encoder at every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _compact(payload: dict[str, Any]) -> str:
     """A signed payload on the wire: compact, like the unsigned ones (the models' JSON)."""
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(payload)
 
 
 class LineSplitter:
