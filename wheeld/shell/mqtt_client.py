@@ -203,6 +203,7 @@ class Client(aiomqtt.Client):
         info = self._client.publish(topic, payload, 1, retain, properties)
         if info.rc != paho.MQTT_ERR_SUCCESS:
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+        self._write_now()
         # No PUBACK can be read before the next await: registering now is in time.
         puback: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
         self._pubacks[info.mid] = puback
@@ -215,6 +216,21 @@ class Client(aiomqtt.Client):
             raise aiomqtt.MqttError(f"no PUBACK for {topic} within {self.timeout} s") from None
         finally:
             self._pubacks.pop(info.mid, None)
+
+    def _write_now(self) -> None:
+        """Write what paho queued now, from the event loop's thread we run on.
+
+        paho hands a queued packet to aiomqtt, which registers a writer through
+        ``call_soon_threadsafe``: the packet would leave two turns of the loop
+        later, behind whatever else those turns run (a game's statistics). What
+        the socket does not take now is left to that writer. A write that fails
+        ends the connection as aiomqtt's writer would end it.
+        """
+        try:
+            self._client.loop_write()
+        except Exception as exc:
+            if not self._disconnected.done():
+                self._disconnected.set_exception(exc)
 
     def acknowledge(self, message: Delivered) -> None:
         """Send the PUBACK of a QoS 1 ``message`` now (a client made with ``manual_ack``:

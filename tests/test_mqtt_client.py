@@ -1,12 +1,17 @@
-"""``PackedOnce``: the MQTT 5 properties every outbox entry goes with, made and packed
-once. What goes on the wire is what paho packs for the properties it copies."""
+"""The daemon's MQTT client: ``PackedOnce``, the MQTT 5 properties every outbox entry goes
+with, made and packed once (what goes on the wire is what paho packs for the properties
+it copies); and a QoS 1 publish written at once, not turns of the event loop later."""
 
 from __future__ import annotations
+
+import asyncio
 
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from wheeld.shell.mqtt_client import PackedOnce
+from wheeld.config import Config
+from wheeld.shell.mqtt_client import PackedOnce, make_client
+from wheeld.testing.rig import Broker
 
 
 def _status_properties() -> Properties:
@@ -32,3 +37,15 @@ def test_packed_once_packs_as_paho_packs_what_it_copies() -> None:
 def test_packed_once_of_no_properties_packs_none() -> None:
     empty = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
     assert PackedOnce(empty).pack() == b"\x00"
+
+
+async def test_a_publish_leaves_before_the_loop_turns_again(broker: Broker) -> None:
+    """Written by the publish itself: nothing else the loop runs next comes first."""
+    config = Config.model_validate({"mqtt": {"servers": [f"127.0.0.1:{broker.port}"]}})
+    async with make_client(config, client_id="") as client:
+        publishing = asyncio.ensure_future(client.publish_acknowledged("t/now", b"x"))
+        left: list[bool] = []
+        # Runs after the publish's first step, in the same turn of the loop.
+        asyncio.get_running_loop().call_soon(lambda: left.append(not client._client.want_write()))
+        code = await publishing
+        assert left == [True] and not code.is_failure
