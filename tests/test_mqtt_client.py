@@ -5,6 +5,7 @@ it copies); and a QoS 1 publish written at once, not turns of the event loop lat
 from __future__ import annotations
 
 import asyncio
+import selectors
 
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -49,3 +50,12 @@ async def test_a_publish_leaves_before_the_loop_turns_again(broker: Broker) -> N
         asyncio.get_running_loop().call_soon(lambda: left.append(not client._client.want_write()))
         code = await publishing
         assert left == [True] and not code.is_failure
+        # Nothing left to write, no writer left registered: a writer on an always-writable
+        # socket would spin the loop.
+        for _ in range(3):
+            await asyncio.sleep(0)
+        selector = asyncio.get_running_loop()._selector  # type: ignore[attr-defined]
+        sock = client._client.socket()
+        assert sock is not None
+        key = selector.get_map().get(sock.fileno())
+        assert key is None or not key.events & selectors.EVENT_WRITE

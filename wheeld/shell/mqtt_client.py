@@ -223,7 +223,7 @@ class Client(aiomqtt.Client):
         paho hands a queued packet to aiomqtt, which registers a writer through
         ``call_soon_threadsafe``: the packet would leave two turns of the loop
         later, behind whatever else those turns run (a game's statistics). What
-        the socket does not take now is left to that writer. A write that fails
+        the socket does not take now is left to the writer. A write that fails
         ends the connection as aiomqtt's writer would end it.
         """
         try:
@@ -231,6 +231,22 @@ class Client(aiomqtt.Client):
         except Exception as exc:
             if not self._disconnected.done():
                 self._disconnected.set_exception(exc)
+
+    def _on_socket_register_write(
+        self, client: paho.Client, userdata: Any, sock: socket.socket | Any
+    ) -> None:
+        """aiomqtt's, but at once on the loop's own thread: paho unregisters the writer
+        at once when a write empties its queue, and a registration still on its way
+        would come after that and stay, a writer on an always-writable socket (the
+        loop would spin)."""
+        try:
+            here = asyncio.get_running_loop() is self._loop
+        except RuntimeError:  # paho connects from an executor's thread
+            here = False
+        if not here:
+            super()._on_socket_register_write(client, userdata, sock)
+            return
+        self._loop.add_writer(sock.fileno(), self._write_now)
 
     def acknowledge(self, message: Delivered) -> None:
         """Send the PUBACK of a QoS 1 ``message`` now (a client made with ``manual_ack``:
