@@ -488,7 +488,15 @@ def test_a_wheel_behind_a_socket_url(tmp_path: Path, broker: Broker) -> None:
     daemon = DaemonProcess(config, tmp_path)
     try:
         with running(daemon):
-            wait_for(lambda: sink.clients, 10, "the daemon to connect")
+            # Not the first client: the start's readiness check connects and hangs up.
+            wait_for(
+                lambda: (
+                    sink.clients
+                    and any(r.get("event") == "wheel link up" for r in daemon.log_lines())
+                ),
+                10,
+                "the daemon to connect",
+            )
             simulator = WheelSimulator(SimulatorSettings(seed=9))
             asyncio.run_coroutine_threadsafe(play(simulator, sink, speed=20, games=2), loop).result(
                 60

@@ -119,3 +119,24 @@ def test_simulators_distribution_registers_its_commands() -> None:
     assert project["project"]["name"] == "wheeld-simulators"
     assert "wheeld" in project["project"]["dependencies"]
     assert set(project["project"]["entry-points"][GROUP]) == {"simulate", "demo"}
+
+
+def test_a_built_in_command_looks_for_no_plug_in(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Looking for plug-ins imports every plug-in's distribution: not before ``run``."""
+    from wheeld import cli
+
+    def looked(commands: object) -> None:
+        raise AssertionError("plug-ins looked for")
+
+    monkeypatch.setattr(cli, "_add_plugin_commands", looked)
+    config = tmp_path / "wheeld.toml"
+    config.write_text('[table]\nid = "T1"\n')
+    assert wheeld(["check-config", str(config)]) in (0, 1)
+    monkeypatch.undo()
+    monkeypatch.setattr(
+        importlib.metadata, "entry_points", _only(_entry("hello", f"{__name__}:add_hello"))
+    )
+    assert wheeld(["hello"]) == 7  # a plug-in's command is still found
+    capsys.readouterr()

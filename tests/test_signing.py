@@ -23,7 +23,7 @@ import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests import test_daemon
@@ -524,3 +524,35 @@ def test_the_fast_canonical_form_is_rfc8785s(value: Any) -> None:
     except Exception as exc:
         got = type(exc)
     assert got == expected
+
+
+_SIGNER = Signer.generate()
+
+
+@given(st.dictionaries(st.text(max_size=8), _json, max_size=6))
+@example({"inner": {"sig": "sig-goes-here"}, "sig": "old"})  # the place is not told apart
+@example({"a": 1, "kid": "x", "z": "\ud800"})  # a lone surrogate
+@example({})
+@settings(max_examples=300)
+def test_a_signed_payloads_form_is_canonicalised_once_as_rfc8785_would(value: Any) -> None:
+    """The chain's next ``prev`` digests the form ``sign_canonical`` hands back with the
+    payload: rfc8785's of the signed payload, byte for byte (Ed25519 signs deterministically)."""
+    try:
+        expected: Any = _SIGNER.sign(value)
+        expected = (expected, rfc8785.dumps(expected))
+    except Exception as exc:  # an integer out of range, a lone surrogate
+        expected = type(exc)
+    try:
+        got: Any = _SIGNER.sign_canonical(value)
+    except Exception as exc:
+        got = type(exc)
+    assert got == expected
+
+
+def test_the_chain_names_the_digest_of_the_signed_message() -> None:
+    from wheeld.core.signing import chain, digest
+
+    signed, state = chain({"event": "result", "number": "17", "é": "ü"}, ChainState(), _SIGNER)
+    assert state == ChainState(2, digest(signed))
+    later, _ = chain({"event": "spinning", "rpm": 2.5}, state, _SIGNER)  # a float: rfc8785's
+    assert later["prev"] == digest(signed) and later["seq"] == 2

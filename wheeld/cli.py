@@ -40,7 +40,9 @@ class CommandError(Exception):
         self.status = status
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(plugins: bool = True) -> argparse.ArgumentParser:
+    """The command line; ``plugins`` False: without the plug-in commands (a built-in
+    command is asked for: looking for them imports every plug-in's distribution)."""
     parser = argparse.ArgumentParser(
         prog="wheeld",
         description="Controller daemon for electronic roulette wheels.",
@@ -148,8 +150,16 @@ def _parser() -> argparse.ArgumentParser:
     _add_audit_commands(commands)
     _add_archive_command(commands)
     _add_stats_command(commands)
-    _add_plugin_commands(commands)
+    if plugins:
+        _add_plugin_commands(commands)
     return parser
+
+
+def _built_in(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks for a built-in command: its first word that is no option
+    names one (the only option before the command, ``--version``, takes no value)."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    return first in _COMMANDS
 
 
 def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -1067,7 +1077,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     name = "wheeld"
     try:
-        args = _parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = _parser(plugins=not _built_in(words)).parse_args(words)
         name = f"wheeld {args.command}"
         # Plug-in commands carry their own handler; built-in ones are looked up.
         command: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)

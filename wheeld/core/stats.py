@@ -17,12 +17,15 @@ consecutive results), phase durations, ball revolutions and rotor speed.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import pairwise
+from functools import lru_cache
+from itertools import accumulate, pairwise
+from operator import sub
 from typing import Any
 
 from wheeld.core.layout import SECTORS, WheelLayout, layout_for
@@ -176,6 +179,13 @@ def binomial_sf(count: int, trials: int, p: float) -> float:
         return 1.0
     if count > trials:
         return 0.0
+    return _binomial_tail(count, trials, p)
+
+
+@lru_cache(maxsize=4096)
+def _binomial_tail(count: int, trials: int, p: float) -> float:
+    """Remembered: a full window's arcs ask the same few tails outcome after outcome
+    (its number of results no longer moves, its most-hit count seldom)."""
     return beta_inc(count, trials - count + 1, p)
 
 
@@ -207,7 +217,12 @@ class ChiSquared:
 
     @classmethod
     def of(cls, counts: Mapping[str, int], layout: WheelLayout) -> ChiSquared:
-        games = sum(counts.get(number, 0) for number in layout.order)
+        return cls.of_pockets(_per_pocket(counts, layout), layout)
+
+    @classmethod
+    def of_pockets(cls, per_pocket: Sequence[int], layout: WheelLayout) -> ChiSquared:
+        """The test over the counts per pocket in wheel order."""
+        games = sum(per_pocket)
         df = layout.pockets - 1
         needed = MIN_EXPECTED * layout.pockets
         if games < needed:
@@ -217,9 +232,7 @@ class ChiSquared:
             )
             return cls(None, df, None, games, reason)
         expected = games / layout.pockets
-        value = math.fsum(
-            (counts.get(number, 0) - expected) ** 2 / expected for number in layout.order
-        )
+        value = math.fsum((count - expected) ** 2 / expected for count in per_pocket)
         return cls(value, df, chi2_sf(value, df), games)
 
     @classmethod
@@ -263,6 +276,22 @@ def _percent(part: int, whole: int) -> float | None:
     return round(100 * part / whole, 2) if whole else None
 
 
+def _per_pocket(counts: Mapping[str, int], layout: WheelLayout) -> list[int]:
+    """Counts by number as a list in wheel order."""
+    get = counts.get
+    return [get(number, 0) for number in layout.order]
+
+
+def _object_text(members: Iterable[tuple[str, str]]) -> str:
+    """An object's JSON from its members' names and their values' JSON, as ``json.dumps``
+    writes it: parts serialised once and kept are put together without encoding again."""
+    return "{" + ", ".join(f"{json.dumps(name)}: {text}" for name, text in members) + "}"
+
+
+#: The families of arcs, in the order published: every result, then by rotor direction.
+_FAMILIES = ("all", "cw", "ccw")
+
+
 class _Tally:
     """Everything counted over a run of results: the whole series, or one window."""
 
@@ -282,6 +311,11 @@ class _Tally:
         self.repeats = 0
         self.distances: dict[str, Counter[int]] = {}
         self._previous: str | None = None
+        #: Each family's arcs of each size as last computed, with their JSON, by the
+        #: family's counts per pocket: a family no outcome changed is not computed again.
+        self._arcs: dict[tuple[str, int], tuple[list[int], Arcs, str]] = {}
+        #: The chi-squared test as last computed, by the counts per pocket it was of.
+        self._chi: tuple[list[int], ChiSquared] | None = None
 
     def add(self, result: _Result) -> None:
         facts = self.layout.facts(result.number)
@@ -362,48 +396,125 @@ class _Tally:
         return -steps if direction == "ccw" else steps
 
     def to_json(self) -> dict[str, Any]:
-        counts = {number: self.counts.get(number, 0) for number in self.layout.order}
-        return {
-            "results": self.results,
-            "counts": dict(sorted(counts.items(), key=lambda item: _number_key(item[0]))),
-            "chi_squared": ChiSquared.of(self.counts, self.layout).to_json(),
-            "chances": {
-                name: {
-                    key: {"count": tally[key], "percent": _percent(tally[key], self.results)}
-                    for key in _CHANCES[name]
-                }
-                for name, tally in self.chances.items()
-            },
-            "sectors": (
-                {
-                    name: {key: tally.get(key, 0) for key in ("all", *_DIRECTIONS, "unknown")}
-                    for name, tally in self.sectors.items()
-                }
-                if self.layout.pockets == 37
-                else None  # the called bets are single-zero bets
+        loaded: dict[str, Any] = json.loads(self.to_json_text())
+        return loaded
+
+    def to_json_text(self) -> str:
+        """``to_json`` as JSON text (``json.dumps``'s), each arc's part serialised once."""
+        return _object_text(self.json_members())
+
+    def json_members(self) -> list[tuple[str, str]]:
+        """The members of ``to_json``, each name with its value's JSON text, in order."""
+        layout = self.layout
+        families = {name: self.family_counts(name) for name in _FAMILIES}
+        numbers = _in_number_order(layout.order)
+        counts = self.counts
+        dumps = json.dumps
+        return [
+            ("results", dumps(self.results)),
+            ("counts", _counts_template(numbers) % tuple([counts[n] for n in numbers])),
+            ("chi_squared", dumps(self.chi_squared(families["all"]).to_json())),
+            (
+                "chances",
+                dumps(
+                    {
+                        name: {
+                            key: {
+                                "count": tally[key],
+                                "percent": _percent(tally[key], self.results),
+                            }
+                            for key in _CHANCES[name]
+                        }
+                        for name, tally in self.chances.items()
+                    }
+                ),
             ),
-            "repeats": {
-                "count": self.repeats,
-                "pairs": max(0, self.results - 1),
-                "expected_rate": round(1 / self.layout.pockets, 6),
-            },
-            "distance": {
-                direction: {str(step): n for step, n in sorted(histogram.items())}
-                for direction, histogram in sorted(self.distances.items())
-            },
-            "arcs": {str(k): self.arcs_of(k) for k in self.arcs},
-            "serial": {
-                "pairs": self._pairs.n,
-                "correlation": self._pairs.correlation(),
-                "distance_chi_squared": self.distance_test().to_json(),
-            },
-        }
+            (
+                "sectors",
+                dumps(
+                    {
+                        name: {key: tally.get(key, 0) for key in ("all", *_DIRECTIONS, "unknown")}
+                        for name, tally in self.sectors.items()
+                    }
+                    if layout.pockets == 37
+                    else None  # the called bets are single-zero bets
+                ),
+            ),
+            (
+                "repeats",
+                dumps(
+                    {
+                        "count": self.repeats,
+                        "pairs": max(0, self.results - 1),
+                        "expected_rate": round(1 / layout.pockets, 6),
+                    }
+                ),
+            ),
+            (
+                "distance",
+                dumps(
+                    {
+                        direction: {str(step): n for step, n in sorted(histogram.items())}
+                        for direction, histogram in sorted(self.distances.items())
+                    }
+                ),
+            ),
+            (
+                "arcs",
+                _object_text(
+                    (
+                        str(k),
+                        _object_text(
+                            (name, self.family_arcs(name, per_pocket, k)[1])
+                            for name, per_pocket in families.items()
+                        ),
+                    )
+                    for k in self.arcs
+                ),
+            ),
+            (
+                "serial",
+                dumps(
+                    {
+                        "pairs": self._pairs.n,
+                        "correlation": self._pairs.correlation(),
+                        "distance_chi_squared": self.distance_test().to_json(),
+                    }
+                ),
+            ),
+        ]
+
+    def family_counts(self, family: str) -> list[int]:
+        """A family's counts per pocket in wheel order: every result (``all``), cw or ccw."""
+        return _per_pocket(
+            self.counts if family == "all" else self.by_direction[family], self.layout
+        )
+
+    def family_arcs(self, family: str, per_pocket: list[int], k: int) -> tuple[Arcs, str]:
+        """The arcs of ``k`` pockets over a family's counts per pocket, and their JSON:
+        computed again only when those counts moved."""
+        kept = self._arcs.get((family, k))
+        if kept is not None and kept[0] == per_pocket:
+            return kept[1], kept[2]
+        arcs = Arcs.of_pockets(per_pocket, self.layout, k)
+        text = arcs.to_json_text()
+        self._arcs[family, k] = (per_pocket, arcs, text)
+        return arcs, text
+
+    def chi_squared(self, per_pocket: list[int] | None = None) -> ChiSquared:
+        """The chi-squared over the counts (``per_pocket``, when already at hand):
+        computed again only when they moved."""
+        if per_pocket is None:
+            per_pocket = self.family_counts("all")
+        if self._chi is None or self._chi[0] != per_pocket:
+            self._chi = (per_pocket, ChiSquared.of_pockets(per_pocket, self.layout))
+        return self._chi[1]
 
     def arcs_of(self, k: int) -> dict[str, Any]:
         """The arcs of ``k`` neighbouring pockets over every result and by rotor direction."""
-        families = {"all": self.counts, **self.by_direction}
         return {
-            name: Arcs.of(counts, self.layout, k).to_json() for name, counts in families.items()
+            name: self.family_arcs(name, self.family_counts(name), k)[0].to_json()
+            for name in _FAMILIES
         }
 
     def distance_test(self) -> ChiSquared:
@@ -630,22 +741,23 @@ class Arcs:
 
     @classmethod
     def of(cls, counts: Mapping[str, int], layout: WheelLayout, k: int) -> Arcs:
+        return cls.of_pockets(_per_pocket(counts, layout), layout, k)
+
+    @classmethod
+    def of_pockets(cls, per_pocket: Sequence[int], layout: WheelLayout, k: int) -> Arcs:
+        """The arcs over the counts per pocket in wheel order."""
         order = layout.order
         pockets = layout.pockets
-        per_pocket = [counts.get(number, 0) for number in order]
-        doubled = per_pocket + per_pocket[: k - 1]
-        arc_counts: dict[str, int] = {}
-        running = sum(doubled[:k])
-        for index, number in enumerate(order):
-            arc_counts[number] = running
-            if index + k < len(doubled):
-                running += doubled[index + k] - doubled[index]
-        results = sum(per_pocket)
+        # Each arc's count is a difference of running sums round the wheel (and k - 1 on).
+        running = [0, *accumulate([*per_pocket, *per_pocket[: k - 1]])]
+        by_arc = list(map(sub, running[k : k + pockets], running[:pockets]))
+        arc_counts = dict(zip(order, by_arc, strict=True))
+        results = running[pockets]
         expected = results * k / pockets
         if not results:
             return cls(k, 0, 0.0, arc_counts, (), 0, None)
-        first = max(range(pockets), key=lambda index: arc_counts[order[index]])
-        top = arc_counts[order[first]]
+        top = max(by_arc)
+        first = by_arc.index(top)  # the first in wheel order among equals
         arc = tuple(order[(first + step) % pockets] for step in range(k))
         p_value = min(1.0, pockets * binomial_sf(top, results, k / pockets))
         return cls(k, results, expected, arc_counts, arc, top, p_value)
@@ -662,9 +774,36 @@ class Arcs:
             },
         }
 
+    def to_json_text(self) -> str:
+        """``to_json`` as ``json.dumps`` writes it; the counts per arc through a template."""
+        dumps = json.dumps
+        return (
+            f'{{"results": {self.results}, "expected": {dumps(round(self.expected, 6))}, '
+            f'"counts": {_counts_text(self.counts)}, '
+            f'"most_hit": {{"pockets": {dumps(list(self.most_hit))}, "count": {self.count}, '
+            f'"p_value": {dumps(self.p_value)}}}}}'
+        )
+
+
+def _counts_text(counts: Mapping[str, int]) -> str:
+    """Counts by name as ``json.dumps`` writes them, in the mapping's order."""
+    return _counts_template(tuple(counts)) % tuple(counts.values())
+
+
+@lru_cache(maxsize=64)
+def _counts_template(names: tuple[str, ...]) -> str:
+    """The JSON object of ``names`` with a ``%d`` for each count: a wheel's few orders."""
+    return "{" + ", ".join(f"{json.dumps(name)}: %d" for name in names) + "}"
+
 
 def _number_key(number: str) -> tuple[int, int]:
     return (-len(number), 0) if number in ("00", "000", "0000") else (0, int(number))
+
+
+@lru_cache(maxsize=8)
+def _in_number_order(order: tuple[str, ...]) -> tuple[str, ...]:
+    """A wheel's numbers as the counts are published: the extra zeros first, then 0 to 36."""
+    return tuple(sorted(order, key=_number_key))
 
 
 # -- phases, revolutions, speeds -----------------------------------------------------------------
@@ -701,8 +840,12 @@ class Summary:
         self.low = math.inf
         self.high = -math.inf
         self._histogram: Counter[int] = Counter()
+        #: ``to_json`` as last computed: the median walks the histogram, and most
+        #: outcomes add to only some of the summaries.
+        self._figures: dict[str, Any] | None = None
 
     def add(self, value: float) -> None:
+        self._figures = None
         self.count += 1
         self._sum += value
         self.low = min(self.low, value)
@@ -751,6 +894,7 @@ class Summary:
             raise _malformed(where, "its min above its max")
         self.count, self._sum, self.low, self.high = count, total, low, high
         self._histogram = histogram
+        self._figures = None
 
     def median(self) -> float | None:
         if not self.count:
@@ -766,6 +910,11 @@ class Summary:
         return sum(found) / len(found)
 
     def to_json(self) -> dict[str, Any]:
+        if self._figures is None:
+            self._figures = self._compute_figures()
+        return dict(self._figures)
+
+    def _compute_figures(self) -> dict[str, Any]:
         if not self.count:
             return {"count": 0, "mean": None, "median": None, "min": None, "max": None}
         median = self.median()
@@ -952,12 +1101,14 @@ class Statistics:
     @property
     def chi_squared(self) -> ChiSquared:
         """The test over the whole series."""
-        return ChiSquared.of(self._whole.counts, self.layout)
+        return self._whole.chi_squared()
 
     def arcs_of(self, k: int) -> dict[str, Arcs]:
         """The arcs of ``k`` pockets over the whole series: all results, cw and ccw."""
-        families = {"all": self._whole.counts, **self._whole.by_direction}
-        return {name: Arcs.of(counts, self.layout, k) for name, counts in families.items()}
+        whole = self._whole
+        return {
+            name: whole.family_arcs(name, whole.family_counts(name), k)[0] for name in _FAMILIES
+        }
 
     def sector_concentration(self, min_results: int) -> Concentration | None:
         """The most concentrated arc over every arc size and rotor direction with at
@@ -995,26 +1146,54 @@ class Statistics:
         return self._window_tallies[size].to_json()
 
     def to_json(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.to_json_text())
+        return loaded
+
+    def to_json_text(self, **extra: Any) -> str:
+        """``to_json`` as JSON text, as ``json.dumps`` writes it, with ``extra``'s members
+        (new names) after the figures': what ``<base>/stats`` publishes.
+
+        Each part is serialised once: an arc no outcome moved keeps its text, and
+        nothing is encoded twice to put the whole together.
+        """
+        dumps = json.dumps
         games = self.results + sum(self.no_spins.values())
-        return {
-            "pockets": self.layout.pockets,
-            "games": games,
-            **self._whole.to_json(),
-            "windows": {str(size): self.window(size) for size in self.windows},
-            "no_spins": {
-                "count": sum(self.no_spins.values()),
-                "by_reason": {
-                    reason: {"count": count, "rate": round(count / games, 6)}
-                    for reason, count in sorted(self.no_spins.items())
-                },
-            },
-            "games_per_hour": {**self._games_per_hour(), "recent": self.recent_rate()},
-            "phases": {name: summary.to_json() for name, summary in self.phases.items()},
-            "pauses": self.pauses,
-            "revolutions": self.revolutions.to_json(),
-            "rotor_rpm": self.rotor_rpm.to_json(),
-            "ignored": self.ignored,
-        }
+        members = [
+            ("pockets", dumps(self.layout.pockets)),
+            ("games", dumps(games)),
+            *self._whole.json_members(),
+            (
+                "windows",
+                _object_text(
+                    (str(size), self._window_tallies[size].to_json_text()) for size in self.windows
+                ),
+            ),
+            (
+                "no_spins",
+                dumps(
+                    {
+                        "count": sum(self.no_spins.values()),
+                        "by_reason": {
+                            reason: {"count": count, "rate": round(count / games, 6)}
+                            for reason, count in sorted(self.no_spins.items())
+                        },
+                    }
+                ),
+            ),
+            ("games_per_hour", dumps({**self._games_per_hour(), "recent": self.recent_rate()})),
+            (
+                "phases",
+                dumps({name: summary.to_json() for name, summary in self.phases.items()}),
+            ),
+            ("pauses", dumps(self.pauses)),
+            ("revolutions", dumps(self.revolutions.to_json())),
+            ("rotor_rpm", dumps(self.rotor_rpm.to_json())),
+            ("ignored", dumps(self.ignored)),
+        ]
+        clash = extra.keys() & {name for name, _ in members}
+        if clash:
+            raise ValueError(f"already a member of the figures: {sorted(clash)}")
+        return _object_text([*members, *((name, dumps(value)) for name, value in extra.items())])
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to go on exactly from here, in plain JSON values

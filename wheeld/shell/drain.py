@@ -25,6 +25,7 @@ from wheeld.shell.properties import json_properties, status_properties
 from wheeld.table.effects import Outgoing
 
 if TYPE_CHECKING:
+    from paho.mqtt.properties import Properties
     from paho.mqtt.reasoncodes import ReasonCode
 
     from wheeld.config import Config
@@ -93,6 +94,8 @@ class OutboxDrain:
         self._on_acknowledged = on_acknowledged
         self._wake = asyncio.Event()
         self._refused: dict[int, _Refusal] = {}
+        #: Properties by (status or not, who says it), made and packed once.
+        self._sent_properties: dict[tuple[bool, str], Properties | None] = {}
         self.refusals = 0
 
     @property
@@ -156,13 +159,27 @@ class OutboxDrain:
     async def deliver(self, client: Client, message: Outgoing) -> ReasonCode:
         """One message at QoS 1 (the outbox's promise rests on a PUBACK): the broker's answer."""
         payload: str | bytes = message.payload
-        properties = json_properties(self._protocol)
-        if message.topic == self._status:
+        status = message.topic == self._status
+        if status:
             payload = self._presence.said(payload)
-            properties = status_properties(self._protocol, self._presence.instance)
         return await client.publish_acknowledged(
-            message.topic, payload, retain=message.retain, properties=properties
+            message.topic, payload, retain=message.retain, properties=self._properties(status)
         )
+
+    def _properties(self, status: bool) -> Properties | None:
+        """The properties an entry goes with (the status's name who says it), made and
+        packed once: paho would pack them again for every publish."""
+        key = (status, self._presence.instance)
+        if key not in self._sent_properties:
+            from wheeld.shell.mqtt_client import PackedOnce
+
+            made = (
+                status_properties(self._protocol, self._presence.instance)
+                if status
+                else json_properties(self._protocol)
+            )
+            self._sent_properties[key] = None if made is None else PackedOnce(made)
+        return self._sent_properties[key]
 
     async def _refuse(self, client: Client, entry: OutboxEntry, code: ReasonCode) -> None:
         self.refusals += 1

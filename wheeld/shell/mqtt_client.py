@@ -152,6 +152,25 @@ class Failover:
         return delay
 
 
+class PackedOnce(Properties):
+    """MQTT 5 properties made once and sent with every message of a kind: paho packs a
+    publish's properties each time (and making them costs twice that), so these are
+    packed when made. A copy of ``properties``; set nothing on it afterwards (the packed
+    form would not follow)."""
+
+    def __init__(self, properties: Properties) -> None:
+        super().__init__(properties.packetType)  # type: ignore[no-untyped-call]
+        for name in properties.names:
+            attribute = name.replace(" ", "")
+            if hasattr(properties, attribute):
+                setattr(self, attribute, getattr(properties, attribute))
+        object.__setattr__(self, "_packed", super().pack())  # type: ignore[no-untyped-call]
+
+    def pack(self) -> bytes:
+        packed: bytes = object.__getattribute__(self, "_packed")
+        return packed
+
+
 class Client(aiomqtt.Client):
     """aiomqtt's client, which can also tell a refused publish from a delivered one.
 
@@ -184,6 +203,7 @@ class Client(aiomqtt.Client):
         info = self._client.publish(topic, payload, 1, retain, properties)
         if info.rc != paho.MQTT_ERR_SUCCESS:
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
+        self._write_now()
         # No PUBACK can be read before the next await: registering now is in time.
         puback: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
         self._pubacks[info.mid] = puback
@@ -196,6 +216,37 @@ class Client(aiomqtt.Client):
             raise aiomqtt.MqttError(f"no PUBACK for {topic} within {self.timeout} s") from None
         finally:
             self._pubacks.pop(info.mid, None)
+
+    def _write_now(self) -> None:
+        """Write what paho queued now, from the event loop's thread we run on.
+
+        paho hands a queued packet to aiomqtt, which registers a writer through
+        ``call_soon_threadsafe``: the packet would leave two turns of the loop
+        later, behind whatever else those turns run (a game's statistics). What
+        the socket does not take now is left to the writer. A write that fails
+        ends the connection as aiomqtt's writer would end it.
+        """
+        try:
+            self._client.loop_write()
+        except Exception as exc:
+            if not self._disconnected.done():
+                self._disconnected.set_exception(exc)
+
+    def _on_socket_register_write(
+        self, client: paho.Client, userdata: Any, sock: socket.socket | Any
+    ) -> None:
+        """aiomqtt's, but at once on the loop's own thread: paho unregisters the writer
+        at once when a write empties its queue, and a registration still on its way
+        would come after that and stay, a writer on an always-writable socket (the
+        loop would spin)."""
+        try:
+            here = asyncio.get_running_loop() is self._loop
+        except RuntimeError:  # paho connects from an executor's thread
+            here = False
+        if not here:
+            super()._on_socket_register_write(client, userdata, sock)
+            return
+        self._loop.add_writer(sock.fileno(), self._write_now)
 
     def acknowledge(self, message: Delivered) -> None:
         """Send the PUBACK of a QoS 1 ``message`` now (a client made with ``manual_ack``:

@@ -95,9 +95,13 @@ LAUNCHED = OPENING_EVENTS
 FIRST_MESSAGE = ChainState()
 
 
+#: Made once: ``json.dumps`` with options makes an encoder at every call.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _compact(payload: dict[str, Any]) -> str:
     """A signed payload on the wire: compact, like the unsigned ones (the models' JSON)."""
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return _COMPACT.encode(payload)
 
 
 class LineSplitter:
@@ -975,8 +979,8 @@ class TablePipeline:
         if any(record.number is not None for record, _ in self._undone):
             out.messages.append(self._history_message())
         if outcome and self.statistics is not None:
-            figures = {**self.statistics.to_json(), "schema_version": SCHEMA_VERSION}
-            out.messages.append(Outgoing.on(self._base, "stats", json.dumps(figures)))
+            figures = self.statistics.to_json_text(schema_version=SCHEMA_VERSION)
+            out.messages.append(Outgoing.on(self._base, "stats", figures))
         self._undone = []
         self._kept_rotor = self.engine.state.last_result_rotor
         return out
