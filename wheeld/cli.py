@@ -406,7 +406,7 @@ def _recall(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from wheeld.core.signing import SigningError, load_public_key
     from wheeld.shell.journal import JournalError
-    from wheeld.shell.journal.recall import ExportError, ExportSummary, export_lines
+    from wheeld.shell.journal.recall import ExportError, ExportSummary, export_text
 
     if (args.from_game or args.to_game) and (args.since or args.until):
         raise CommandError("give a game range or a date range, not both", EXIT_USAGE)
@@ -424,7 +424,7 @@ def _export(args: argparse.Namespace) -> int:
     partial = target.with_name(f".{target.name}.partial")
     try:
         with partial.open("w", encoding="utf-8") as out:
-            for line in export_lines(
+            for text in export_text(
                 view,
                 from_game=args.from_game,
                 to_game=args.to_game,
@@ -433,8 +433,7 @@ def _export(args: argparse.Namespace) -> int:
                 public_key_pem=pem,
                 summary=summary,
             ):
-                out.write(line)
-                out.write("\n")
+                out.write(text)
         partial.replace(target)
     except (JournalError, ExportError) as exc:
         partial.unlink(missing_ok=True)
