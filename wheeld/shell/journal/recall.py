@@ -159,8 +159,9 @@ def export_text(
     A year is a hundred million lines, nearly all serial lines to decode from
     their blocks: this process reads the journal (one snapshot) a run of
     decisions at a time with their games' blocks as stored, and ``workers``
-    processes (by default one a core, none for a short export) decode and
-    write them, in order, a few runs in flight.
+    processes (by default ``EXPORT_WORKERS``, or one a core where there are
+    fewer; none for a short export) decode and write them, in order, a few runs
+    in flight.
     """
     first_row, last_row = _span(view, from_game, to_game, since, until)
     first, last = _parsed(view.payload(first_row)), _parsed(view.payload(last_row))
@@ -190,7 +191,7 @@ def export_text(
     yield json.dumps({"export": header}) + "\n"
     runs = _runs(view, first_row, last_row)
     if workers is None:
-        workers = os.cpu_count() or 1
+        workers = min(EXPORT_WORKERS, os.cpu_count() or 1)
     for text, frames, messages in _written(runs, workers, last_row - first_row + 1):
         summary.frames += frames
         summary.messages += messages
@@ -198,6 +199,9 @@ def export_text(
         yield text
 
 
+#: Worker processes an export decodes in, at most: two keep a year within minutes, and
+#: every worker is some 45 MiB more resident memory (the bound is 200 MB in all).
+EXPORT_WORKERS = 2
 #: Decisions a run of an export holds (some 170 games): what a worker is handed at once.
 EXPORT_RUN = 512
 
