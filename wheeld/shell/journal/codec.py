@@ -24,11 +24,11 @@ from __future__ import annotations
 import re
 import zlib
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, count, islice, repeat
 from operator import itemgetter
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 #: The first byte of a payload stored compressed: raw deflate with ``_PAYLOAD_WORDS``.
 PAYLOAD_FORMAT = b"\x01"
@@ -151,7 +151,7 @@ def decode_columns(stored: bytes, skip: int = 0) -> tuple[list[int], list[Direct
     expression, each distinct change record is split once (a heartbeat's
     repeat often), and a shape's numbers are running sums and its text the
     last change, both computed column by column by ``itertools`` in C; only
-    the lines past ``skip`` are joined.
+    the lines past ``skip`` are made, each by one %-formatting.
     """
     if not isinstance(stored, bytes) or stored[:1] != BLOCK_FORMAT:
         raise ValueError("frame block stored in an unknown format")
@@ -198,26 +198,33 @@ def _lines(kinds: Sequence[str], bodies: Sequence[str], skip: int) -> list[str]:
         if not rows:  # a shape seen once: its line as written
             lines[indexes[0]] = first
             continue
+        kept = bisect_left(indexes, skip)
+        if kept == len(indexes):
+            continue  # all of it skipped (the lead's only)
         parts = _NUMBER.split(first)
-        count_ = len(indexes)
         columns = list(zip(*rows, strict=True))
         if len(columns) != len(parts):
             raise ValueError("a change record that does not fit its shape")
-        # Column by column, the shape's line as it was at each of its records.
-        built: list[Iterable[str]] = [repeat(parts[0], count_)]
+        # The shape as a %-template, its moving parts column by column: each line is then
+        # one formatting of its values, with no string made for a number on its way.
+        template = [parts[0].replace("%", "%%")]
+        moving: list[Iterable[Any]] = []
         for index in range(1, len(parts)):
             column, start = columns[index], parts[index]
             if index % 2:  # a number: its differences summed
-                built.append(map(str, accumulate(map(int, column), initial=int(start))))
+                template.append("%d")
+                moving.append(accumulate(map(int, column), initial=int(start)))
             elif any(column):  # text: "" unchanged, else "|" and the text
-                built.append(map(_AFTER_MARK, accumulate(column, _later, initial="|" + start)))
+                template.append("%s")
+                moving.append(map(_AFTER_MARK, accumulate(column, _later, initial="|" + start)))
             else:
-                built.append(repeat(start, count_))
-        kept = bisect_left(indexes, skip)
-        if kept == count_:
-            continue
-        if kept:
-            built = [islice(values, kept, None) for values in built]
-        for index, line in zip(indexes[kept:], map("".join, zip(*built, strict=True)), strict=True):
+                template.append(start.replace("%", "%%"))
+        made: Iterable[str]
+        if moving:
+            values: Iterator[tuple[Any, ...]] = zip(*moving, strict=True)
+            made = map("".join(template).__mod__, islice(values, kept, None))
+        else:
+            made = repeat(first, len(indexes) - kept)
+        for index, line in zip(indexes[kept:], made, strict=True):
             lines[index] = line
     return lines
