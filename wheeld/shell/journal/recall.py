@@ -323,13 +323,16 @@ def _span(
     else:
         game: int | None = None
         chosen = False
-        for row_id, gid, payload in view.decisions():
+        # Only a game's first payload is read (its ts): the others stay compressed.
+        for row_id, gid, stored in view.stored_decisions():
             if gid != game:
                 game = gid
                 chosen = (from_game is None or gid >= from_game) and (
                     to_game is None or gid <= to_game
                 )
-                chosen = chosen and _in_period(_parsed(payload).get("ts"), since, until)
+                if chosen:
+                    ts = _parsed(stored_payload(stored)).get("ts")
+                    chosen = _in_period(ts, since, until)
             if chosen:
                 first_row = row_id if first_row is None else first_row
                 last_row = row_id

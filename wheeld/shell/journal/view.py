@@ -128,7 +128,9 @@ class JournalView:
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
 
-    def stored_decisions(self, first: int, last: int) -> Iterator[tuple[int, int, str | bytes]]:
+    def stored_decisions(
+        self, first: int = 0, last: int = _GAME_ID_LIMIT
+    ) -> Iterator[tuple[int, int, str | bytes]]:
         """The decisions of rows ``first`` to ``last`` as stored (a payload still compressed,
         for a worker to read), in the order decided, streamed."""
         try:
