@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tests.test_verify import games, write_journal
 from wheeld.cli import main
 from wheeld.shell.journal import JOURNAL_FILE, Journal
+from wheeld.shell.journal import recall as recall_module
 from wheeld.shell.journal.recall import frame_line
 
 
@@ -120,3 +121,86 @@ def test_an_export_frame_line_is_what_json_writes(
 ) -> None:
     expected = json.dumps({"frame": {"t": t, "dir": direction, "line": line, "game_id": game_id}})
     assert frame_line(t, direction, line, game_id) == expected
+
+
+# -- export: the same file whichever way it is written ----------------------------------------
+
+
+def _journal_of_lines(state_dir: Path, count: int) -> Journal:
+    """Signed games with the traffic between them (heartbeats, a line with quotes and a
+    backslash), each game's block leading with it; the last game's lines still open (the
+    journal is left open)."""
+    from wheeld.core.engine import EngineState
+    from wheeld.core.signing import ChainState, digest
+    from wheeld.table.effects import FrameRecord, GameRecord, Outgoing
+
+    journal = Journal(state_dir / JOURNAL_FILE)
+    at, beat = 1000.0, 0
+    for message in games(count):
+        game_id = message["game_id"]
+        frames = []
+        for _ in range(5):  # between games, then during the game
+            beat += 1
+            at += 0.25
+            line = f"$WRHBT,{beat},{int(at * 1000)}*{beat % 256:02X}".encode()
+            frames.append(FrameRecord(at, "<", line, None if beat % 3 else game_id))
+        frames.append(FrameRecord(at + 0.1, ">", b'say "hi" \\ there', game_id))
+        frames.append(FrameRecord(at + 0.2, "<", b"$WRPOC,7,0*0A", game_id))
+        at += 0.2
+        journal.record_frames(frames)
+        body = json.dumps(message)
+        journal.record(
+            [GameRecord(game_id, message["event"], body)],
+            [Outgoing("t/game", body)],
+            EngineState(next_game_id=game_id + 1),
+            ChainState(message["seq"] + 1, digest(message)),
+        )
+    return journal
+
+
+def _export_as_before(state_dir: Path) -> str:
+    """An export written as it was before the work was spread: a game's frames (through
+    ``JournalView.frames``), then its payloads, a ``frame_line`` and a ``\\n`` at a time."""
+    from wheeld.shell.journal import JournalView
+
+    with JournalView(state_dir / JOURNAL_FILE) as view:
+        header = next(recall_module.export_text(view, workers=1))
+        out, written = [header], set()
+        for _, gid, payload in view.decisions():
+            if gid not in written:
+                written.add(gid)
+                out += [frame_line(f.t, f.dir, f.line, gid) + "\n" for f in view.frames([gid])[gid]]
+            out.append(payload + "\n")
+    return "".join(out)
+
+
+def test_an_export_is_the_same_file_in_one_process_or_in_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Worker processes decode runs of games: the file is byte for byte the one written in
+    one process, a line at a time, a damaged block's line and the open lines included."""
+    import sqlite3
+
+    from wheeld.shell.journal import JournalView
+
+    journal = _journal_of_lines(tmp_path, 12)
+    with sqlite3.connect(tmp_path / JOURNAL_FILE) as db:
+        db.execute("UPDATE frame_blocks SET data = x'01ff' WHERE game_id = 4")
+    monkeypatch.setattr(recall_module, "EXPORT_RUN", 5)  # 36 decisions: 8 runs
+    expected = _export_as_before(tmp_path)
+    assert '"dir": "!", "line": "frame block' in expected
+    assert 'say \\"hi\\" \\\\x5C there' in expected  # json's escapes of the capture's text
+    with sqlite3.connect(tmp_path / JOURNAL_FILE) as db:
+        assert db.execute("SELECT COUNT(*) FROM frame_tail WHERE game_id = 12").fetchone()[0]
+    written = {}
+    try:
+        for workers in (1, 2):
+            summary = recall_module.ExportSummary()
+            with JournalView(tmp_path / JOURNAL_FILE) as view:
+                written[workers] = "".join(
+                    recall_module.export_text(view, workers=workers, summary=summary)
+                )
+            assert summary.lines == written[workers].count("\n")
+    finally:
+        journal.close()
+    assert written[1] == written[2] == expected

@@ -797,7 +797,7 @@ def test_two_exports_to_one_file_at_once_each_write_a_whole_one(
     write_journal(tmp_path, games(3)).close()
     out = tmp_path / "audit.jsonl"
     export = ["export", "--state-dir", str(tmp_path), "--out", str(out)]
-    lines = recall.export_lines
+    lines = recall.export_text
     second: list[int | None] = []
 
     def first_then_second(*args: Any, **kwargs: Any) -> Any:
@@ -807,7 +807,7 @@ def test_two_exports_to_one_file_at_once_each_write_a_whole_one(
                 second.append(None)
                 second[0] = main([*export, "--to-game", "2"])
 
-    monkeypatch.setattr(recall, "export_lines", first_then_second)
+    monkeypatch.setattr(recall, "export_text", first_then_second)
     assert main(export) == 0
     assert second == [0]
     said = capsys.readouterr()
@@ -825,13 +825,13 @@ def test_an_export_stopped_by_ctrl_c_leaves_no_half_file(
     from wheeld.shell.journal import recall
 
     write_journal(tmp_path, games(2)).close()
-    lines = recall.export_lines
+    lines = recall.export_text
 
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         yield next(lines(*args, **kwargs))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(recall, "export_lines", interrupted)
+    monkeypatch.setattr(recall, "export_text", interrupted)
     out = tmp_path / "audit.jsonl"
     assert main(["export", "--state-dir", str(tmp_path), "--out", str(out)]) == 130
     assert capsys.readouterr().err == "wheeld export: interrupted\n"

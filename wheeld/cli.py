@@ -419,7 +419,7 @@ def _export(args: argparse.Namespace) -> int:
 
     from wheeld.core.signing import SigningError, load_public_key
     from wheeld.shell.journal import JournalError
-    from wheeld.shell.journal.recall import ExportError, ExportSummary, export_lines
+    from wheeld.shell.journal.recall import ExportError, ExportSummary, export_text
 
     if (args.from_game or args.to_game) and (args.since or args.until):
         raise CommandError("give a game range or a date range, not both", EXIT_USAGE)
@@ -440,7 +440,7 @@ def _export(args: argparse.Namespace) -> int:
     try:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         with open(fd, "w", encoding="utf-8") as out:
-            for line in export_lines(
+            for text in export_text(
                 view,
                 from_game=args.from_game,
                 to_game=args.to_game,
@@ -449,8 +449,7 @@ def _export(args: argparse.Namespace) -> int:
                 public_key_pem=pem,
                 summary=summary,
             ):
-                out.write(line)
-                out.write("\n")
+                out.write(text)
         partial.replace(target)
     except (JournalError, ExportError) as exc:
         partial.unlink(missing_ok=True)

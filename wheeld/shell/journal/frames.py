@@ -226,46 +226,6 @@ class FrameTail:
         self._load()
 
 
-def read_frames(
-    db: sqlite3.Connection, game_ids: Sequence[int], *, legacy: bool
-) -> dict[int, list[JournalFrame]]:
-    """The lines that crossed the link during each game, in order: blocks, then the open tail.
-
-    ``legacy``: the journal still has an older wheeld's per-line ``frames``.
-    """
-    found: dict[int, list[JournalFrame]] = {game_id: [] for game_id in game_ids}
-    if not game_ids:
-        return found
-    marks = ", ".join("?" * len(game_ids))
-    if legacy:
-        for t, direction, line, game_id in db.execute(
-            f"SELECT t, dir, line, game_id FROM frames WHERE game_id IN ({marks}) ORDER BY id",
-            tuple(game_ids),
-        ):
-            found[game_id].append(JournalFrame(t, direction, line, game_id))
-    for block_id, game_id, lead, data in db.execute(
-        f"SELECT id, game_id, lead, data FROM frame_blocks WHERE game_id IN ({marks}) ORDER BY id",
-        tuple(game_ids),
-    ):
-        try:
-            lines = decode_block(data, lead)
-        except ValueError as exc:
-            # One damaged block costs its own lines, said where they would be, not the rest.
-            found[game_id].append(
-                JournalFrame(0.0, "!", f"frame block {block_id} does not read: {exc}", game_id)
-            )
-            continue
-        found[game_id] += [
-            JournalFrame(line.t_ms / 1000, line.dir, line.line, game_id) for line in lines
-        ]
-    for t, direction, line, game_id in db.execute(
-        f"SELECT t, dir, line, game_id FROM frame_tail WHERE game_id IN ({marks}) ORDER BY id",
-        tuple(game_ids),
-    ):
-        found[game_id].append(JournalFrame(round(t, 3), direction, line, game_id))
-    return found
-
-
 def iter_blocks(db: sqlite3.Connection) -> Iterator[list[tuple[BlockLine, int | None]]]:
     """Every sealed block's lines with the game each fell in, oldest first, a block at a time."""
     for game_id, lead, data in db.execute(

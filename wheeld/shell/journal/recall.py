@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from wheeld.core.commands import MAX_GAME_ID
 from wheeld.core.messages import EXPORT_FORMAT, iso_utc
 from wheeld.core.signing import ChainState, digest
 from wheeld.shell.journal.errors import JournalError
+from wheeld.shell.journal.view import StoredFrames, frame_columns, stored_payload
 
 if TYPE_CHECKING:
     from wheeld.shell.journal import JournalFrame, JournalView
@@ -129,7 +134,7 @@ class ExportSummary:
         )
 
 
-def export_lines(
+def export_text(
     view: JournalView,
     *,
     from_game: int | None = None,
@@ -138,16 +143,25 @@ def export_lines(
     until: datetime | None = None,
     public_key_pem: str | None = None,
     summary: ExportSummary | None = None,
+    workers: int | None = None,
 ) -> Iterator[str]:
-    """An export: a header with the chain's anchor, then each game's frames and payloads.
+    """An export: a header with the chain's anchor, then each game's frames and payloads,
+    as pieces of text of whole lines (each ends with a newline), in order.
 
     The payloads are every decision from the first game's first event to the
     last game's last one, unbroken, so ``wheeld verify --key PUB FILE`` checks
     every link between the anchor's start and end. A game is in a date range
     when its first event's ``ts`` is. Two passes over the journal, streamed:
     the first finds the span (and raises ExportError when nothing is in it),
-    the second yields the lines; memory does not grow with the journal. ``summary``
-    counts what was yielded.
+    the second yields the text; memory does not grow with the journal.
+    ``summary`` counts what was yielded.
+
+    A year is a hundred million lines, nearly all serial lines to decode from
+    their blocks: this process reads the journal (one snapshot) a run of
+    decisions at a time with their games' blocks as stored, and ``workers``
+    processes (by default ``EXPORT_WORKERS``, or one a core where there are
+    fewer; none for a short export) decode and write them, in order, a few runs
+    in flight.
     """
     first_row, last_row = _span(view, from_game, to_game, since, until)
     first, last = _parsed(view.payload(first_row)), _parsed(view.payload(last_row))
@@ -174,26 +188,103 @@ def export_lines(
     summary.games = (first.get("game_id"), last.get("game_id"))
     summary.since, summary.until = first.get("ts"), last.get("ts")
     summary.lines += 1
-    yield json.dumps({"export": header})
+    yield json.dumps({"export": header}) + "\n"
+    runs = _runs(view, first_row, last_row)
+    if workers is None:
+        workers = min(EXPORT_WORKERS, os.cpu_count() or 1)
+    for text, frames, messages in _written(runs, workers, last_row - first_row + 1):
+        summary.frames += frames
+        summary.messages += messages
+        summary.lines += frames + messages
+        yield text
+
+
+#: Worker processes an export decodes in, at most: two keep a year within minutes, and
+#: every worker is some 45 MiB more resident memory (the bound is 200 MB in all).
+EXPORT_WORKERS = 2
+#: Decisions a run of an export holds (some 170 games): what a worker is handed at once.
+EXPORT_RUN = 512
+
+#: A run: per decision, the game whose lines come first (or None) and the payload as
+#: stored; and the lines of those games, as stored.
+_Run = tuple[list[tuple[int | None, str | bytes]], dict[int, StoredFrames]]
+
+
+def _runs(view: JournalView, first_row: int, last_row: int) -> Iterator[_Run]:
+    """The decisions from ``first_row`` to ``last_row`` in runs, each game's lines before
+    its first decision (the stored text itself, not a re-serialisation: the file holds
+    what was published)."""
     written: set[int] = set()
     read = 0
-    # The stored text itself, not a re-serialisation: the file holds what was published.
-    for row_id, gid, payload in view.decisions(first_row, last_row):
+    run: list[tuple[int | None, str | bytes]] = []
+    games: list[int] = []
+    for row_id, gid, stored in view.stored_decisions(first_row, last_row):
         read = row_id
+        lines_of: int | None = None
         if gid not in written:
             if len(written) > 64:
                 written.clear()  # games run in order: only the last few can come again
             written.add(gid)
-            for f in view.frames([gid])[gid]:
-                summary.frames += 1
-                summary.lines += 1
-                yield frame_line(f.t, f.dir, f.line, gid)
-        summary.messages += 1
-        summary.lines += 1
-        yield payload
+            lines_of = gid
+            games.append(gid)
+        run.append((lines_of, stored))
+        if len(run) >= EXPORT_RUN:
+            yield run, view.stored_frames(games)
+            run, games = [], []
+    if run:
+        yield run, view.stored_frames(games)
     if read != last_row:
         # A damaged page can end a read early without a word: an export is whole or fails.
         raise ExportError(f"the journal could not be read past decision row {read}")
+
+
+def _written(runs: Iterator[_Run], workers: int, rows: int) -> Iterator[tuple[str, int, int]]:
+    """Each run as text, in order, with its counts of frame lines and messages: in
+    ``workers`` processes when there are two or more and more than one run."""
+    if workers < 2 or rows <= EXPORT_RUN:
+        yield from map(_run_text, runs)
+        return
+    try:
+        pool = ProcessPoolExecutor(workers)
+    except OSError:  # no shared memory for the pool's locks (a read-only /dev/shm): here
+        yield from map(_run_text, runs)
+        return
+    in_flight: deque[Future[tuple[str, int, int]]] = deque()
+    with pool:
+        for run in runs:
+            in_flight.append(pool.submit(_run_text, run))
+            if len(in_flight) > workers:
+                yield in_flight.popleft().result()
+        while in_flight:
+            yield in_flight.popleft().result()
+
+
+def _run_text(run: _Run) -> tuple[str, int, int]:
+    """A run's lines (each game's serial lines, then its payload), and how many of each."""
+    decisions, stored = run
+    out: list[str] = []
+    for gid, payload in decisions:
+        if gid is not None:
+            out += frame_lines(stored[gid], gid)
+        out.append(stored_payload(payload))
+    out.append("")
+    return "\n".join(out), len(out) - 1 - len(decisions), len(decisions)
+
+
+def frame_lines(stored: StoredFrames, game_id: int) -> list[str]:
+    """A game's serial lines as an export's frame lines (``frame_line`` each)."""
+    out: list[str] = []
+    for stamps, directions, lines in frame_columns(stored):
+        joined = "".join(lines)
+        if len(lines) == 1 or '"' in joined or "\\" in joined:
+            out += map(frame_line, stamps, directions, lines, repeat(game_id))
+            continue
+        # frame_line's own text for a decoded block (its times floats, nothing to escape).
+        out += [
+            f'{{"frame": {{"t": {t!r}, "dir": "{way}", "line": "{line}", "game_id": {game_id}}}}}'
+            for t, way, line in zip(stamps, directions, lines, strict=True)
+        ]
+    return out
 
 
 def frame_line(t: float, direction: str, line: str, game_id: int) -> str:
@@ -232,13 +323,16 @@ def _span(
     else:
         game: int | None = None
         chosen = False
-        for row_id, gid, payload in view.decisions():
+        # Only a game's first payload is read (its ts): the others stay compressed.
+        for row_id, gid, stored in view.stored_decisions():
             if gid != game:
                 game = gid
                 chosen = (from_game is None or gid >= from_game) and (
                     to_game is None or gid <= to_game
                 )
-                chosen = chosen and _in_period(_parsed(payload).get("ts"), since, until)
+                if chosen:
+                    ts = _parsed(stored_payload(stored)).get("ts")
+                    chosen = _in_period(ts, since, until)
             if chosen:
                 first_row = row_id if first_row is None else first_row
                 last_row = row_id

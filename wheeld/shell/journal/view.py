@@ -11,18 +11,40 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
+from itertools import repeat
+from operator import truediv
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from wheeld.core.signing import ChainState
 from wheeld.shell.journal.chain import BROKEN, CHAINED, ChainWalk, walk
-from wheeld.shell.journal.codec import BlockLine, unpack_payload
+from wheeld.shell.journal.codec import BlockLine, decode_columns, unpack_payload
 from wheeld.shell.journal.errors import JournalError
-from wheeld.shell.journal.frames import JournalFrame, iter_blocks, read_frames
+from wheeld.shell.journal.frames import JournalFrame, iter_blocks
 from wheeld.shell.journal.schema import expected_tables, tables
 
 #: Same bound as the engine's stored integers: exact in every JSON reader.
 _GAME_ID_LIMIT = 1 << 53
+
+
+class StoredLine(NamedTuple):
+    """A serial line kept a row a line (the open block's tail, or an older wheeld's frames)."""
+
+    t: float
+    dir: str
+    line: str
+
+
+class StoredBlock(NamedTuple):
+    """A game's sealed block as stored: decoded by whoever formats it (export, in a worker)."""
+
+    id: int
+    lead: int
+    data: bytes
+
+
+#: Where a game's lines are kept, in their order: rows and blocks as read, not yet decoded.
+StoredFrames = list[StoredLine | StoredBlock]
 
 
 class JournalView:
@@ -102,7 +124,20 @@ class JournalView:
                 "SELECT id, game_id, payload FROM decisions WHERE id BETWEEN ? AND ? ORDER BY id",
                 (first, last),
             ):
-                yield row_id, game_id, _payload(payload)
+                yield row_id, game_id, stored_payload(payload)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+
+    def stored_decisions(
+        self, first: int = 0, last: int = _GAME_ID_LIMIT
+    ) -> Iterator[tuple[int, int, str | bytes]]:
+        """The decisions of rows ``first`` to ``last`` as stored (a payload still compressed,
+        for a worker to read), in the order decided, streamed."""
+        try:
+            yield from self._db.execute(
+                "SELECT id, game_id, payload FROM decisions WHERE id BETWEEN ? AND ? ORDER BY id",
+                (first, last),
+            )
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
 
@@ -111,7 +146,7 @@ class JournalView:
         rows = self._read("SELECT payload FROM decisions WHERE id = ?", (row_id,))
         if not rows:
             raise JournalError(f"{self.path}: no decision row {row_id}")
-        return _payload(rows[0][0])
+        return stored_payload(rows[0][0])
 
     def rows_of_games(
         self, first_game: int | None, last_game: int | None
@@ -162,7 +197,7 @@ class JournalView:
             " ORDER BY id",
             tuple(game_ids),
         ):
-            found[game_id].append(_payload(payload))
+            found[game_id].append(stored_payload(payload))
         return found
 
     def wheel_pockets(self) -> int | None:
@@ -203,7 +238,7 @@ class JournalView:
             for (payload,) in self._db.execute(
                 "SELECT payload FROM decisions WHERE id > ? ORDER BY id", (row_id,)
             ):
-                yield _payload(payload)
+                yield stored_payload(payload)
         except sqlite3.Error as exc:
             raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
 
@@ -227,15 +262,64 @@ class JournalView:
 
     def frames(self, game_ids: Sequence[int]) -> dict[int, list[JournalFrame]]:
         """The lines that crossed the link during each game, in order."""
+        return {
+            game_id: journal_frames(stored, game_id)
+            for game_id, stored in self.stored_frames(game_ids).items()
+        }
+
+    def stored_frames(self, game_ids: Sequence[int]) -> dict[int, StoredFrames]:
+        """Where each game's lines are kept, in order: an older wheeld's rows, the game's
+        blocks (as stored), then the open block's rows; read in one query each."""
+        found: dict[int, StoredFrames] = {game_id: [] for game_id in game_ids}
+        if not game_ids:
+            return found
+        marks, ids = _marks(game_ids), tuple(game_ids)
+        if self._legacy:
+            for t, direction, line, game_id in self._read(
+                f"SELECT t, dir, line, game_id FROM frames WHERE game_id IN ({marks}) ORDER BY id",
+                ids,
+            ):
+                found[game_id].append(StoredLine(t, direction, line))
+        for block_id, game_id, lead, data in self._read(
+            f"SELECT id, game_id, lead, data FROM frame_blocks WHERE game_id IN ({marks})"
+            " ORDER BY id",
+            ids,
+        ):
+            found[game_id].append(StoredBlock(block_id, lead, data))
+        for t, direction, line, game_id in self._read(
+            f"SELECT t, dir, line, game_id FROM frame_tail WHERE game_id IN ({marks}) ORDER BY id",
+            ids,
+        ):
+            found[game_id].append(StoredLine(round(t, 3), direction, line))
+        return found
+
+
+def journal_frames(stored: StoredFrames, game_id: int) -> list[JournalFrame]:
+    """A game's lines from where they are kept."""
+    return [
+        JournalFrame(t, direction, line, game_id)
+        for stamps, directions, lines in frame_columns(stored)
+        for t, direction, line in zip(stamps, directions, lines, strict=True)
+    ]
+
+
+def frame_columns(stored: StoredFrames) -> Iterator[tuple[list[Any], list[str], list[str]]]:
+    """Each piece of a game's lines (a row, or a block decoded but its lead) as columns:
+    host times (s), directions, lines. A damaged block costs its own lines, said where
+    they would be (direction ``!``), not the rest."""
+    for kept in stored:
+        if isinstance(kept, StoredLine):
+            yield [kept.t], [kept.dir], [kept.line]
+            continue
         try:
-            return read_frames(self._db, game_ids, legacy=self._legacy)
-        except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            times, directions, lines = decode_columns(kept.data, kept.lead)
         except ValueError as exc:
-            raise JournalError(f"{self.path}: a frame block does not read: {exc}") from None
+            yield [0.0], ["!"], [f"frame block {kept.id} does not read: {exc}"]
+            continue
+        yield list(map(truediv, times, repeat(1000))), list(directions), lines
 
 
-def _payload(stored: str | bytes) -> str:
+def stored_payload(stored: str | bytes) -> str:
     """A stored payload as published; one that does not decompress is shown as such."""
     try:
         return unpack_payload(stored)
