@@ -838,6 +838,34 @@ def test_an_export_stopped_by_ctrl_c_leaves_no_half_file(
     assert not [path.name for path in tmp_path.iterdir() if "audit" in path.name]
 
 
+def test_an_export_stopped_by_sigterm_leaves_no_half_file(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found on the first day: SIGTERM (not only Ctrl-C) left the partial file."""
+    import os
+    import signal
+
+    from wheeld.shell.journal import recall
+
+    write_journal(tmp_path, games(2)).close()
+    lines = recall.export_lines
+
+    def terminated(*args: Any, **kwargs: Any) -> Any:
+        yield next(lines(*args, **kwargs))
+        # Unhandled, SIGTERM would end this test's process: say so instead.
+        assert callable(signal.getsignal(signal.SIGTERM)), "export leaves SIGTERM to kill it"
+        os.kill(os.getpid(), signal.SIGTERM)
+        yield from lines(*args, **kwargs)  # the handler runs before this goes far
+
+    monkeypatch.setattr(recall, "export_lines", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "audit.jsonl"
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(out)]) == 128 + 15
+    assert capsys.readouterr().err == "wheeld export: terminated\n"
+    assert not [path.name for path in tmp_path.iterdir() if "audit" in path.name]
+    assert signal.getsignal(signal.SIGTERM) == before, "the handler is put back"
+
+
 def test_a_file_of_one_endless_line_is_refused_unread(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:

@@ -403,9 +403,16 @@ def _recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM as an exception: what is under way cleans up, and the command ends in one
+    line with the shell's status for it."""
+    raise CommandError("terminated", 128 + signum)
+
+
 def _export(args: argparse.Namespace) -> int:
     import os
     import secrets
+    import signal
 
     from wheeld.core.signing import SigningError, load_public_key
     from wheeld.shell.journal import JournalError
@@ -427,6 +434,8 @@ def _export(args: argparse.Namespace) -> int:
     # A name of its own: two exports to one --out once shared one partial file, and the
     # second truncated and renamed away what the first was writing.
     partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+    # SIGTERM (systemd, kill) stops it as Ctrl-C does: through the clean-up below, not past it.
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         with open(fd, "w", encoding="utf-8") as out:
@@ -448,10 +457,11 @@ def _export(args: argparse.Namespace) -> int:
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
-    except BaseException:  # Ctrl-C: no half file left beside --out either
+    except BaseException:  # Ctrl-C or SIGTERM: no half file left beside --out either
         partial.unlink(missing_ok=True)
         raise
     finally:
+        signal.signal(signal.SIGTERM, previous)
         view.close()
     print(f"{args.out}: {summary.describe()}")
     return 0
