@@ -7,6 +7,7 @@ user can cause end with one clear line on stderr and a non-zero status.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -149,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_archive_command(commands)
     _add_stats_command(commands)
     _add_plugin_commands(commands)
+    _add_missing_plugin_commands(commands)
     return parser
 
 
@@ -713,6 +715,34 @@ def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
                 f"{type(exc).__name__}: {exc}",
                 file=sys.stderr,
             )
+
+
+#: The commands other distributions of this project add, and the distribution of each.
+PLUGIN_DISTRIBUTIONS = {
+    "simulate": ("wheeld-simulators", "./simulators"),
+    "demo": ("wheeld-simulators", "./simulators"),
+}
+
+
+def _add_missing_plugin_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """The project's plug-in commands whose distribution is not installed: each says where
+    it comes from (argparse said only "invalid choice"). Not listed in the help."""
+    for name, (distribution, source) in PLUGIN_DISTRIBUTIONS.items():
+        if name in commands.choices:
+            continue
+        missing = commands.add_parser(name, add_help=False, prefix_chars="\0")
+        missing.add_argument("rest", nargs=argparse.REMAINDER)
+        line = (
+            f"comes with the {distribution} distribution, which is not installed:"
+            f" pip install {source} (in wheeld's source tree) adds it"
+        )
+        missing.set_defaults(func=functools.partial(_not_installed, line))
+
+
+def _not_installed(line: str, args: argparse.Namespace) -> int:
+    raise CommandError(line, EXIT_USAGE)
 
 
 def _load_config(path: Path | None, *, signing_key: bool = True) -> Config:
