@@ -412,12 +412,14 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    import errno
     import os
     import secrets
     import signal
 
     from wheeld.core.signing import SigningError, load_public_key
     from wheeld.shell.journal import JournalError
+    from wheeld.shell.journal.errors import file_size_limit
     from wheeld.shell.journal.recall import ExportError, ExportSummary, export_lines
 
     if (args.from_game or args.to_game) and (args.since or args.until):
@@ -458,7 +460,11 @@ def _export(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         partial.unlink(missing_ok=True)
-        raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
+        why = exc.strerror or str(exc)
+        limit = file_size_limit() if exc.errno == errno.EFBIG else None
+        if limit is not None:  # the file is no larger than the limit: say which
+            why = f"{why}: {limit}"
+        raise CommandError(f"--out: {args.out}: {why}", EXIT_USAGE) from None
     except BaseException:  # Ctrl-C or SIGTERM: no half file left beside --out either
         partial.unlink(missing_ok=True)
         raise
