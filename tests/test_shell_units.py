@@ -13,7 +13,12 @@ from wheeld.shell.applier import EffectsApplier
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
 from wheeld.shell.journal import JournalWriteError
-from wheeld.shell.journal_fault import JOURNAL_RETRY_S, JournalFault
+from wheeld.shell.journal_fault import (
+    JOURNAL_FLAP_WINDOW_S,
+    JOURNAL_HOLD_MAX_S,
+    JOURNAL_RETRY_S,
+    JournalFault,
+)
 from wheeld.shell.write_batches import FRAME_BATCH, FRAME_FLUSH_S
 from wheeld.table.effects import CommandRecord, Effects, FrameRecord, LogRecord, Outgoing
 
@@ -231,6 +236,43 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     assert pipeline.told == [("recovered", 1000.0 + loop.t)] and len(applied) == 1
     assert _state(published[-1]) == "online" and statuses[-1] == "idle"
     assert scheduler.names() == []
+
+
+def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_time() -> None:
+    """Found on the first day: under `ulimit -f` the journal recovered, failed at the next
+    game and recovered again, raising and clearing the alarm every few seconds."""
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    published: list[Outgoing] = []
+    log = RecordingLog()
+    parts = SimpleNamespace(
+        log=log,
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda: True),  # the probe fits each time
+        pipeline=pipeline,
+        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        notifier=SimpleNamespace(status=lambda line: None),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=lambda effects: None,
+    )
+    fault = JournalFault(cast(Any, parts))
+    holds: list[float] = []
+    for _ in range(10):
+        fault.failed(Effects(), "File too large")
+        holds.append(fault.hold_s)
+        loop.run_until(loop.t + fault.hold_s - 0.5)
+        assert pipeline.journal_failed, "held"
+        loop.run_until(loop.t + 0.5)
+        assert not pipeline.journal_failed, "tried again at the hold's end, and writable"
+        loop.run_until(loop.t + 1.0)  # the next game's commit fails a second later
+    assert holds == [1, 2, 4, 8, 16, 32, 64, 128, 256, JOURNAL_HOLD_MAX_S]
+    assert [_state(m) for m in published] == ["fault", "online"] * 10
+    assert log.lines[-1][1].startswith("journal unwritable again soon after it recovered")
+    assert log.lines[-1][2] == {"recovered_s_ago": 1.0, "hold_s": JOURNAL_HOLD_MAX_S}
+    # Writable for the flap window: the one-second retry is earned back.
+    loop.run_until(loop.t + JOURNAL_FLAP_WINDOW_S)
+    fault.failed(Effects(), "disk full")
+    assert fault.hold_s == JOURNAL_RETRY_S
 
 
 def test_commands_past_the_rate_are_counted_and_journaled_once_a_minute() -> None:
