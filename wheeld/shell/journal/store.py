@@ -54,10 +54,11 @@ if TYPE_CHECKING:
 __all__ = ["JOURNAL_FILE", "Journal", "checkpoint_wal"]
 
 JOURNAL_FILE = "journal.sqlite3"
-#: What the write probe writes (``Journal.writable``): with its pages' overhead, more
-#: than a game's commit adds to the write-ahead log (measured: 25 to 60 KiB), so room for
-#: the probe is room for a game.
-PROBE_BYTES = 64 * 1024
+#: What the write probe writes (``Journal.writable``): with its pages' overhead (some
+#: 145 KiB of write-ahead log), more than a game's commits add to it (measured: 25 to
+#: 60 KiB for one message; the daemon's, with the history and statistics, more), so
+#: room for the probe is room for a game.
+PROBE_BYTES = 128 * 1024
 #: SQLite virtual-machine steps between two progress calls while a journal opens.
 _PROGRESS_STEPS = 1_000_000
 
