@@ -275,6 +275,39 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     assert fault.hold_s == JOURNAL_RETRY_S
 
 
+def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
+    """Found under `ulimit -f`: the `online` a recovery queued was sent again from the
+    outbox after the journal failed once more (its acknowledgement could not be kept),
+    and the broker's retained status said `online` through the fault."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    presence = Presence(config, "host:/var/lib/wheeld", RecordingLog())
+    drain = OutboxDrain(
+        config,
+        cast(Any, None),
+        presence,
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+    )
+    sent: list[tuple[str, str]] = []
+
+    class _Client:
+        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
+            sent.append((topic, payload))
+
+    presence.payload = '{"state": "fault", "fault": "journal_unwritable"}'  # said since
+    queued = Outgoing(f"{config.base_topic}/status", '{"state": "online"}', retain=True)
+    asyncio.run(drain.deliver(cast(Any, _Client()), queued))
+    ((topic, payload),) = sent
+    assert topic == f"{config.base_topic}/status"
+    assert json.loads(payload)["state"] == "fault"
+
+
 def test_commands_past_the_rate_are_counted_and_journaled_once_a_minute() -> None:
     scheduler, loop, _ = hand_scheduler()
     applied: list[Effects] = []

@@ -158,7 +158,10 @@ class OutboxDrain:
         payload: str | bytes = message.payload
         properties = json_properties(self._protocol)
         if message.topic == self._status:
-            payload = self._presence.said(payload)
+            # The daemon's word now, not when it was queued: an ``online`` queued at a
+            # recovery is sent again while the journal, failed once more, cannot keep its
+            # acknowledgement, and must not overwrite the retained ``fault`` said since.
+            payload = self._presence.said(self._presence.payload)
             properties = status_properties(self._protocol, self._presence.instance)
         return await client.publish_acknowledged(
             message.topic, payload, retain=message.retain, properties=properties
