@@ -275,6 +275,48 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     assert fault.hold_s == JOURNAL_RETRY_S
 
 
+class _RecoveringPipeline(_Pipeline):
+    """Recovers as the table does: its effects say so in the log."""
+
+    def journal_recovered(self, now: float) -> Effects:
+        self.journal_failed = False
+        return Effects(logs=[LogRecord("warning", "journal writable again", {})])
+
+
+def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
+    """Found under `ulimit -f`: the probe fitted, the recovery's commit did not, and the
+    log said "journal writable again" (and the alarm cleared) all the same."""
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _RecoveringPipeline()
+    log = RecordingLog()
+    published: list[Outgoing] = []
+    faults: list[JournalFault] = []
+
+    def refused(effects: Effects) -> None:
+        """What the applier does when the journal refuses the recovery's commit."""
+        faults[0].failed(effects, "File too large")
+        for record in effects.logs:
+            getattr(log, record.level)(record.event, **record.fields)
+
+    parts = SimpleNamespace(
+        log=log,
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda: True),
+        pipeline=pipeline,
+        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        notifier=SimpleNamespace(status=lambda line: None),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=refused,
+    )
+    faults.append(JournalFault(cast(Any, parts)))
+    faults[0].failed(Effects(), "File too large")
+    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    assert pipeline.journal_failed
+    assert "journal writable again" not in [event for _, event, _ in log.lines]
+    assert [_state(m) for m in published] == ["fault", "fault"], "never online"
+    assert scheduler.names() == ["journal retry"]
+
+
 def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     """Found under `ulimit -f`: the `online` a recovery queued was sent again from the
     outbox after the journal failed once more (its acknowledgement could not be kept),

@@ -80,8 +80,14 @@ class JournalFault:
         if not self._journal.writable():
             self._retry = self._scheduler.after(JOURNAL_RETRY_S, self._try_again, "journal retry")
             return
-        self._apply(self._pipeline.journal_recovered(now))
+        recovered = self._pipeline.journal_recovered(now)
+        # Said only once the recovery's own commit (the voided games, the alarm's clear)
+        # is kept: when it fails too, "journal writable again" would be a line's lie.
+        said, recovered.logs = recovered.logs, []
+        self._apply(recovered)
         if not self._pipeline.journal_failed:
             self._cleared_at = self._scheduler.clock.monotonic()
+            for record in said:
+                getattr(self._log, record.level)(record.event, **record.fields)
             self._publisher.publish_unjournaled(self._pipeline.status_message())
         self._notifier.status(self._condition.status_line())
