@@ -75,6 +75,9 @@ class LoopClock(HostClock):
     def wall(self) -> float:
         return 1000.0 + self.loop.t
 
+    def monotonic(self) -> float:
+        return self.loop.t
+
 
 def hand_scheduler() -> tuple[Scheduler, HandLoop, LoopClock]:
     """A scheduler on a loop moved by hand, and its clock (host time = 1000 + loop time)."""

@@ -283,6 +283,9 @@ def test_a_wrong_section_hides_nothing_of_the_others(
     [
         ('[mqtt]\nhots = "b"\n', "mqtt.hots: unknown key (did you mean host?)"),
         ("[mqqt]\n", "mqqt: unknown key (did you mean mqtt?)"),
+        # Found on the first day: too short for difflib's ratio, so no suggestion.
+        ("[mqq]\n", "mqq: unknown key (did you mean mqtt?)"),
+        ("[lgo]\n", "lgo: unknown key (did you mean log?)"),
         ("[rules]\nsettle = 900\n", "rules.settle: unknown key (did you mean settle_ms?)"),
         ("[wheel]\nbaudrat = 9600\n", "wheel.baudrat: unknown key (driver 'wrp') (did you"),
         ('[log]\nlevel = "loud"\n', 'log.level: must be "debug", "info", "warning" or "error"'),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -273,6 +274,32 @@ async def test_the_write_ahead_log_is_checkpointed_one_at_a_time_off_the_loop(
     release.set()
     await asyncio.wait_for(job.stopping(), timeout=10)
     assert started == ["checkpoint"]
+
+
+async def test_a_checkpoint_under_a_file_size_limit_says_the_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Found under `ulimit -f`: `journal checkpoint failed` said only
+    `OperationalError('disk I/O error')`."""
+    import sqlite3
+
+    from wheeld.shell.jobs import wal
+    from wheeld.shell.journal import errors
+
+    def refused(path: Path) -> None:
+        error = sqlite3.OperationalError("disk I/O error")
+        error.sqlite_errorcode = sqlite3.SQLITE_IOERR_WRITE
+        raise error
+
+    monkeypatch.setattr(wal, "checkpoint_wal", refused)
+    monkeypatch.setattr(errors, "file_size_limit", lambda: "no file past 300 KiB (ulimit -f)")
+    parts = _parts(journal=SimpleNamespace(path=tmp_path / "journal.sqlite3"))
+    job = WalCheckpointJob(parts)
+    job.tick(1000.0)
+    await asyncio.wait_for(job.stopping(), timeout=10)
+    ((level, event, fields),) = cast(RecordingLog, parts.log).lines
+    assert (level, event) == ("warning", "journal checkpoint failed")
+    assert fields["error"].startswith("no file past 300 KiB (ulimit -f): journal.sqlite3 or")
 
 
 def test_the_watchdog_is_pinged_only_while_healthy_and_only_when_asked_for() -> None:

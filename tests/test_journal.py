@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -350,16 +351,22 @@ print(json.dumps({"recorded": recorded, "error": error,
 """
 
 
-def test_a_file_size_limit_fails_writes_cleanly(state_dir: Path) -> None:
+def _under_a_limit(script: str, state_dir: Path) -> Any:
+    """What ``script`` prints (JSON), run on a fresh journal in a process of its own: the
+    file-size limit it sets must not reach pytest's files."""
     Journal(state_dir / JOURNAL).close()  # the schema, before the limit
     done = subprocess.run(
-        [sys.executable, "-c", _FILE_SIZE_LIMIT, str(state_dir / JOURNAL)],
+        [sys.executable, "-c", script, str(state_dir / JOURNAL)],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    outcome = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_a_file_size_limit_fails_writes_cleanly(state_dir: Path) -> None:
+    outcome = _under_a_limit(_FILE_SIZE_LIMIT, state_dir)
     assert outcome["error"] is not None, "the limit was never reached"
     assert outcome["error"].startswith(f"{state_dir / JOURNAL}: cannot write")
     assert outcome["recorded"] and outcome["after"] == outcome["recorded"]
@@ -367,6 +374,52 @@ def test_a_file_size_limit_fails_writes_cleanly(state_dir: Path) -> None:
     journal = Journal(state_dir / JOURNAL)  # consistent: it passes the integrity check
     assert [game_id for game_id, _, _ in journal.decisions()] == outcome["recorded"]
     journal.close()
+
+
+_PROBE_UNDER_A_LIMIT = """
+import json, resource, sys
+from pathlib import Path
+from wheeld.core.engine import EngineState
+from wheeld.table.effects import GameRecord, Outgoing
+from wheeld.shell.journal import Journal, JournalWriteError
+
+journal = Journal(Path(sys.argv[1]))
+wal = journal.path.with_name(journal.path.name + "-wal")
+
+def game(game_id):
+    body = "x" * 1500
+    journal.record(
+        [GameRecord(game_id, "result", body, "7")],
+        [Outgoing("t/game", body), Outgoing("t/result", body, retain=True)],
+        EngineState(next_game_id=game_id + 1),
+    )
+
+def room(limit):
+    resource.setrlimit(resource.RLIMIT_FSIZE, (wal.stat().st_size + limit, resource.RLIM_INFINITY))
+
+game(1)
+said = {}
+room(12 * 1024)  # a page or two fit, a game does not
+said["tight"] = journal.writable()
+try:
+    game(2)
+except JournalWriteError as exc:
+    said["game"] = str(exc)
+room(256 * 1024)
+said["roomy"] = journal.writable()
+game(2)
+print(json.dumps(said))
+"""
+
+
+def test_the_write_probe_needs_room_for_a_game(state_dir: Path) -> None:
+    """Found on the first day: under `ulimit -f` the probe's one-page write fitted where
+    the next game's did not, and the fault cleared and came back every few seconds."""
+    said = _under_a_limit(_PROBE_UNDER_A_LIMIT, state_dir)
+    assert "this process may write no file past" in said["game"], "a game's commit fails"
+    assert "(ulimit -f)" in said["game"] and "\n" not in said["game"]
+    assert said["tight"] is False, "room for a page is no room for a game"
+    assert said["roomy"] is True
 
 
 @pytest.fixture

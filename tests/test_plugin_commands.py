@@ -59,6 +59,19 @@ def test_wheeld_alone_lists_no_simulate_or_demo(
     assert err == ""
 
 
+@pytest.mark.parametrize("argv", [["simulate"], ["demo", "--seconds", "5"]])
+def test_simulate_without_the_simulators_says_where_it_comes_from(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found on the first day: argparse's "invalid choice" was all wheeld said."""
+    monkeypatch.setattr(importlib.metadata, "entry_points", _only())
+    assert wheeld(argv) == 2
+    assert capsys.readouterr().err == (
+        f"wheeld {argv[0]}: comes with the wheeld-simulators distribution, which is not"
+        " installed: pip install ./simulators (in wheeld's source tree) adds it\n"
+    )
+
+
 def test_the_simulators_distribution_adds_simulate_and_demo(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

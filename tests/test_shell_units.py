@@ -13,7 +13,12 @@ from wheeld.shell.applier import EffectsApplier
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
 from wheeld.shell.journal import JournalWriteError
-from wheeld.shell.journal_fault import JOURNAL_RETRY_S, JournalFault
+from wheeld.shell.journal_fault import (
+    JOURNAL_FLAP_WINDOW_S,
+    JOURNAL_HOLD_MAX_S,
+    JOURNAL_RETRY_S,
+    JournalFault,
+)
 from wheeld.shell.write_batches import FRAME_BATCH, FRAME_FLUSH_S
 from wheeld.table.effects import CommandRecord, Effects, FrameRecord, LogRecord, Outgoing
 
@@ -231,6 +236,118 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     assert pipeline.told == [("recovered", 1000.0 + loop.t)] and len(applied) == 1
     assert _state(published[-1]) == "online" and statuses[-1] == "idle"
     assert scheduler.names() == []
+
+
+def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_time() -> None:
+    """Found on the first day: under `ulimit -f` the journal recovered, failed at the next
+    game and recovered again, raising and clearing the alarm every few seconds."""
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    published: list[Outgoing] = []
+    log = RecordingLog()
+    parts = SimpleNamespace(
+        log=log,
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda: True),  # the probe fits each time
+        pipeline=pipeline,
+        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        notifier=SimpleNamespace(status=lambda line: None),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=lambda effects: None,
+    )
+    fault = JournalFault(cast(Any, parts))
+    holds: list[float] = []
+    for _ in range(10):
+        fault.failed(Effects(), "File too large")
+        holds.append(fault.hold_s)
+        loop.run_until(loop.t + fault.hold_s - 0.5)
+        assert pipeline.journal_failed, "held"
+        loop.run_until(loop.t + 0.5)
+        assert not pipeline.journal_failed, "tried again at the hold's end, and writable"
+        loop.run_until(loop.t + 1.0)  # the next game's commit fails a second later
+    assert holds == [1, 2, 4, 8, 16, 32, 64, 128, 256, JOURNAL_HOLD_MAX_S]
+    assert [_state(m) for m in published] == ["fault", "online"] * 10
+    assert log.lines[-1][1].startswith("journal unwritable again soon after it recovered")
+    assert log.lines[-1][2] == {"recovered_s_ago": 1.0, "hold_s": JOURNAL_HOLD_MAX_S}
+    # Writable for the flap window: the one-second retry is earned back.
+    loop.run_until(loop.t + JOURNAL_FLAP_WINDOW_S)
+    fault.failed(Effects(), "disk full")
+    assert fault.hold_s == JOURNAL_RETRY_S
+
+
+class _RecoveringPipeline(_Pipeline):
+    """Recovers as the table does: its effects say so in the log."""
+
+    def journal_recovered(self, now: float) -> Effects:
+        self.journal_failed = False
+        return Effects(logs=[LogRecord("warning", "journal writable again", {})])
+
+
+def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
+    """Found under `ulimit -f`: the probe fitted, the recovery's commit did not, and the
+    log said "journal writable again" (and the alarm cleared) all the same."""
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _RecoveringPipeline()
+    log = RecordingLog()
+    published: list[Outgoing] = []
+    faults: list[JournalFault] = []
+
+    def refused(effects: Effects) -> None:
+        """What the applier does when the journal refuses the recovery's commit."""
+        faults[0].failed(effects, "File too large")
+        for record in effects.logs:
+            getattr(log, record.level)(record.event, **record.fields)
+
+    parts = SimpleNamespace(
+        log=log,
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda: True),
+        pipeline=pipeline,
+        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        notifier=SimpleNamespace(status=lambda line: None),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=refused,
+    )
+    faults.append(JournalFault(cast(Any, parts)))
+    faults[0].failed(Effects(), "File too large")
+    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    assert pipeline.journal_failed
+    assert "journal writable again" not in [event for _, event, _ in log.lines]
+    assert [_state(m) for m in published] == ["fault", "fault"], "never online"
+    assert scheduler.names() == ["journal retry"]
+
+
+def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
+    """Found under `ulimit -f`: the `online` a recovery queued was sent again from the
+    outbox after the journal failed once more (its acknowledgement could not be kept),
+    and the broker's retained status said `online` through the fault."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    presence = Presence(config, "host:/var/lib/wheeld", RecordingLog())
+    drain = OutboxDrain(
+        config,
+        cast(Any, None),
+        presence,
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+    )
+    sent: list[tuple[str, str]] = []
+
+    class _Client:
+        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
+            sent.append((topic, payload))
+
+    presence.payload = '{"state": "fault", "fault": "journal_unwritable"}'  # said since
+    queued = Outgoing(f"{config.base_topic}/status", '{"state": "online"}', retain=True)
+    asyncio.run(drain.deliver(cast(Any, _Client()), queued))
+    ((topic, payload),) = sent
+    assert topic == f"{config.base_topic}/status"
+    assert json.loads(payload)["state"] == "fault"
 
 
 def test_commands_past_the_rate_are_counted_and_journaled_once_a_minute() -> None:

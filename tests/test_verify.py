@@ -838,6 +838,81 @@ def test_an_export_stopped_by_ctrl_c_leaves_no_half_file(
     assert not [path.name for path in tmp_path.iterdir() if "audit" in path.name]
 
 
+def test_an_export_stopped_by_sigterm_leaves_no_half_file(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found on the first day: SIGTERM (not only Ctrl-C) left the partial file."""
+    import os
+    import signal
+
+    from wheeld.shell.journal import recall
+
+    write_journal(tmp_path, games(2)).close()
+    lines = recall.export_text
+
+    def terminated(*args: Any, **kwargs: Any) -> Any:
+        yield next(lines(*args, **kwargs))
+        # Unhandled, SIGTERM would end this test's process: say so instead.
+        assert callable(signal.getsignal(signal.SIGTERM)), "export leaves SIGTERM to kill it"
+        os.kill(os.getpid(), signal.SIGTERM)
+        yield from lines(*args, **kwargs)  # the handler runs before this goes far
+
+    monkeypatch.setattr(recall, "export_text", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "audit.jsonl"
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(out)]) == 128 + 15
+    assert capsys.readouterr().err == "wheeld export: terminated\n"
+    assert not [path.name for path in tmp_path.iterdir() if "audit" in path.name]
+    assert signal.getsignal(signal.SIGTERM) == before, "the handler is put back"
+
+
+@contextlib.contextmanager
+def _file_size_limit(limit: int) -> Any:
+    """``ulimit -f`` for this process, for the length of the block (SQLite's writes past
+    it fail with EFBIG: Python ignores SIGXFSZ)."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, before)
+
+
+@pytest.mark.parametrize("command", ["recall", "export"])
+def test_a_journal_read_under_a_file_size_limit_says_the_limit(
+    command: str, tmp_path: Path, capsys: Any
+) -> None:
+    """Found on the first day: `recall` and `export` under `ulimit -f 4` said SQLite's
+    `disk I/O error` (its shared-memory file, 32 KiB, could not be made)."""
+    write_journal(tmp_path, games(2)).close()
+    argv = [command, "--state-dir", str(tmp_path)]
+    if command == "export":
+        argv += ["--out", str(tmp_path / "audit.jsonl")]
+    with _file_size_limit(4096):
+        status = main(argv)
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"wheeld {command}: {tmp_path / JOURNAL_FILE}: cannot read the journal: this process"
+        f" may write no file past 4 KiB (ulimit -f): {JOURNAL_FILE}-shm beside it needs 32 KiB;"
+        " raise the limit (SQLite said: disk I/O error)\n"
+    )
+
+
+def test_an_export_past_a_file_size_limit_says_the_limit(tmp_path: Path, capsys: Any) -> None:
+    write_journal(tmp_path, games(60)).close()  # an export of some 60 KiB
+    out = tmp_path / "audit.jsonl"
+    with _file_size_limit(40 * 1024):
+        status = main(["export", "--state-dir", str(tmp_path), "--out", str(out)])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"wheeld export: --out: {out}: File too large: this process may write no file past"
+        " 40 KiB (ulimit -f)\n"
+    )
+    assert not [path.name for path in tmp_path.iterdir() if "audit" in path.name]
+
+
 def test_a_file_of_one_endless_line_is_refused_unread(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:

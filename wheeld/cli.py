@@ -7,6 +7,7 @@ user can cause end with one clear line on stderr and a non-zero status.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -152,6 +153,7 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
     _add_stats_command(commands)
     if plugins:
         _add_plugin_commands(commands)
+        _add_missing_plugin_commands(commands)
     return parser
 
 
@@ -413,12 +415,21 @@ def _recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM as an exception: what is under way cleans up, and the command ends in one
+    line with the shell's status for it."""
+    raise CommandError("terminated", 128 + signum)
+
+
 def _export(args: argparse.Namespace) -> int:
+    import errno
     import os
     import secrets
+    import signal
 
     from wheeld.core.signing import SigningError, load_public_key
     from wheeld.shell.journal import JournalError
+    from wheeld.shell.journal.errors import file_size_limit
     from wheeld.shell.journal.recall import ExportError, ExportSummary, export_text
 
     if (args.from_game or args.to_game) and (args.since or args.until):
@@ -437,6 +448,8 @@ def _export(args: argparse.Namespace) -> int:
     # A name of its own: two exports to one --out once shared one partial file, and the
     # second truncated and renamed away what the first was writing.
     partial = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.partial")
+    # SIGTERM (systemd, kill) stops it as Ctrl-C does: through the clean-up below, not past it.
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         with open(fd, "w", encoding="utf-8") as out:
@@ -456,11 +469,16 @@ def _export(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except OSError as exc:
         partial.unlink(missing_ok=True)
-        raise CommandError(f"--out: {args.out}: {exc.strerror or exc}", EXIT_USAGE) from None
-    except BaseException:  # Ctrl-C: no half file left beside --out either
+        why = exc.strerror or str(exc)
+        limit = file_size_limit() if exc.errno == errno.EFBIG else None
+        if limit is not None:  # the file is no larger than the limit: say which
+            why = f"{why}: {limit}"
+        raise CommandError(f"--out: {args.out}: {why}", EXIT_USAGE) from None
+    except BaseException:  # Ctrl-C or SIGTERM: no half file left beside --out either
         partial.unlink(missing_ok=True)
         raise
     finally:
+        signal.signal(signal.SIGTERM, previous)
         view.close()
     print(f"{args.out}: {summary.describe()}")
     return 0
@@ -712,6 +730,34 @@ def _add_plugin_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
                 f"{type(exc).__name__}: {exc}",
                 file=sys.stderr,
             )
+
+
+#: The commands other distributions of this project add, and the distribution of each.
+PLUGIN_DISTRIBUTIONS = {
+    "simulate": ("wheeld-simulators", "./simulators"),
+    "demo": ("wheeld-simulators", "./simulators"),
+}
+
+
+def _add_missing_plugin_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """The project's plug-in commands whose distribution is not installed: each says where
+    it comes from (argparse said only "invalid choice"). Not listed in the help."""
+    for name, (distribution, source) in PLUGIN_DISTRIBUTIONS.items():
+        if name in commands.choices:
+            continue
+        missing = commands.add_parser(name, add_help=False, prefix_chars="\0")
+        missing.add_argument("rest", nargs=argparse.REMAINDER)
+        line = (
+            f"comes with the {distribution} distribution, which is not installed:"
+            f" pip install {source} (in wheeld's source tree) adds it"
+        )
+        missing.set_defaults(func=functools.partial(_not_installed, line))
+
+
+def _not_installed(line: str, args: argparse.Namespace) -> int:
+    raise CommandError(line, EXIT_USAGE)
 
 
 def _load_config(path: Path | None, *, signing_key: bool = True) -> Config:

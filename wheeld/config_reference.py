@@ -46,6 +46,10 @@ EXAMPLE_SETS: dict[str, Any] = {
 #: Values the example shows for keys unset by default (a comment, to copy).
 EXAMPLES: dict[str, Any] = {
     "table.name": "Table 1",
+    "wheel.mercury.firmware": "2.10",
+    "wheel.control.game_options": 16,
+    "mqtt.base_topic": "wheeld/T1",
+    "mqtt.client_id": "wheeld-T1",
     "table.min_bet": 5,
     "table.max_bet": 500,
     "table.currency": "EUR",
@@ -199,7 +203,9 @@ def example() -> str:
                     value = EXAMPLES.get(dotted)
                 if "shown_default" in extra:
                     note += f" (default: {extra['shown_default']})"
-                line = f"# {key} = {toml_value(value) if value is not None else ''}".rstrip()
+                if value is None:  # `key =` alone is no TOML: uncommented, the file breaks
+                    raise ValueError(f"{dotted}: no default and no example: add one to EXAMPLES")
+                line = f"# {key} = {toml_value(value)}"
             lines.append(f"{line:<34} # {note}")
     return "\n".join(lines) + "\n"
 

@@ -136,12 +136,40 @@ def field_at(model: type[BaseModel], loc: Sequence[str]) -> tuple[type[BaseModel
 def did_you_mean(key: str, known: Sequence[str]) -> str:
     """What to say after "unknown key": the known key closest to it, else the keys
     there are (when few), else nothing."""
-    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6) or _few_edits(key, known)
     if close:
         return f" (did you mean {close[0]}?)"
     if known and len(known) <= 12:
         return f" (known here: {', '.join(sorted(known))})"
     return ""
+
+
+#: A short name (the sections': ``mqtt``, ``log``) is matched by edits, not by ratio:
+#: ``mqq`` is two edits from ``mqtt`` but too short for difflib's cutoff.
+_MAX_EDITS = 2
+
+
+def _few_edits(key: str, known: Sequence[str]) -> list[str]:
+    """The one known name within ``_MAX_EDITS`` edits of ``key`` that starts as it does
+    (none when two are as close: a guess between them would mislead)."""
+    near = sorted(
+        (distance, name)
+        for name in known
+        if name[:1] == key[:1] and (distance := _edits(key, name)) <= _MAX_EDITS
+    )
+    if not near or (len(near) > 1 and near[0][0] == near[1][0]):
+        return []
+    return [near[0][1]]
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein's distance: letters inserted, deleted or changed."""
+    row = list(range(len(b) + 1))
+    for i, left in enumerate(a, 1):
+        previous, row[0] = row[0], i
+        for j, right in enumerate(b, 1):
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (left != right))
+    return row[-1]
 
 
 def is_section(annotation: Any) -> bool:

@@ -161,7 +161,10 @@ class OutboxDrain:
         payload: str | bytes = message.payload
         status = message.topic == self._status
         if status:
-            payload = self._presence.said(payload)
+            # The daemon's word now, not when it was queued: an ``online`` queued at a
+            # recovery is sent again while the journal, failed once more, cannot keep its
+            # acknowledgement, and must not overwrite the retained ``fault`` said since.
+            payload = self._presence.said(self._presence.payload)
         return await client.publish_acknowledged(
             message.topic, payload, retain=message.retain, properties=self._properties(status)
         )

@@ -7,9 +7,11 @@ checkpoint's fsyncs must not hold up a launch.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from typing import ClassVar
 
 from wheeld.shell.jobs.base import Job, Parts
+from wheeld.shell.journal.errors import in_words
 from wheeld.shell.journal.store import checkpoint_wal
 
 #: How often the write-ahead log is checkpointed.
@@ -39,9 +41,12 @@ class WalCheckpointJob(Job):
         self._task = asyncio.get_running_loop().create_task(self._checkpoint())
 
     async def _checkpoint(self) -> None:
+        path = self.parts.journal.path
         try:
-            await asyncio.to_thread(checkpoint_wal, self.parts.journal.path)
-        except Exception as exc:  # a full disk, say: the log waits, the journal says so itself
+            await asyncio.to_thread(checkpoint_wal, path)
+        except sqlite3.Error as exc:  # a full disk, say: the log waits, the journal says so
+            self.parts.log.warning("journal checkpoint failed", error=in_words(exc, path))
+        except Exception as exc:
             self.parts.log.warning("journal checkpoint failed", error=repr(exc))
 
     async def stopping(self) -> None:

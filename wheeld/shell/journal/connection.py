@@ -19,7 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from wheeld.shell.journal.errors import JournalCorrupt, JournalError, JournalWriteError
+from wheeld.shell.journal.errors import (
+    JournalCorrupt,
+    JournalError,
+    JournalWriteError,
+    in_words,
+    unreadable,
+)
 from wheeld.shell.journal.schema import rollback, transaction
 
 #: The write-ahead log is cut back to this after a checkpoint.
@@ -124,7 +130,7 @@ class Connection:
         except sqlite3.Error as exc:
             if not self.opened:  # found at open: a damaged journal, said as such
                 raise self.corrupt(str(exc), exc) from None
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self.path, exc) from None
 
     def get(self, key: str) -> str | None:
         """A value of the ``state`` table, or None."""
@@ -154,6 +160,7 @@ class Connection:
             with transaction(self.db):
                 yield
         except (sqlite3.Error, OSError) as exc:
+            said = in_words(exc, self.path) if isinstance(exc, sqlite3.Error) else exc
             raise JournalWriteError(
-                f"{self.path}: cannot write to the journal ({exc}); nothing of this write was kept"
+                f"{self.path}: cannot write to the journal ({said}); nothing of this write was kept"
             ) from None

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wheeld.shell.journal.errors import JournalError
+from wheeld.shell.journal.errors import unreadable
 from wheeld.table.effects import Outgoing
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class Outbox:
         try:
             return pending(self._sql.db, after, limit)
         except sqlite3.Error as exc:
-            raise JournalError(f"{self._sql.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self._sql.path, exc) from None
 
     def acknowledge(self, entry: OutboxEntry) -> None:
         """The broker has it: drop it from the outbox (and remember retained state).
@@ -127,4 +127,4 @@ class Outbox:
         try:
             return retained(self._sql.db)
         except sqlite3.Error as exc:
-            raise JournalError(f"{self._sql.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self._sql.path, exc) from None

@@ -54,6 +54,11 @@ if TYPE_CHECKING:
 __all__ = ["JOURNAL_FILE", "Journal", "checkpoint_wal"]
 
 JOURNAL_FILE = "journal.sqlite3"
+#: What the write probe writes (``Journal.writable``): with its pages' overhead (some
+#: 145 KiB of write-ahead log), more than a game's commits add to it (measured: 25 to
+#: 60 KiB for one message; the daemon's, with the history and statistics, more), so
+#: room for the probe is room for a game.
+PROBE_BYTES = 128 * 1024
 #: SQLite virtual-machine steps between two progress calls while a journal opens.
 _PROGRESS_STEPS = 1_000_000
 
@@ -282,17 +287,34 @@ class Journal:
         self._tail.keep(frames)
 
     def writable(self) -> bool:
-        """Whether durable writes work again: tries one tiny write of each kind.
+        """Whether durable writes work again: tries a write of each kind, as large as a
+        game's commit.
 
-        For the daemon to poll while writes are failing; the probe leaves only
-        a ``write_probe`` row (the time of the last success) in the state table.
+        For the daemon to poll while writes are failing. A tiny write is no proof: under
+        a file-size limit (``ulimit -f``) the write-ahead log had room for one page and
+        not for the next game, and the fault cleared and came back every few seconds. So
+        the probe writes ``PROBE_BYTES`` in its commit and takes them back in the same
+        one: it leaves only a ``write_probe`` row (the time of the last success) in the
+        state table.
         """
+        db = self._db
+        # Freed pages zeroed, so written: without it SQLite may skip pages a commit
+        # both took and gave back, and the probe would prove nothing.
+        (secure,) = db.execute("PRAGMA secure_delete").fetchone()
+        db.execute("PRAGMA secure_delete = ON")
         try:
             with self._sql.writing():
                 self._sql.put("write_probe", repr(time.time()))
+                db.execute(
+                    "INSERT INTO state (key, value) VALUES ('write_probe_room', zeroblob(?))",
+                    (PROBE_BYTES,),
+                )
+                db.execute("DELETE FROM state WHERE key = 'write_probe_room'")
             self._ids.file.write(self._ids.file.high_water)
         except JournalWriteError:
             return False
+        finally:
+            db.execute(f"PRAGMA secure_delete = {int(secure)}")
         return True
 
     # -- what a start resumes from (``state.StateTable``) -------------------------------

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from wheeld.core.signing import ChainState
 from wheeld.shell.journal.chain import BROKEN, CHAINED, ChainWalk, walk
 from wheeld.shell.journal.codec import BlockLine, decode_columns, unpack_payload
-from wheeld.shell.journal.errors import JournalError
+from wheeld.shell.journal.errors import JournalError, unreadable
 from wheeld.shell.journal.frames import JournalFrame, iter_blocks
 from wheeld.shell.journal.schema import expected_tables, tables
 
@@ -62,7 +62,7 @@ class JournalView:
             found = tables(self._db)
             self._db.execute("BEGIN")  # one snapshot for every read that follows
         except sqlite3.Error as exc:
-            raise JournalError(f"{path}: cannot read the journal: {exc}") from None
+            raise unreadable(path, exc) from None
         expected = expected_tables()
         if not found.keys() & expected.keys():
             raise JournalError(f"{path}: not a wheeld journal")
@@ -91,7 +91,7 @@ class JournalView:
         try:
             return self._db.execute(sql, parameters).fetchall()
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self.path, exc) from None
 
     def _get(self, key: str) -> str | None:
         rows = self._read("SELECT value FROM state WHERE key = ?", (key,))
@@ -102,7 +102,7 @@ class JournalView:
         try:
             return {table: walk(self._db, table) for table in self.chains}
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self.path, exc) from None
 
     def broken_segments(self) -> list[str]:
         """The breaks start-ups found and began new segments after, one line each, oldest first."""
@@ -126,7 +126,7 @@ class JournalView:
             ):
                 yield row_id, game_id, stored_payload(payload)
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self.path, exc) from None
 
     def stored_decisions(
         self, first: int = 0, last: int = _GAME_ID_LIMIT
@@ -139,7 +139,7 @@ class JournalView:
                 (first, last),
             )
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self.path, exc) from None
 
     def payload(self, row_id: int) -> str:
         """One decision's payload, by its row id."""
@@ -240,7 +240,7 @@ class JournalView:
             ):
                 yield stored_payload(payload)
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self.path, exc) from None
 
     def alarms(self) -> list[tuple[int, float, str, str, str]]:
         """Every alarm kept: (row id, at, code, state, payload), oldest first."""
@@ -256,7 +256,7 @@ class JournalView:
         try:
             yield from iter_blocks(self._db)
         except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot read the journal: {exc}") from None
+            raise unreadable(self.path, exc) from None
         except ValueError as exc:
             raise JournalError(f"{self.path}: a frame block does not read: {exc}") from None
 
