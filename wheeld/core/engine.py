@@ -32,6 +32,7 @@ from wheeld.core.events import (
     WheelHello,
     WheelIncident,
     WheelProfile,
+    WheelRecords,
     WheelReply,
     WheelVerdict,
     WheelVoid,
@@ -92,6 +93,7 @@ ANY_PHASE: dict[type, str] = {
     ResultContradicted: "nothing for the rules (the pipeline raises result_contradicted)",
     WheelProfile: "nothing for the rules (the pipeline says it on <base>/wheel)",
     WheelVerdict: "nothing for the rules (the pipeline compares it: wheel_verdict_mismatch)",
+    WheelRecords: "nothing for the rules (the pipeline compares it: wheel_log_mismatch)",
 }
 _IN_GAME: dict[type, str] = {
     BallRunning: "the wheel still sees the ball in the rim",
@@ -263,6 +265,7 @@ class GameEngine:
             ResultContradicted: self._on_display_mismatch,
             WheelProfile: self._on_display_mismatch,
             WheelVerdict: self._on_display_mismatch,
+            WheelRecords: self._on_display_mismatch,
         }
 
     # -- queries ---------------------------------------------------------
@@ -604,7 +607,7 @@ class GameEngine:
 
     def _on_display_mismatch(
         self,
-        event: DisplayMismatch | ResultContradicted | WheelProfile | WheelVerdict,
+        event: DisplayMismatch | ResultContradicted | WheelProfile | WheelVerdict | WheelRecords,
         now: float,
         out: list[Decision],
     ) -> None:
