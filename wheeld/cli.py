@@ -732,17 +732,20 @@ def _capture_pipeline(
     except UnknownDriver as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     pockets = args.pockets or config.wheel.pockets
+    # --pockets asks for another wheel: the configured custom order is not its.
+    order = None if args.pockets else config.wheel.order
     settings = TableSettings(
         table=config.table.id,
         base_topic=config.base_topic,
         driver=name,
         port=str(args.capture),
         pockets=pockets,
+        pocket_order=order,
         rules=config.rules,
         history_length=config.mqtt.history_length,
         epoch=capture_format.epoch_of(args.capture),
     )
-    statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs)
+    statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs, order=order)
     # The configuration's driver section applies when it is the capture's driver.
     section = driver_settings(config) if name == config.wheel.driver else None
     decoder = driver.new_decoder(section)

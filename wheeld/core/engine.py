@@ -225,6 +225,7 @@ class GameEngine:
         *,
         pockets: int | None = None,
         state: EngineState | None = None,
+        order: tuple[str, ...] | None = None,
     ) -> None:
         self.state = state if state is not None else EngineState()
         # Copied once: the hot path reads plain ints, not model attributes.
@@ -234,9 +235,12 @@ class GameEngine:
         self._result_timeout_ms = rules.result_timeout_ms
         self._rotor_timeout_ms = rules.rotor_timeout_ms
         self._link_timeout_s = rules.link_timeout_ms / 1000.0
-        # Configured pockets win; without them the wheel's hello says, 37 until it does.
+        # Configured pockets (or a custom order, ``wheel.pocket_order``) win; without
+        # them the wheel's hello says, 37 until it does.
+        if order is not None:
+            pockets = len(order)
         self._pockets_fixed = pockets is not None
-        self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37)
+        self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37, order)
         self._game: _Game | None = None
         self._rotor_direction: Direction | None = None
         self._last_rotor_tick: int | None = None

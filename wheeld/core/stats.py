@@ -801,10 +801,12 @@ class Statistics:
         pockets: int = 37,
         windows: Sequence[int] = DEFAULT_WINDOWS,
         arcs: Sequence[int] = DEFAULT_ARCS,
+        order: Sequence[str] | None = None,
     ) -> None:
         if any(size < 1 for size in windows):
             raise ValueError(f"a window is at least one result: {list(windows)}")
-        self.layout = layout_for(pockets)
+        # A custom pocket order (wheel.pocket_order) sets the pockets and their neighbours.
+        self.layout = layout_for(len(order), order) if order else layout_for(pockets)
         if any(not 1 <= k < self.layout.pockets for k in arcs):
             raise ValueError(f"an arc is 1 to {self.layout.pockets - 1} pockets: {list(arcs)}")
         self.windows = tuple(sorted(set(windows)))
@@ -1068,6 +1070,7 @@ class Statistics:
         pockets: int | None = None,
         windows: Sequence[int] = DEFAULT_WINDOWS,
         arcs: Sequence[int] = DEFAULT_ARCS,
+        order: Sequence[str] | None = None,
     ) -> Statistics:
         """The statistics ``snapshot`` was taken of, exactly: the same figures now,
         and, fed the same events, the same figures and the same next snapshot.
@@ -1078,6 +1081,9 @@ class Statistics:
         never another exception, whatever ``snapshot`` holds): count the series
         again then.
         """
+        if order:
+            # Snapshots keep counts in the standard order: a custom one is counted again.
+            raise ValueError("statistics snapshot: a custom pocket order is counted again")
         try:
             return cls._restore(snapshot, pockets, windows, arcs)
         except _Malformed:

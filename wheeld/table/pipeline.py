@@ -181,6 +181,8 @@ class TableSettings:
     driver: str
     port: str = ""
     pockets: int | None = None
+    #: A custom pocket order (``wheel.pocket_order``, clockwise); None: the standard one.
+    pocket_order: tuple[str, ...] | None = None
     history_length: int = 100
     rules: RulesConfig = field(default_factory=RulesConfig)
     alerts: AlertSettings = field(default_factory=AlertSettings)
@@ -215,7 +217,9 @@ class TablePipeline:
         self.statistics = statistics
         self.decoder = decoder
         self.session = session
-        self.engine = GameEngine(settings.rules, pockets=settings.pockets, state=state)
+        self.engine = GameEngine(
+            settings.rules, pockets=settings.pockets, state=state, order=settings.pocket_order
+        )
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
         self.link_up = False
