@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from wheeld.core.capture import FORMAT_LINE, clock_step_comment, format_line
 from wheeld.core.events import Direction
-from wheeld_cammegh.decoder import Status, encode_status
+from wheeld_cammegh.decoder import NAME, Status, encode_status
 from wheeld_simulators.timeline import STATUS_EVERY_MS, StatusTimeline
 
 
@@ -90,7 +90,7 @@ class ScriptedSS2(StatusTimeline):
         self.run(STATUS_EVERY_MS, state=2, spin=self.status.spin % 256 + 1)
 
     def capture(self, comments: Iterable[str] = ()) -> str:
-        head = [FORMAT_LINE, "# driver: cammegh-ss2", *(f"# {c}" for c in comments)]
+        head = [FORMAT_LINE, f"# driver: {NAME}", *(f"# {c}" for c in comments)]
         body = [
             (clock_step_comment(self.clock_steps[index]) if index in self.clock_steps else "")
             + format_line(at, "<", text)
