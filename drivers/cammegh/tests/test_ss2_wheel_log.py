@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from wheeld.core.stats import Statistics
 from wheeld.table.effects import Effects
@@ -166,3 +169,36 @@ def test_garbled_log_replies_are_counted_never_raised() -> None:
     long_garbage = b"*s r 0 " + b"\x7f" * 400 + b"\r\n"
     pipeline.on_bytes(long_garbage, 20.0)
     assert pipeline.decoder.counters.as_dict()["overlong_lines"] == 1
+
+
+# -- the golden capture: firmware 2.52 under control, then its records read -------------------
+
+CAPTURE = Path(__file__).parent / "captures" / "ss2-2.52" / "controlled-2.52.cap"
+
+
+def test_the_2_52_capture_is_what_the_simulator_plays() -> None:
+    from ss2_captures import controlled_session
+
+    assert CAPTURE.read_text() == controlled_session()
+
+
+def test_a_replayed_session_reconciles_the_log_as_the_daemon_did(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Replay has no session to ask: the wheel's replies are followed all the same, so
+    ``replay --topics`` says what ``run`` said (state 7 held, each game's direction as
+    wheeld chose it, the misslogged game)."""
+    from wheeld.cli import main as wheeld
+
+    assert wheeld(["replay", "--topics", str(CAPTURE)]) == 0
+    said = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    ends = [m["payload"] for m in said if m["topic"].endswith("/game")]
+    results = [(p["number"], p["rotor_direction"]) for p in ends if p["event"] == "result"]
+    assert results == [("17", "ccw"), ("0", "cw"), ("23", "ccw")]
+    (alarm,) = [m["payload"] for m in said if m["topic"].endswith("/alarm")]
+    assert alarm["alarm"] == "wheel_log_mismatch"
+    assert alarm["wheel_record"] == {"page": 0, "slot": 5, "number": "24"}
+    assert alarm["wheeld_record"] == {"number": "23", "results_back": 0}
+    stats = [m["payload"] for m in said if m["topic"].endswith("/stats")]
+    assert stats[-1]["wheel"]["chi_squared"] == {"value": 39.5, "percent": 77.0}
+    assert "wheel" not in stats[0]  # said once read, not before

@@ -79,13 +79,16 @@ class WheelLogReader:
 
     def begin(self) -> list[str]:
         """A read starts: the commands that open it."""
+        self._start()
+        return ["*w", "*W", "*s t"]
+
+    def _start(self) -> None:
         self._reading = True
         self.pages_wanted = []
         self._pages = {}
         self._retried = set()
         self._figures = {}
         self._requests = []
-        return ["*w", "*W", "*s t"]
 
     def take_requests(self) -> list[str]:
         """Commands the replies so far call for (the pages to read, a bad page again)."""
@@ -94,8 +97,15 @@ class WheelLogReader:
 
     def on_reply(self, letter: str, text: str, tick: int) -> WheelRecords | None:
         """A reply to ``*w``, ``*W`` or ``*s``: the records, once the last page is in."""
-        if not self._reading or text.startswith(("BUSY", "NO", "OK")):
+        if text.startswith(("BUSY", "NO", "OK")):
             return None
+        if not self._reading:
+            if letter == "w" or (letter == "s" and _PAGES.fullmatch(text.strip())):
+                # Another host asked, or a capture is replayed (no session sends there):
+                # a reply is the wheel's word whoever asked, so the read is followed.
+                self._start()
+            else:
+                return None
         if letter == "w":
             self._chi_squared(text)
         elif letter == "W":
@@ -124,6 +134,7 @@ class WheelLogReader:
     def _log_reply(self, text: str, tick: int) -> WheelRecords | None:
         if match := _PAGES.fullmatch(text.strip()):
             total = int(match.group(1))
+            self._pages, self._retried = {}, set()
             self.pages_wanted = list(range(max(0, total - PAGES_READ), total))
             self._requests += [f"*s r {page}" for page in self.pages_wanted]
             return self._done(tick) if not self.pages_wanted else None
