@@ -1,4 +1,4 @@
-"""Write the SS2 firmware 2.52 golden capture from the scripted simulator.
+"""Write the SS2 firmware 2.52 golden capture (and its fuzz seed) from the scripted simulator.
 
     python drivers/cammegh/tests/ss2_captures.py   # then: python -m tests.captures.regenerate
 
@@ -16,6 +16,7 @@ from wheeld_cammegh.wheel_log import encode_page
 from wheeld_simulators.ss2 import ScriptedSS2
 
 HERE = Path(__file__).parent / "captures" / "ss2-2.52"
+CORPUS = Path(__file__).parent / "corpus"
 #: The games before wheeld's, already in the wheel's log.
 OLDER = [5, 9, 12]
 #: wheeld's games, each started by its direction (``*u 1`` clockwise, ``*u 3`` not),
@@ -25,9 +26,7 @@ GAMES = [("17", b"*u 3"), ("0", b"*u 1"), ("23", b"*u 3")]
 LOGGED = [17, 0, 24]
 
 
-def controlled_session() -> str:
-    """A 2.52 wheel under live control: connect, three games (direction control,
-    state 7), then it closes and its records are read."""
+def _controlled_wheel() -> ScriptedSS2:
     wheel = ScriptedSS2(start=1_764_600_000.0, spin=40)
     wheel.run(1000)
     for command, reply in (
@@ -51,7 +50,13 @@ def controlled_session() -> str:
     ):
         wheel.ask(command, reply)
         wheel.run(500, state=6)
-    return wheel.capture(
+    return wheel
+
+
+def controlled_session() -> str:
+    """A 2.52 wheel under live control: connect, three games (direction control,
+    state 7), then it closes and its records are read."""
+    return _controlled_wheel().capture(
         [
             "source: wheeld_simulators.ss2.ScriptedSS2 (drivers/cammegh/tests/ss2_captures.py): "
             "firmware 2.52 under live control (*T g 48: direction control, state 7), then "
@@ -60,11 +65,20 @@ def controlled_session() -> str:
     )
 
 
+def fuzz_seed() -> bytes:
+    """The SS2 fuzzer's seed for firmware 2.52 and the wheel's log replies: the same
+    session as the wheel sent it."""
+    return _controlled_wheel().wire()
+
+
 def main() -> None:
     HERE.mkdir(parents=True, exist_ok=True)
     path = HERE / "controlled-2.52.cap"
     path.write_text(controlled_session())
     print(f"wrote {path}")
+    seed = CORPUS / "ss2-2.52-controlled.ss2"
+    seed.write_bytes(fuzz_seed())
+    print(f"wrote {seed}")
 
 
 if __name__ == "__main__":

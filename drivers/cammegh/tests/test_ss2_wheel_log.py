@@ -176,10 +176,11 @@ def test_garbled_log_replies_are_counted_never_raised() -> None:
 CAPTURE = Path(__file__).parent / "captures" / "ss2-2.52" / "controlled-2.52.cap"
 
 
-def test_the_2_52_capture_is_what_the_simulator_plays() -> None:
-    from ss2_captures import controlled_session
+def test_the_2_52_capture_and_its_fuzz_seed_are_what_the_simulator_plays() -> None:
+    from ss2_captures import CORPUS, controlled_session, fuzz_seed
 
     assert CAPTURE.read_text() == controlled_session()
+    assert (CORPUS / "ss2-2.52-controlled.ss2").read_bytes() == fuzz_seed()
 
 
 def test_a_replayed_session_reconciles_the_log_as_the_daemon_did(
