@@ -81,3 +81,23 @@ def test_the_engine_and_the_statistics_follow_the_order() -> None:
     assert custom.to_json()["arcs"] != standard.to_json()["arcs"]
     with pytest.raises(ValueError, match="custom pocket order"):
         Statistics.restore(standard.snapshot(), order=MIRRORED)
+
+
+def test_wheeld_stats_counts_by_the_configured_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from wheeld.cli import main as wheeld
+
+    capture = Path(__file__).parent / "captures" / "wrp" / "normal-games.cap"
+    order = ", ".join(f'"{p}"' for p in MIRRORED)
+    custom = _config(tmp_path, f"pocket_order = [{order}]")
+    figures = []
+    standard = tmp_path / "standard"
+    standard.mkdir()
+    for config in (custom, _config(standard, "")):
+        assert wheeld(["stats", "--config", str(config), "--json", str(capture)]) == 0
+        figures.append(json.loads(capsys.readouterr().out))
+    assert figures[0]["counts"] == figures[1]["counts"]
+    assert figures[0]["arcs"] != figures[1]["arcs"]  # neighbours by the order configured

@@ -482,7 +482,8 @@ def _stats(args: argparse.Namespace) -> int:
     windows = args.window or DEFAULT_WINDOWS
     arcs = args.arc or config.alerts.sector_arcs
     if args.state_dir is not None:
-        statistics = _journal_statistics(args, asked, windows, arcs)
+        order = None if args.pockets else config.wheel.order
+        statistics = _journal_statistics(args, asked, windows, arcs, order)
     else:
         statistics = _capture_statistics(args, config, asked, windows, arcs)
     if args.json:
@@ -518,7 +519,11 @@ def _check_arcs(arcs: Sequence[int]) -> None:
 
 
 def _journal_statistics(
-    args: argparse.Namespace, asked: int | None, windows: Sequence[int], arcs: Sequence[int]
+    args: argparse.Namespace,
+    asked: int | None,
+    windows: Sequence[int],
+    arcs: Sequence[int],
+    order: tuple[str, ...] | None = None,
 ) -> Statistics:
     """The statistics of the journal's ``<base>/game`` payloads, in the order decided (one
     that does not read as an object is skipped: recall shows it), against the wheel that
@@ -535,7 +540,9 @@ def _journal_statistics(
         snapshot, after = view.statistics()
         if snapshot is not None and not (asked and _pockets_of(snapshot) not in (None, asked)):
             try:
-                statistics = Statistics.restore(snapshot, pockets=asked, windows=windows, arcs=arcs)
+                statistics = Statistics.restore(
+                    snapshot, pockets=asked, windows=windows, arcs=arcs, order=order
+                )
             except ValueError:
                 pass
             else:
@@ -549,6 +556,8 @@ def _journal_statistics(
         pockets = _stats_pockets(args, asked, shown, "the journal")
         _check_arcs(arcs)
         # None shown and none asked: no 00 was drawn, a single-zero wheel.
+        if order is not None and (pockets or 37) == len(order):
+            return Statistics.from_events(_journal_events(view), len(order), windows, arcs, order)
         return Statistics.from_events(_journal_events(view), pockets or 37, windows, arcs)
     except JournalError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
@@ -652,7 +661,11 @@ def _count_replay(
         if message.topic == game_topic and countable:
             if statistics is None:
                 wheel = pockets or pipeline.engine.layout.pockets
-                statistics = Statistics(wheel, windows, arcs)
+                # The configured custom order, for the wheel it orders (wheel.pocket_order).
+                order = pipeline.settings.pocket_order
+                if order is not None and len(order) != wheel:
+                    order = None
+                statistics = Statistics(wheel, windows, arcs, order=order)
             statistics.add(json.loads(message.payload))
     return statistics
 

@@ -839,6 +839,7 @@ class Statistics:
         pockets: int | None = None,
         windows: Sequence[int] = DEFAULT_WINDOWS,
         arcs: Sequence[int] = DEFAULT_ARCS,
+        order: Sequence[str] | None = None,
     ) -> Statistics:
         """Statistics over ``<base>/game`` payloads, in the order published.
 
@@ -851,7 +852,7 @@ class Statistics:
         if pockets is None:
             events = list(events)
             pockets = 38 if any(event.get("number") == "00" for event in events) else 37
-        statistics = cls(pockets, windows, arcs)
+        statistics = cls(pockets, windows, arcs, order)
         for event in events:
             statistics.add(event)
         return statistics
