@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Literal
 
-from wheeld.core.capture import FORMAT_LINE, format_line
+from wheeld.core.capture import FORMAT_LINE
 from wheeld.core.events import Direction
 from wheeld_cammegh.mercury import NAME, MercuryStatus, Sensors, encode_mercury_status
 from wheeld_simulators.targets import Sink
@@ -201,7 +201,7 @@ class ScriptedMercury(StatusTimeline):
 
     def capture(self, comments: Iterable[str] = ()) -> str:
         head = [FORMAT_LINE, f"# driver: {NAME}", *(f"# {c}" for c in comments)]
-        body = [format_line(at, "<", text) for at, text in self.lines]
+        body = [self.capture_line(index) for index in range(len(self.lines))]
         return "\n".join(head) + "\n" + "".join(body)
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wheeld.core.capture import FORMAT_LINE, clock_step_comment, format_line
+from wheeld.core.capture import FORMAT_LINE, clock_step_comment
 from wheeld.core.events import Direction
 from wheeld_cammegh.decoder import NAME, Status, encode_status
 from wheeld_simulators.timeline import STATUS_EVERY_MS, StatusTimeline
@@ -39,18 +39,6 @@ class ScriptedSS2(StatusTimeline):
         self.bare_numbers = bare_numbers
         #: Wall-clock steps (seconds) seen just before the line at each index.
         self.clock_steps: dict[int, float] = {}
-        #: Lines the host sent, just before the wheel's line at each index.
-        self.host_lines: dict[int, list[tuple[float, bytes]]] = {}
-
-    def host(self, text: bytes) -> None:
-        """A command the host sends the wheel, now (a ``>`` line of the capture)."""
-        self.host_lines.setdefault(len(self.lines), []).append((self.now(), text))
-
-    def ask(self, command: bytes, reply: bytes) -> None:
-        """The host asks, and the wheel answers 100 ms later."""
-        self.host(command)
-        self.ms += 100
-        self.line(reply)
 
     def close(self, ms: int = 2000) -> None:
         """State 6: the wheel closes (left still), its rotor stopped."""
@@ -115,8 +103,7 @@ class ScriptedSS2(StatusTimeline):
         head = [FORMAT_LINE, f"# driver: {NAME}", *(f"# {c}" for c in comments)]
         body = [
             (clock_step_comment(self.clock_steps[index]) if index in self.clock_steps else "")
-            + "".join(format_line(t, ">", sent) for t, sent in self.host_lines.get(index, []))
-            + format_line(at, "<", text)
-            for index, (at, text) in enumerate(self.lines)
+            + self.capture_line(index)
+            for index in range(len(self.lines))
         ]
         return "\n".join(head) + "\n" + "".join(body)

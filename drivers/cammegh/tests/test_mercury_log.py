@@ -4,7 +4,10 @@ held against the results wheeld published."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from wheeld.table.effects import Effects
 from wheeld.table.pipeline import TablePipeline, TableSettings
@@ -90,3 +93,28 @@ def test_a_game_entry_ends_with_its_winning_number() -> None:
     assert game_number("G 0") == "0"
     assert game_number("power on") is None
     assert game_number("G 37") is None
+
+
+CAPTURE = Path(__file__).parent / "captures" / "mercury" / "event-log-advanced.cap"
+
+
+def test_the_event_log_capture_is_what_the_simulator_plays() -> None:
+    from mercury_captures import event_log_capture
+
+    assert CAPTURE.read_text() == event_log_capture()
+
+
+def test_a_replayed_event_log_read_says_what_run_said(capsys: pytest.CaptureFixture[str]) -> None:
+    from wheeld.cli import main as wheeld
+
+    assert wheeld(["replay", "--topics", str(CAPTURE)]) == 0
+    said = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    results = [
+        m["payload"]["number"]
+        for m in said
+        if m["topic"].endswith("/game") and m["payload"]["event"] == "result"
+    ]
+    assert results == ["17", "5", "23"]
+    (alarm,) = [m["payload"] for m in said if m["topic"].endswith("/alarm")]
+    assert alarm["wheel_record"]["number"] == "24"
+    assert alarm["wheeld_record"] == {"number": "23", "results_back": 0}
