@@ -143,6 +143,31 @@ def test_demo_without_amqtt_says_what_to_install(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("driver", "wheel"),
+    [("cammegh-ss2", "a Cammegh SS2"), ("cammegh-mercury", "a Cammegh Mercury 360 (extended")],
+)
+def test_demo_plays_any_installed_drivers_wheel(
+    driver: str, wheel: str, tmp_path: Path, broker: Broker
+) -> None:
+    output, _ = _demo_until_a_result(
+        tmp_path, "--broker", f"127.0.0.1:{broker.port}", "--driver", driver
+    )
+    assert f"{wheel}" in output, output
+    assert "stopped the daemon, the marquee and the wheel\n" in output, output
+
+
+def test_demo_names_a_driver_no_simulated_wheel_speaks_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert wheeld(["demo", "--driver", "nosuch"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("wheeld demo: no simulated wheel speaks driver 'nosuch'"), error
+    assert len(error.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_demo_names_a_broker_it_cannot_find_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

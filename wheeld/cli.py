@@ -518,7 +518,8 @@ def _stats(args: argparse.Namespace) -> int:
     windows = args.window or DEFAULT_WINDOWS
     arcs = args.arc or config.alerts.sector_arcs
     if args.state_dir is not None:
-        statistics = _journal_statistics(args, asked, windows, arcs)
+        order = None if args.pockets else config.wheel.order
+        statistics = _journal_statistics(args, asked, windows, arcs, order)
     else:
         statistics = _capture_statistics(args, config, asked, windows, arcs)
     if args.json:
@@ -554,7 +555,11 @@ def _check_arcs(arcs: Sequence[int]) -> None:
 
 
 def _journal_statistics(
-    args: argparse.Namespace, asked: int | None, windows: Sequence[int], arcs: Sequence[int]
+    args: argparse.Namespace,
+    asked: int | None,
+    windows: Sequence[int],
+    arcs: Sequence[int],
+    order: tuple[str, ...] | None = None,
 ) -> Statistics:
     """The statistics of the journal's ``<base>/game`` payloads, in the order decided (one
     that does not read as an object is skipped: recall shows it), against the wheel that
@@ -571,7 +576,9 @@ def _journal_statistics(
         snapshot, after = view.statistics()
         if snapshot is not None and not (asked and _pockets_of(snapshot) not in (None, asked)):
             try:
-                statistics = Statistics.restore(snapshot, pockets=asked, windows=windows, arcs=arcs)
+                statistics = Statistics.restore(
+                    snapshot, pockets=asked, windows=windows, arcs=arcs, order=order
+                )
             except ValueError:
                 pass
             else:
@@ -585,6 +592,8 @@ def _journal_statistics(
         pockets = _stats_pockets(args, asked, shown, "the journal")
         _check_arcs(arcs)
         # None shown and none asked: no 00 was drawn, a single-zero wheel.
+        if order is not None and (pockets or 37) == len(order):
+            return Statistics.from_events(_journal_events(view), len(order), windows, arcs, order)
         return Statistics.from_events(_journal_events(view), pockets or 37, windows, arcs)
     except JournalError as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
@@ -688,7 +697,11 @@ def _count_replay(
         if message.topic == game_topic and countable:
             if statistics is None:
                 wheel = pockets or pipeline.engine.layout.pockets
-                statistics = Statistics(wheel, windows, arcs)
+                # The configured custom order, for the wheel it orders (wheel.pocket_order).
+                order = pipeline.settings.pocket_order
+                if order is not None and len(order) != wheel:
+                    order = None
+                statistics = Statistics(wheel, windows, arcs, order=order)
             statistics.add(json.loads(message.payload))
     return statistics
 
@@ -796,17 +809,20 @@ def _capture_pipeline(
     except UnknownDriver as exc:
         raise CommandError(str(exc), EXIT_USAGE) from None
     pockets = args.pockets or config.wheel.pockets
+    # --pockets asks for another wheel: the configured custom order is not its.
+    order = None if args.pockets else config.wheel.order
     settings = TableSettings(
         table=config.table.id,
         base_topic=config.base_topic,
         driver=name,
         port=str(args.capture),
         pockets=pockets,
+        pocket_order=order,
         rules=config.rules,
         history_length=config.mqtt.history_length,
         epoch=capture_format.epoch_of(args.capture),
     )
-    statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs)
+    statistics = Statistics(pockets or 37, arcs=config.alerts.sector_arcs, order=order)
     # The configuration's driver section applies when it is the capture's driver.
     section = driver_settings(config) if name == config.wheel.driver else None
     decoder = driver.new_decoder(section)

@@ -29,6 +29,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from wheeld.config_words import did_you_mean, explain, section_model
@@ -276,6 +277,14 @@ class WheelConfig(BaseModel):
         "until it does).",
         json_schema_extra={"shown_default": "from the wheel"},
     )
+    pocket_order: list[str] | None = Field(
+        default=None,
+        description="A custom pocket order (a Cammegh wheel set up with `*Z`): every pocket "
+        "of a 37- to 40-pocket wheel once, clockwise from any of them, as the results name "
+        'them (`"0"`, `"00"`, `"17"`). The layout, the statistics\' neighbours and arcs and the '
+        "racetrack sectors follow it. Unset: the maker's standard order.",
+        json_schema_extra={"shown_default": "the standard order"},
+    )
     wait_for_device: bool = Field(
         default=False,
         description="At start-up, wait for a missing port instead of exiting with an error. "
@@ -293,6 +302,30 @@ class WheelConfig(BaseModel):
     )
 
     _port = field_validator("port")(check_port)
+
+    @field_validator("pocket_order")
+    @classmethod
+    def _a_wheel(cls, value: list[str] | None) -> list[str] | None:
+        from wheeld.core.layout import pocket_order_problem
+
+        problem = None if value is None else pocket_order_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _order_fits(self) -> WheelConfig:
+        if self.pocket_order is not None and self.pockets not in (None, len(self.pocket_order)):
+            raise ValueError(
+                f"wheel.pocket_order has {len(self.pocket_order)} pockets, "
+                f"wheel.pockets says {self.pockets}"
+            )
+        return self
+
+    @property
+    def order(self) -> tuple[str, ...] | None:
+        """The custom pocket order, if one is set (``pocket_order``)."""
+        return None if self.pocket_order is None else tuple(self.pocket_order)
 
     @field_validator("driver")
     @classmethod

@@ -55,6 +55,9 @@ EXAMPLES: dict[str, Any] = {
     "table.currency": "EUR",
     "wheel.baudrate": 115200,
     "wheel.pockets": 37,
+    # The standard single-zero order, written out: a custom one lists its own the same way.
+    "wheel.pocket_order": "0 32 15 19 4 21 2 25 17 34 6 27 13 36 11 30 8 23 10 5 24 16 33 1 20 "
+    "14 31 9 22 18 29 7 28 12 35 3 26".split(),
     "mqtt.servers": ["broker-a:1883", "broker-b:1883"],
     "mqtt.password": "the-password",
     "mqtt.username": "wheeld-T1",
@@ -205,7 +208,8 @@ def example() -> str:
                     note += f" (default: {extra['shown_default']})"
                 if value is None:  # `key =` alone is no TOML: uncommented, the file breaks
                     raise ValueError(f"{dotted}: no default and no example: add one to EXAMPLES")
-                line = f"# {key} = {toml_value(value)}"
+                # Whole: uncommented, the line must be the value itself, not a shortened one.
+                line = f"# {key} = {toml_value(value, whole=True)}"
             lines.append(f"{line:<34} # {note}")
     return "\n".join(lines) + "\n"
 

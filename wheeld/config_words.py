@@ -28,8 +28,8 @@ from pydantic_core import ErrorDetails
 SHOWN_CHARS = 40
 
 
-def toml_value(value: Any) -> str:
-    """``value`` as it would be written in a TOML file (cut when long)."""
+def toml_value(value: Any, *, whole: bool = False) -> str:
+    """``value`` as it would be written in a TOML file (cut when long, unless ``whole``)."""
     if isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, str | Path):
@@ -39,12 +39,12 @@ def toml_value(value: Any) -> str:
     elif isinstance(value, Mapping):
         text = "a section"
     elif isinstance(value, Sequence):
-        text = "[" + ", ".join(toml_value(item) for item in value) + "]"
+        text = "[" + ", ".join(toml_value(item, whole=whole) for item in value) + "]"
     elif value is None:
         text = "nothing"
     else:
         text = str(value)
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+    return text if whole or len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def kind_of(value: Any) -> str:

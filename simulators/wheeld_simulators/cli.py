@@ -9,17 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wheeld_simulators.faults import FAULTS, WHEEL_FAULTS
+from wheeld_simulators.wheels import reference_driver, simulated_wheels, unknown_driver
 
 #: The SS2's factory operating mode: 1 reverse the rotor every game, 4 random
 #: rotor-speed change, 128 status every 500 ms, 1024 games-per-hour delay. Without
 #: bit 1 the rotor never reverses, and the rules void every game after the first.
 SS2_FACTORY_MODE = 1157
-#: What installs the SS2 simulator: the driver's encoder it speaks through.
-SS2_EXTRA = "pip install 'wheeld-simulators[cammegh]'"
 
 if TYPE_CHECKING:
     from wheeld_simulators.physics import GamePlan
@@ -55,9 +55,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--driver",
-        default="wrp",
-        choices=("wrp", "cammegh-ss2", "cammegh-mercury"),
-        help="the protocol the wheel speaks (default: wrp)",
+        metavar="NAME",
+        help="the installed driver the wheel speaks to (default: the reference WRP/1 "
+        "driver); a Cammegh driver plays a Cammegh SS2 or Mercury 360",
     )
     parser.add_argument("--target", default="pty", choices=("pty", "tcp", "file"))
     parser.add_argument(
@@ -80,7 +80,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--games", type=int, help="stop after this many games (default: forever; file: 20)"
     )
     parser.add_argument("--seed", type=int, help="random seed, for a reproducible session")
-    parser.add_argument("--pockets", type=int, choices=(37, 38), default=37)
+    parser.add_argument(
+        "--pockets",
+        type=int,
+        choices=(37, 38, 39, 40),
+        default=37,
+        help="the wheel's pockets (39 and 40, firmware 2.52's extra zeros: the SS2 only)",
+    )
     parser.add_argument(
         "--fault",
         action="append",
@@ -103,7 +109,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="probability of line noise before each frame (default: 0)",
     )
     parser.add_argument("--quiet", action="store_true", help="do not print each game")
-    mercury = parser.add_argument_group("cammegh-mercury only (a wheel that only talks)")
+    mercury = parser.add_argument_group("a Cammegh Mercury 360 (a wheel that only talks)")
     mercury.add_argument(
         "--level",
         choices=("basic", "advanced", "extended"),
@@ -112,7 +118,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--fault-rate plays the Mercury's faults: same_direction, rotor_stops, short_spin "
         "(two revolutions), dealer_lock",
     )
-    ss2 = parser.add_argument_group("cammegh-ss2 only (a wheel that answers commands)")
+    ss2 = parser.add_argument_group("a Cammegh SS2 (a wheel that answers commands)")
     ss2.add_argument(
         "--mode",
         type=int,
@@ -134,30 +140,47 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="GAME",
         help="game GAME (1-based) miss-spins: flag 2 until *R (repeatable)",
     )
+    ss2.add_argument(
+        "--close-after",
+        type=int,
+        metavar="N",
+        help="close (state 6) after N games, as a wheel left still does: its log can be "
+        "read then; the host's *P 1 opens it again",
+    )
+    ss2.add_argument(
+        "--logged",
+        type=int,
+        default=0,
+        metavar="N",
+        help="games already in the wheel's winning-number log at power-up (default: 0)",
+    )
+    ss2.add_argument(
+        "--misslog",
+        type=int,
+        action="append",
+        default=[],
+        metavar="GAME",
+        help="game GAME (1-based) is logged with another number than the one it announced "
+        "(repeatable): wheel_log_mismatch for a controller that reads the log",
+    )
     parser.set_defaults(func=run)
-
-
-def _ss2_driver_installed() -> bool:
-    # An optional extra: the SS2 simulator speaks through the driver's encoder.
-    try:
-        import wheeld_cammegh  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point for ``wheeld simulate``; returns the exit status."""
-    if args.driver == "cammegh-ss2" and args.target != "pty":
-        print("wheeld simulate: --driver cammegh-ss2 plays on a pty only", file=sys.stderr)
+    name = args.driver or reference_driver()
+    args.kind = simulated_wheels().get(name)
+    if args.kind == "ss2" and args.target != "pty":
+        print(f"wheeld simulate: --driver {name} plays on a pty only", file=sys.stderr)
         return 2
     if args.speed <= 0 or not 0 <= args.fault_rate <= 1 or not 0 <= args.noise_rate <= 1:
         print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
         return 2
-    if args.driver != "wrp" and not _ss2_driver_installed():
-        print(
-            f"wheeld simulate: the Cammegh drivers are not installed: {SS2_EXTRA}", file=sys.stderr
-        )
+    if args.kind is None:
+        print(f"wheeld simulate: {unknown_driver(name)}", file=sys.stderr)
+        return 2
+    if args.pockets > 38 and args.kind != "ss2":
+        print("wheeld simulate: 39 and 40 pockets are an SS2's (firmware 2.52)", file=sys.stderr)
         return 2
     import asyncio
     import signal
@@ -197,8 +220,14 @@ async def _simulate_ss2(args: argparse.Namespace) -> int:
             mode=args.mode,
             seed=args.seed,
             faults=SS2Faults(
-                busy_replies=args.busy, mute=args.mute, miss_spin_games=tuple(args.miss_spin)
+                busy_replies=args.busy,
+                mute=args.mute,
+                miss_spin_games=tuple(args.miss_spin),
+                misslogged_games=tuple(args.misslog),
             ),
+            pockets=args.pockets,
+            close_after=args.close_after,
+            logged=args.logged,
         )
         await pty.wait_for_reader()
         await wheel.run(args.games)
@@ -210,16 +239,16 @@ async def _simulate_ss2(args: argparse.Namespace) -> int:
 
 
 async def _simulate_mercury(args: argparse.Namespace) -> int:
-    import asyncio
 
-    from wheeld_simulators.mercury import MercurySession, ScriptedMercury
+    from wheeld_simulators.mercury import MercurySession, ScriptedMercury, play_mercury
 
     wheel = ScriptedMercury(args.level, start=round(time.time(), 3))
     session = MercurySession(wheel, args.seed, args.fault_rate)
     faults = [None if name == "none" else name for name in args.fault]
     if any(fault is not None for fault in faults):
         print(
-            "wheeld simulate: --fault is for wrp; the Mercury plays --fault-rate", file=sys.stderr
+            "wheeld simulate: --fault is for the WRP/1 wheel; the Mercury plays --fault-rate",
+            file=sys.stderr,
         )
         return 2
     if args.target == "file":
@@ -242,7 +271,6 @@ async def _simulate_mercury(args: argparse.Namespace) -> int:
         await tcp.start(host or "127.0.0.1", int(port))
         sink = tcp
         print(f'Mercury listening: set wheel.port = "socket://{host}:{tcp.port}"', flush=True)
-    loop = asyncio.get_running_loop()
     try:  # from the link's making: stopped at any moment after, it is removed too
         if reader is not None:
             print(
@@ -250,16 +278,7 @@ async def _simulate_mercury(args: argparse.Namespace) -> int:
                 flush=True,
             )
             await reader.wait_for_reader()
-        began, sent, number = loop.time(), 0, 0
-        while args.games is None or number < args.games:
-            number += 1
-            _show_mercury(args, number, *session.next_game())
-            for at, line in wheel.lines[sent:]:
-                delay = began + (at - wheel.start) / args.speed - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)  # paced as the wheel sends
-                sink.write(line + b"\r\n")
-            sent = len(wheel.lines)
+        await play_mercury(session, sink, speed=args.speed, games=args.games, on_game=_shown(args))
     finally:
         sink.close()
     return 0
@@ -270,10 +289,17 @@ def _show_mercury(args: argparse.Namespace, number: int, result: str, fault: str
         print(f"game {number}: {result}" + (f" (fault {fault})" if fault else ""), flush=True)
 
 
+def _shown(args: argparse.Namespace) -> Callable[[int, str, str | None], None]:
+    def show(number: int, result: str, fault: str | None) -> None:
+        _show_mercury(args, number, result, fault)
+
+    return show
+
+
 async def _simulate(args: argparse.Namespace) -> int:
-    if args.driver == "cammegh-ss2":
+    if args.kind == "ss2":
         return await _simulate_ss2(args)
-    if args.driver == "cammegh-mercury":
+    if args.kind == "mercury":
         return await _simulate_mercury(args)
     from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
     from wheeld_simulators.targets import CaptureSink, PtySink, Sink, TcpSink, play

@@ -32,10 +32,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     from wheeld.config import Config
     from wheeld.core.events import Direction
     from wheeld_simulators.physics import WheelSimulator
+    from wheeld_simulators.targets import PtySink
 
+#: The SS2's factory operating mode (``wheeld simulate``'s default): games start by
+#: themselves, the rotor reverses every game, status every 500 ms.
+SS2_FACTORY_MODE = 1157
 #: Faster than this, the wheel's frames outrun what a demo is for: watching games.
 MAX_SPEED = 20.0
 DEFAULT_BROKER = ("127.0.0.1", 1883)
@@ -164,6 +170,18 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="share of games with an injected fault, 0 to 1 (default: 0.15)",
     )
     parser.add_argument("--seed", type=int, help="random seed for the wheel")
+    parser.add_argument(
+        "--driver",
+        metavar="NAME",
+        help="the installed driver the wheel speaks to, and the daemon reads it with "
+        "(default: the reference WRP/1 driver; a Cammegh driver plays an SS2 or a Mercury 360)",
+    )
+    parser.add_argument(
+        "--level",
+        choices=("basic", "advanced", "extended"),
+        default="extended",
+        help="a Mercury 360's output level (default: extended, where wheeld judges the ball)",
+    )
     parser.add_argument("--seconds", type=_seconds, help="stop by itself after this long")
     parser.add_argument(
         "--marquee-port",
@@ -415,14 +433,16 @@ def _write_signing_key(work: Path) -> Path:
     return key
 
 
-def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, protocol: str) -> Path:
+def _write_config(
+    work: Path, table: str, link: Path, broker: BrokerAddress, protocol: str, driver: str
+) -> Path:
     # json.dumps quotes a string as TOML reads it, whatever the temporary path holds.
     config = work / "wheeld.toml"
     key = _write_signing_key(work)
     config.write_text(
         # The marquee shows the name; the id, for staff, small in a corner.
         f'[table]\nid = {json.dumps(table)}\nname = "Ruleta demo"\n'
-        f"[wheel]\nport = {json.dumps(str(link))}\n"
+        f"[wheel]\ndriver = {json.dumps(driver)}\nport = {json.dumps(str(link))}\n"
         f"[mqtt]\nhost = {json.dumps(broker.host)}\nport = {broker.port}\n"
         f'protocol = "{protocol}"\nclient_id = "wheeld-{table.lower()}"\n'
         # The daemon's broker session outlives it by a minute, not the default day.
@@ -434,7 +454,7 @@ def _write_config(work: Path, table: str, link: Path, broker: BrokerAddress, pro
     return config
 
 
-async def _watch(config: Config, base: str, view: LiveView, dealer: Dealer) -> None:
+async def _watch(config: Config, base: str, view: LiveView, dealer: Dealer | None) -> None:
     import aiomqtt
 
     from wheeld.shell.mqtt_client import make_client
@@ -448,7 +468,8 @@ async def _watch(config: Config, base: str, view: LiveView, dealer: Dealer) -> N
                     with contextlib.suppress(ValueError, TypeError, KeyError):
                         payload = json.loads(message.payload)
                         if isinstance(payload, dict):
-                            dealer.hear(message.topic.value, payload)
+                            if dealer is not None:
+                                dealer.hear(message.topic.value, payload)
                             view.show(message.topic.value, payload)
         except aiomqtt.MqttError:
             await asyncio.sleep(0.5)
@@ -499,14 +520,64 @@ async def _cancel(tasks: list[asyncio.Task[Any]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _the_wheel(
+    args: argparse.Namespace, sink: PtySink
+) -> tuple[Callable[[], Coroutine[Any, Any, None]], Dealer | None, str]:
+    """What plays the wheel for ``--driver``, the dealer that follows the table (the
+    physical model's), and the wheel's name for the terminal."""
+    from wheeld_simulators.targets import play
+    from wheeld_simulators.wheels import simulated_wheels
+
+    kind = simulated_wheels()[args.driver]
+    if kind == "ss2":
+        from wheeld_simulators.ss2_live import LiveSS2
+
+        # The factory's mode: games start by themselves, the rotor reverses every game.
+        ss2 = LiveSS2(sink, speed=args.speed, mode=SS2_FACTORY_MODE, seed=args.seed)
+
+        async def play_ss2() -> None:
+            await sink.wait_for_reader()
+            await ss2.run()
+
+        return play_ss2, None, "a Cammegh SS2"
+    if kind == "mercury":
+        from wheeld_simulators.mercury import MercurySession, ScriptedMercury, play_mercury
+
+        mercury = ScriptedMercury(args.level, start=round(time.time(), 3))
+        session = MercurySession(mercury, args.seed, args.fault_rate)
+
+        async def play_360() -> None:
+            await sink.wait_for_reader()
+            await play_mercury(session, sink, speed=args.speed)
+
+        return play_360, None, f"a Cammegh Mercury 360 ({args.level} output)"
+    from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
+
+    simulator = WheelSimulator(
+        SimulatorSettings(seed=args.seed, fault_rate=args.fault_rate, noise_rate=0.01)
+    )
+    dealer = Dealer(f"wheeld/{args.table}", simulator)
+
+    async def play_model() -> None:
+        await sink.wait_for_reader()
+        await play(simulator, sink, speed=args.speed, before_game=dealer.verdict)
+
+    return play_model, dealer, "simulated wheel"
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from wheeld.config import ConfigError, load
-    from wheeld_simulators.physics import SimulatorSettings, WheelSimulator
-    from wheeld_simulators.targets import PtySink, play
+    from wheeld_simulators.targets import PtySink
+    from wheeld_simulators.wheels import reference_driver, simulated_wheels, unknown_driver
+
+    args.driver = args.driver or reference_driver()
+    if args.driver not in simulated_wheels():
+        raise DemoError(unknown_driver(args.driver), EXIT_USAGE)
 
     # pid for this machine, random bits for other machines on a shared broker.
     table = f"DEMO-{os.getpid()}-{secrets.token_hex(2)}"
     base = f"wheeld/{table}"
+    args.table = table
     stopped = ["the daemon", "the marquee", "the wheel"]
     keep = args.keep
     # Callbacks run last-registered first: whatever started is stopped, on any
@@ -526,7 +597,7 @@ async def _demo(args: argparse.Namespace) -> int:
 
         cleanup.callback(remove_unless_kept)
         link = work / "wheel"
-        config_path = _write_config(work, table, link, broker, protocol)
+        config_path = _write_config(work, table, link, broker, protocol, args.driver)
         try:
             config = load(config_path)
         except ConfigError as exc:
@@ -535,7 +606,8 @@ async def _demo(args: argparse.Namespace) -> int:
             cleanup.push_async_callback(_clear_retained, config, base)
         sink = PtySink(link)
         cleanup.callback(sink.close)
-        print(f"simulated wheel on {sink.slave_name}; daemon log in {work / 'wheeld.log'}")
+        wheel, dealer, named = _the_wheel(args, sink)
+        print(f"{named} on {sink.slave_name}; daemon log in {work / 'wheeld.log'}")
         print(
             f"watch it elsewhere: mosquitto_sub -h {broker.host} -p {broker.port} -t '{base}/#' -v"
         )
@@ -545,15 +617,6 @@ async def _demo(args: argparse.Namespace) -> int:
         cleanup.push_async_callback(_stop, marquee)
         print(f"the marquee (winning-number board): {url}")
         print("Ctrl-C stops everything.\n", flush=True)
-
-        simulator = WheelSimulator(
-            SimulatorSettings(seed=args.seed, fault_rate=args.fault_rate, noise_rate=0.01)
-        )
-        dealer = Dealer(base, simulator)
-
-        async def wheel() -> None:
-            await sink.wait_for_reader()
-            await play(simulator, sink, speed=args.speed, before_game=dealer.verdict)
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

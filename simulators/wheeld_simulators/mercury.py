@@ -13,13 +13,14 @@ frame (an assumption the driver's README states).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Literal
 
-from wheeld.core.capture import FORMAT_LINE, format_line
+from wheeld.core.capture import FORMAT_LINE
 from wheeld.core.events import Direction
-from wheeld_cammegh.mercury import MercuryStatus, Sensors, encode_mercury_status
+from wheeld_cammegh.mercury import NAME, MercuryStatus, Sensors, encode_mercury_status
+from wheeld_simulators.targets import Sink
 from wheeld_simulators.timeline import STATUS_EVERY_MS, StatusTimeline
 
 Level = Literal["basic", "advanced", "extended"]
@@ -199,8 +200,8 @@ class ScriptedMercury(StatusTimeline):
         self.run(2000, state=1)
 
     def capture(self, comments: Iterable[str] = ()) -> str:
-        head = [FORMAT_LINE, "# driver: cammegh-mercury", *(f"# {c}" for c in comments)]
-        body = [format_line(at, "<", text) for at, text in self.lines]
+        head = [FORMAT_LINE, f"# driver: {NAME}", *(f"# {c}" for c in comments)]
+        body = [self.capture_line(index) for index in range(len(self.lines))]
         return "\n".join(head) + "\n" + "".join(body)
 
     def __iter__(self) -> Iterator[tuple[float, bytes]]:
@@ -215,6 +216,34 @@ FAULTS: dict[str, tuple[dict[str, object], tuple[Level, ...]]] = {
     "short_spin": ({"revolutions": 2}, ("extended",)),
     "dealer_lock": ({"dealer_lock_ms": 4000}, ()),
 }
+
+
+async def play_mercury(
+    session: MercurySession,
+    sink: Sink,
+    *,
+    speed: float = 1.0,
+    games: int | None = None,
+    on_game: Callable[[int, str, str | None], None] | None = None,
+) -> None:
+    """Play ``session``'s games into ``sink`` as the wheel sends them, ``speed`` times
+    faster than real time (``games`` None: for ever); ``on_game`` hears each one."""
+    import asyncio
+
+    wheel = session.wheel
+    loop = asyncio.get_running_loop()
+    began, sent, number = loop.time(), 0, 0
+    while games is None or number < games:
+        number += 1
+        result, fault = session.next_game()
+        if on_game is not None:
+            on_game(number, result, fault)
+        for at, line in wheel.lines[sent:]:
+            delay = began + (at - wheel.start) / speed - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)  # paced as the wheel sends
+            sink.write(line + b"\r\n")
+        sent = len(wheel.lines)
 
 
 class MercurySession:

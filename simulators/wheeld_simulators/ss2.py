@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from wheeld.core.capture import FORMAT_LINE, clock_step_comment, format_line
+from wheeld.core.capture import FORMAT_LINE, clock_step_comment
 from wheeld.core.events import Direction
-from wheeld_cammegh.decoder import Status, encode_status
+from wheeld_cammegh.decoder import NAME, Status, encode_status
 from wheeld_simulators.timeline import STATUS_EVERY_MS, StatusTimeline
 
 
@@ -39,6 +39,10 @@ class ScriptedSS2(StatusTimeline):
         self.bare_numbers = bare_numbers
         #: Wall-clock steps (seconds) seen just before the line at each index.
         self.clock_steps: dict[int, float] = {}
+
+    def close(self, ms: int = 2000) -> None:
+        """State 6: the wheel closes (left still), its rotor stopped."""
+        self.run(ms, state=6, speed=0)
 
     def send_status(self) -> None:
         self.line(encode_status(self.status).rstrip(b"\r\n"))
@@ -71,12 +75,16 @@ class ScriptedSS2(StatusTimeline):
         flags_in_rim: int = 0,
         skip_no_more_bets: bool = False,
         sensor_passes: int | None = None,
+        dealer_lock_ms: int = 0,
+        start: bytes | None = None,
     ) -> None:
         """One whole game, ending in ``number`` (state 5) and the next spin's state 2."""
         if reverse:
             self.reverse()
         else:
             self.run(2000, state=2)
+        if start is not None:
+            self.ask(start, b"*u OK")  # a controlled wheel waits for the host's start
         self.run(in_rim_ms, state=3, flags=flags_in_rim)
         if sensor_passes is not None:
             for sensor in range(sensor_passes * 3):
@@ -84,16 +92,18 @@ class ScriptedSS2(StatusTimeline):
                 self.ms += 100
         if not skip_no_more_bets:
             self.run(no_more_bets_ms, state=4, flags=0)
+        if dealer_lock_ms:
+            self.run(dealer_lock_ms, state=7)  # firmware 2.52 with *T g bit 32
         if self.bare_numbers:
             self.line(number.rjust(2).encode())
         self.run(3000, state=5, win=number, flags=0)
         self.run(STATUS_EVERY_MS, state=2, spin=self.status.spin % 256 + 1)
 
     def capture(self, comments: Iterable[str] = ()) -> str:
-        head = [FORMAT_LINE, "# driver: cammegh-ss2", *(f"# {c}" for c in comments)]
+        head = [FORMAT_LINE, f"# driver: {NAME}", *(f"# {c}" for c in comments)]
         body = [
             (clock_step_comment(self.clock_steps[index]) if index in self.clock_steps else "")
-            + format_line(at, "<", text)
-            for index, (at, text) in enumerate(self.lines)
+            + self.capture_line(index)
+            for index in range(len(self.lines))
         ]
         return "\n".join(head) + "\n" + "".join(body)

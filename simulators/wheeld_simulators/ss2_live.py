@@ -6,6 +6,13 @@ only before its first), broadcasts status every 500 ms when bit 128 is set, answ
 ``*X`` polls, ``*o``, ``*P``, ``*I 4``, ``*u 1`` and ``*R``, and can misbehave
 on demand: a miss-spin (flag 2 in state 3) that waits for ``*R``, ``BUSY``
 replies, or a wheel that stops answering altogether.
+
+It keeps a winning-number log as the guide describes it (``*s t`` pages of 256
+games, ``*s r <page>`` with its checksum, in state 6 only; ``*w`` its
+chi-squared, ``*W`` its counts, in states 5 and 6), and with ``close_after`` it
+closes (state 6) after that many games, so a controller can read it; ``*P 1``
+opens it again. Firmware 2.52's 39- and 40-pocket wheels play their extra
+zeros (``000``, ``0000``), which the log cannot hold (it stores 0-37 only).
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ import random
 from dataclasses import dataclass
 
 from wheeld.core.events import Direction
-from wheeld.core.layout import layout_for
+from wheeld.core.layout import DOUBLE_ZERO_ORDER, layout_for
 from wheeld_cammegh.decoder import Status, encode_status
+from wheeld_cammegh.wheel_log import MISFIRE_BASE, PAGE_SIZE, encode_page
 from wheeld_simulators.targets import PtySink
 
 
@@ -26,6 +34,28 @@ class SS2Faults:
     busy_replies: int = 0  # answer this many commands with BUSY first
     mute: bool = False  # answer nothing at all
     miss_spin_games: tuple[int, ...] = ()  # 1-based game numbers that miss-spin
+    misslogged_games: tuple[int, ...] = ()  # logged with another number than announced
+
+
+#: The states in which the wheel answers its statistics commands (else ``BUSY``).
+STATISTICS_STATES = (5, 6)
+CLOSED = 6
+
+
+def log_value(number: str) -> int | None:
+    """A pocket's value in the winning-number log (0-36, 37 for 00); None: not loggable."""
+    if number == "00":
+        return 37
+    return int(number) if number.isdigit() and len(number) <= 2 else None
+
+
+def chi_squared(counts: list[int]) -> float:
+    """Pearson's chi-squared of the counts against an even wheel."""
+    total = sum(counts)
+    if not total:
+        return 0.0
+    expected = total / len(counts)
+    return sum((c - expected) ** 2 / expected for c in counts)
 
 
 class LiveSS2:
@@ -40,6 +70,9 @@ class LiveSS2:
         seed: int | None = None,
         faults: SS2Faults | None = None,
         bets_s: float = 4.0,
+        pockets: int = 37,
+        close_after: int | None = None,
+        logged: int = 0,
     ) -> None:
         self.sink = sink
         self.speed = speed
@@ -61,6 +94,15 @@ class LiveSS2:
         self._respin = asyncio.Event()
         self._input = b""
         self.commands: list[str] = []
+        self.pockets = pockets
+        self.close_after = close_after
+        #: The winning-number log: one value a game (38 and more: a misfire).
+        numbers = DOUBLE_ZERO_ORDER if pockets != 37 else layout_for(37).order
+        self.log: list[int] = [
+            v for n in self.rng.choices(numbers, k=logged) if (v := log_value(n)) is not None
+        ]
+        #: The numbers announced, in order (what a controller should have published).
+        self.announced: list[str] = []
         sink.drain_input = False
 
     def _sleep(self, seconds: float) -> asyncio.Future[None]:
@@ -117,9 +159,17 @@ class LiveSS2:
         elif command.startswith("*P"):
             if command.strip().endswith("1"):
                 self.powered.set()
+                if self.status.state == CLOSED:
+                    self.status.state = 2
             else:
                 self.powered.clear()
+                if not playing:
+                    self.status.state = CLOSED
             self._send("*P OK")
+        elif command.startswith(("*w", "*W", "*s")):
+            self._statistics(command)
+        elif command.startswith("*T Z"):
+            self._send(f"*T z {self.pockets}")
         elif command.startswith("*I"):
             self.sensors = command.strip().endswith("4")
             self._send("*I OK")
@@ -135,6 +185,33 @@ class LiveSS2:
         elif command.startswith("*R"):
             self._send("*R OK")
             self._respin.set()
+        else:
+            self._send(f"*{letter} NO")
+
+    def _statistics(self, command: str) -> None:
+        """``*w``, ``*W``, ``*s t`` and ``*s r <page>``: the wheel's own records."""
+        letter = command[1:2]
+        state = self.status.state
+        if state not in STATISTICS_STATES or (command.startswith("*s r") and state != CLOSED):
+            self._send(f"*{letter} BUSY")
+            return
+        counts = [0] * 38
+        for entry in self.log:
+            if entry < MISFIRE_BASE:
+                counts[entry] += 1
+        counts = counts[: 38 if self.pockets != 37 else 37]
+        if command == "*w":
+            figure = chi_squared(counts)
+            # The guide prints no example: a percentage beside it, as a share of a bound.
+            self._send(f"*w {figure:.2f} {min(99, round(figure / len(counts) * 50))}%")
+        elif command == "*W":
+            self._send("*W " + ";".join(str(c) for c in counts))
+        elif command == "*s t":
+            self._send(f"*s t {max(1, -(-len(self.log) // PAGE_SIZE))}")
+        elif command.startswith("*s r") and command[4:].strip().isdigit():
+            page = int(command[4:].strip())
+            values: list[int | None] = list(self.log[page * PAGE_SIZE : (page + 1) * PAGE_SIZE])
+            self._send(encode_page(page, values))
         else:
             self._send(f"*{letter} NO")
 
@@ -155,7 +232,7 @@ class LiveSS2:
         status = self.status
         self._start.clear()
         await self.powered.wait()
-        await self._phase(self.bets_s, state=2, flags=0)
+        await self._phase(self.bets_s, state=2, flags=0, speed=status.speed or 170)
         if self.mode & 2:
             await self._start.wait()
         if self.game_options & 16:
@@ -172,6 +249,7 @@ class LiveSS2:
                 await self._phase(0.5, speed=rpm)
         self.games += 1
         if self.games in self.faults.miss_spin_games:
+            self.log.append(MISFIRE_BASE + 0)  # the guide's misfire entry (the pocket unknown)
             self._respin.clear()
             await self._phase(0, state=3, flags=2)
             try:
@@ -189,12 +267,23 @@ class LiveSS2:
         await self._phase(3.0, state=4)
         if self.game_options & 32:
             await self._phase(1.0, state=7)  # 2.52's state 7 between no more bets and the number
-        number = self.rng.choice(layout_for(37).order)
+        number = self.rng.choice(layout_for(self.pockets).order)
+        self.announced.append(number)
+        logged = log_value(number)
+        if logged is not None:
+            if self.games in self.faults.misslogged_games:
+                logged = (logged + 1) % 37  # a log that disagrees with what was announced
+            self.log.append(logged)
         if not self.mode & 16:
             self._send(number.rjust(2))
         await self._phase(2.0, state=5, win=number)
         status.spin = status.spin % 256 + 1
         status.state = 2
+        if self.close_after is not None and self.games >= self.close_after:
+            # Left still, the wheel closes: only the host's *P 1 opens it again.
+            self.close_after = None
+            self.powered.clear()
+            await self._phase(0, state=CLOSED, speed=0)
 
     async def run(self, games: int | None = None) -> None:
         loop = asyncio.get_running_loop()

@@ -299,6 +299,19 @@ class Alarm(Signed):
     wheeld_verdict: str | SkipJsonSchema[None] = Field(
         default=None, description="wheel_verdict_mismatch: wheeld's number, or its reason"
     )
+    kind: Literal["not_published", "published_differently", "not_logged"] | SkipJsonSchema[None] = (
+        Field(
+            default=None,
+            description="wheel_log_mismatch: the wheel's number unpublished, published "
+            "differently, or a result the wheel never logged",
+        )
+    )
+    wheel_record: dict[str, Any] | None = Field(
+        default=None, description="wheel_log_mismatch: the wheel's log entry, null if none"
+    )
+    wheeld_record: dict[str, Any] | None = Field(
+        default=None, description="wheel_log_mismatch: wheeld's result, null if none"
+    )
     broker_game_id: int | SkipJsonSchema[None] = None
     next_game_id: int | SkipJsonSchema[None] = None
     step_s: float | SkipJsonSchema[None] = None
@@ -471,6 +484,18 @@ class GameRate(Published):
     recent: RecentRate = Field(description="over the last 30 games, pauses left out")
 
 
+class WheelChiSquared(Published):
+    value: float = Field(description="the wheel's chi-squared over its own winning-number table")
+    percent: float | None = Field(description="the percentage the wheel gives beside it")
+
+
+class WheelFigures(Published):
+    """The wheel's own statistics, read from it while idle (a Cammegh SS2's ``*w``)."""
+
+    chi_squared: WheelChiSquared | SkipJsonSchema[None] = None
+    read_at: Timestamp = Field(description="when wheeld last read them")
+
+
 class Stats(Tally):
     """``<base>/stats`` (retained): the table's statistics after each game (docs/statistics.md)."""
 
@@ -484,6 +509,9 @@ class Stats(Tally):
     revolutions: Spread = Field(description="ball revolutions, where the wheel reports them")
     rotor_rpm: Spread = Field(description="rotor speed at launch, where the wheel reports it")
     ignored: Count
+    wheel: WheelFigures | SkipJsonSchema[None] = Field(
+        default=None, description="the wheel's own figures beside wheeld's, where it keeps them"
+    )
     schema_version: SchemaVersion
 
 

@@ -32,6 +32,7 @@ from wheeld.core.events import (
     WheelHello,
     WheelIncident,
     WheelProfile,
+    WheelRecords,
     WheelReply,
     WheelVerdict,
     WheelVoid,
@@ -92,6 +93,7 @@ ANY_PHASE: dict[type, str] = {
     ResultContradicted: "nothing for the rules (the pipeline raises result_contradicted)",
     WheelProfile: "nothing for the rules (the pipeline says it on <base>/wheel)",
     WheelVerdict: "nothing for the rules (the pipeline compares it: wheel_verdict_mismatch)",
+    WheelRecords: "nothing for the rules (the pipeline compares it: wheel_log_mismatch)",
 }
 _IN_GAME: dict[type, str] = {
     BallRunning: "the wheel still sees the ball in the rim",
@@ -223,6 +225,7 @@ class GameEngine:
         *,
         pockets: int | None = None,
         state: EngineState | None = None,
+        order: tuple[str, ...] | None = None,
     ) -> None:
         self.state = state if state is not None else EngineState()
         # Copied once: the hot path reads plain ints, not model attributes.
@@ -232,9 +235,12 @@ class GameEngine:
         self._result_timeout_ms = rules.result_timeout_ms
         self._rotor_timeout_ms = rules.rotor_timeout_ms
         self._link_timeout_s = rules.link_timeout_ms / 1000.0
-        # Configured pockets win; without them the wheel's hello says, 37 until it does.
+        # Configured pockets (or a custom order, ``wheel.pocket_order``) win; without
+        # them the wheel's hello says, 37 until it does.
+        if order is not None:
+            pockets = len(order)
         self._pockets_fixed = pockets is not None
-        self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37)
+        self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37, order)
         self._game: _Game | None = None
         self._rotor_direction: Direction | None = None
         self._last_rotor_tick: int | None = None
@@ -263,6 +269,7 @@ class GameEngine:
             ResultContradicted: self._on_display_mismatch,
             WheelProfile: self._on_display_mismatch,
             WheelVerdict: self._on_display_mismatch,
+            WheelRecords: self._on_display_mismatch,
         }
 
     # -- queries ---------------------------------------------------------
@@ -604,7 +611,7 @@ class GameEngine:
 
     def _on_display_mismatch(
         self,
-        event: DisplayMismatch | ResultContradicted | WheelProfile | WheelVerdict,
+        event: DisplayMismatch | ResultContradicted | WheelProfile | WheelVerdict | WheelRecords,
         now: float,
         out: list[Decision],
     ) -> None:

@@ -244,6 +244,31 @@ class WheelVerdict:
     void: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class LoggedGame:
+    """One game in the wheel's own log: its number, or None where it logged a misfire."""
+
+    number: str | None
+    #: The log entry as the wheel wrote it (page, slot, misfire), for the alarm.
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WheelRecords:
+    """The wheel's own records, read from it while idle; nothing for the rules.
+
+    ``games`` are its newest logged games, oldest first, held against the results
+    wheeld published (``wheel_log_mismatch``); those before ``judged_from`` were
+    judged at an earlier read and only align the rest. ``figures`` are its own
+    statistics (a Cammegh's ``*w`` chi-squared), published beside wheeld's.
+    """
+
+    tick: int
+    games: tuple[LoggedGame, ...] = ()
+    judged_from: int = 0
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
 WheelEvent = (
     WheelHello
     | Heartbeat
@@ -264,4 +289,5 @@ WheelEvent = (
     | ResultContradicted
     | WheelProfile
     | WheelVerdict
+    | WheelRecords
 )

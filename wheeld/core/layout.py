@@ -6,6 +6,7 @@ the number; these are the same facts, computed once per layout.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Literal
@@ -79,7 +80,7 @@ class WheelLayout:
         """What the croupier announces with ``number``; ``number`` must be a pocket."""
         if not self.has_pocket(number):
             raise ValueError(f"{number!r} is not a pocket of a {self.pockets}-pocket wheel")
-        return _facts(number, self.pockets == 37)
+        return _facts(number, self.order if self.pockets == 37 else None)
 
 
 @cache
@@ -88,10 +89,26 @@ def _pocket_set(order: tuple[str, ...]) -> frozenset[str]:
 
 
 @cache
-def _facts(number: str, single_zero: bool) -> NumberFacts:
+def sectors_of(order: tuple[str, ...]) -> dict[Sector, frozenset[str]]:
+    """A single-zero wheel's racetrack sectors: the pockets that stand where the standard
+    wheel's sector pockets stand, counted from 0 (a custom order, ``wheel.pocket_order``,
+    moves them with its pockets)."""
+    if order == SINGLE_ZERO_ORDER:
+        return SECTORS
+    zero = order.index("0")
+    from_zero = order[zero:] + order[:zero]
+    return {
+        name: frozenset(from_zero[SINGLE_ZERO_ORDER.index(n)] for n in members)
+        for name, members in SECTORS.items()
+    }
+
+
+@cache
+def _facts(number: str, single_zero_order: tuple[str, ...] | None) -> NumberFacts:
     sectors: tuple[Sector, ...] = ()
-    if single_zero:
-        sectors = tuple(name for name, members in SECTORS.items() if number in members)
+    if single_zero_order is not None:
+        found = sectors_of(single_zero_order)
+        sectors = tuple(name for name, members in found.items() if number in members)
     if number in ZEROS:
         return NumberFacts(number, "green", None, None, None, None, sectors)
     value = int(number)
@@ -115,8 +132,37 @@ LAYOUTS = {
 }
 
 
-def layout_for(pockets: int) -> WheelLayout:
-    """The layout of a 37-, 38-, 39- or 40-pocket wheel."""
+def layout_for(pockets: int, order: Sequence[str] | None = None) -> WheelLayout:
+    """The layout of a 37-, 38-, 39- or 40-pocket wheel: the maker's standard order, or
+    ``order`` (clockwise, from any pocket: a custom order, ``wheel.pocket_order``)."""
+    if order is not None:
+        layout = custom_layout(order)
+        if layout.pockets != pockets:
+            raise ValueError(f"the pocket order has {layout.pockets} pockets, not {pockets}")
+        return layout
     if pockets in LAYOUTS:
         return LAYOUTS[pockets]
     raise ValueError(f"a wheel has 37 to 40 pockets, not {pockets}")
+
+
+def pocket_order_problem(order: Sequence[str]) -> str | None:
+    """Why ``order`` is no wheel's pockets (each of a 37- to 40-pocket wheel's once), or None."""
+    pockets = len(order)
+    if pockets not in LAYOUTS:
+        return f"a wheel has 37 to 40 pockets, not {pockets}"
+    wanted = set(LAYOUTS[pockets].order)
+    repeated = sorted({p for p in order if list(order).count(p) > 1})
+    if repeated:
+        return f"pockets named twice: {', '.join(repeated)}"
+    strange = [p for p in order if p not in wanted]
+    if strange:
+        return f"not pockets of a {pockets}-pocket wheel: {', '.join(strange)}"
+    return None
+
+
+def custom_layout(order: Sequence[str]) -> WheelLayout:
+    """The layout of a wheel whose pockets stand in ``order`` (clockwise)."""
+    problem = pocket_order_problem(order)
+    if problem is not None:
+        raise ValueError(f"pocket order: {problem}")
+    return WheelLayout(len(order), tuple(order))

@@ -950,10 +950,12 @@ class Statistics:
         pockets: int = 37,
         windows: Sequence[int] = DEFAULT_WINDOWS,
         arcs: Sequence[int] = DEFAULT_ARCS,
+        order: Sequence[str] | None = None,
     ) -> None:
         if any(size < 1 for size in windows):
             raise ValueError(f"a window is at least one result: {list(windows)}")
-        self.layout = layout_for(pockets)
+        # A custom pocket order (wheel.pocket_order) sets the pockets and their neighbours.
+        self.layout = layout_for(len(order), order) if order else layout_for(pockets)
         if any(not 1 <= k < self.layout.pockets for k in arcs):
             raise ValueError(f"an arc is 1 to {self.layout.pockets - 1} pockets: {list(arcs)}")
         self.windows = tuple(sorted(set(windows)))
@@ -986,6 +988,7 @@ class Statistics:
         pockets: int | None = None,
         windows: Sequence[int] = DEFAULT_WINDOWS,
         arcs: Sequence[int] = DEFAULT_ARCS,
+        order: Sequence[str] | None = None,
     ) -> Statistics:
         """Statistics over ``<base>/game`` payloads, in the order published.
 
@@ -998,7 +1001,7 @@ class Statistics:
         if pockets is None:
             events = list(events)
             pockets = 38 if any(event.get("number") == "00" for event in events) else 37
-        statistics = cls(pockets, windows, arcs)
+        statistics = cls(pockets, windows, arcs, order)
         for event in events:
             statistics.add(event)
         return statistics
@@ -1247,6 +1250,7 @@ class Statistics:
         pockets: int | None = None,
         windows: Sequence[int] = DEFAULT_WINDOWS,
         arcs: Sequence[int] = DEFAULT_ARCS,
+        order: Sequence[str] | None = None,
     ) -> Statistics:
         """The statistics ``snapshot`` was taken of, exactly: the same figures now,
         and, fed the same events, the same figures and the same next snapshot.
@@ -1257,6 +1261,9 @@ class Statistics:
         never another exception, whatever ``snapshot`` holds): count the series
         again then.
         """
+        if order:
+            # Snapshots keep counts in the standard order: a custom one is counted again.
+            raise ValueError("statistics snapshot: a custom pocket order is counted again")
         try:
             return cls._restore(snapshot, pockets, windows, arcs)
         except _Malformed:

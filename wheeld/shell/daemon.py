@@ -99,6 +99,7 @@ def build_pipeline(
         driver=config.wheel.driver,
         port=config.wheel.port,
         pockets=config.wheel.pockets,
+        pocket_order=config.wheel.order,
         history_length=config.mqtt.history_length,
         rules=config.rules,
         epoch=journal.epoch,
@@ -144,14 +145,19 @@ def resume_statistics(
     statistics = None
     if snapshot is not None:
         try:
-            statistics = Statistics.restore(snapshot, pockets=config.wheel.pockets, arcs=arcs)
+            statistics = Statistics.restore(
+                snapshot, pockets=config.wheel.pockets, arcs=arcs, order=config.wheel.order
+            )
         except ValueError:
             statistics = None
     counted = 0
     if statistics is None:
-        statistics, after = Statistics(config.wheel.pockets or 37, arcs=arcs), 0
-        if config.wheel.pockets is None and any(
-            '"00"' in payload for _, _, payload in journal.decisions_after(0)
+        pockets, order = config.wheel.pockets or 37, config.wheel.order
+        statistics, after = Statistics(pockets, arcs=arcs, order=order), 0
+        if (
+            config.wheel.pockets is None
+            and order is None
+            and any('"00"' in payload for _, _, payload in journal.decisions_after(0))
         ):
             statistics = Statistics(38, arcs=arcs)
     for counted, payload in enumerate(_payloads(journal.decisions_after(after)), 1):

@@ -35,6 +35,7 @@ from wheeld.core.events import (
     ResultContradicted,
     WheelHello,
     WheelProfile,
+    WheelRecords,
     WheelVerdict,
 )
 from wheeld.core.game import (
@@ -49,6 +50,7 @@ from wheeld.core.game import (
 from wheeld.core.messages import OPENING_EVENTS, SCHEMA_VERSION, event_name, game_payload, iso_utc
 from wheeld.core.noise import NoiseMeter
 from wheeld.core.ratelimit import AlarmRate
+from wheeld.core.reconcile import reconcile
 from wheeld.core.rules import RulesConfig
 from wheeld.core.signing import ChainState, Signer, digest, signature_problem
 from wheeld.core.signing import chain as sign_into_chain
@@ -174,6 +176,8 @@ class TableSettings:
     driver: str
     port: str = ""
     pockets: int | None = None
+    #: A custom pocket order (``wheel.pocket_order``, clockwise); None: the standard one.
+    pocket_order: tuple[str, ...] | None = None
     history_length: int = 100
     rules: RulesConfig = field(default_factory=RulesConfig)
     alerts: AlertSettings = field(default_factory=AlertSettings)
@@ -208,7 +212,9 @@ class TablePipeline:
         self.statistics = statistics
         self.decoder = decoder
         self.session = session
-        self.engine = GameEngine(settings.rules, pockets=settings.pockets, state=state)
+        self.engine = GameEngine(
+            settings.rules, pockets=settings.pockets, state=state, order=settings.pocket_order
+        )
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
         self.link_up = False
@@ -219,6 +225,8 @@ class TablePipeline:
         #: wheel's own verdict on that game is held against.
         self._wheel_game: int | None = None
         self._wheel_outcome: Result | NoSpin | None = None
+        #: The wheel's own statistics (``WheelRecords.figures``), beside wheeld's on <base>/stats.
+        self.wheel_figures: dict[str, Any] = {}
         #: Game ids whose decisions the journal could not keep, in order.
         self.unrecorded: list[int] = []
         #: Faults now set: code -> host time they began.
@@ -402,6 +410,9 @@ class TablePipeline:
             if isinstance(event, WheelVerdict):
                 decisions += self._judge_verdict(event, now)
                 continue
+            if isinstance(event, WheelRecords):
+                decisions += self._judge_wheel_records(event, now, out)
+                continue
             if self.journal_failed:
                 # Nothing new is decided while decisions cannot be kept.
                 continue
@@ -456,6 +467,18 @@ class TablePipeline:
         theirs = verdict.number if wheel_valid else verdict.void or "no number"
         detail = {"game_id": outcome.game_id, "wheel_verdict": theirs, "wheeld_verdict": ours}
         return [Alarm(now, "wheel_verdict_mismatch", detail)]
+
+    def _judge_wheel_records(
+        self, records: WheelRecords, now: float, out: Effects
+    ) -> list[Decision]:
+        """The wheel's own log against the results published (``wheel_log_mismatch``, one
+        alarm a game), and its own statistics published beside wheeld's."""
+        if records.figures:
+            self.wheel_figures.update(records.figures, read_at=iso_utc(now))
+            if self.statistics is not None:
+                out.messages.append(self._stats_message())
+        found = reconcile(records.games, records.judged_from, list(self.history))
+        return [Alarm(now, "wheel_log_mismatch", mismatch.detail()) for mismatch in found]
 
     def on_timer(self, now: float) -> Effects:
         """A deadline set by :meth:`next_deadline` has come."""
@@ -979,8 +1002,7 @@ class TablePipeline:
         if any(record.number is not None for record, _ in self._undone):
             out.messages.append(self._history_message())
         if outcome and self.statistics is not None:
-            figures = self.statistics.to_json_text(schema_version=SCHEMA_VERSION)
-            out.messages.append(Outgoing.on(self._base, "stats", figures))
+            out.messages.append(self._stats_message())
         self._undone = []
         self._kept_rotor = self.engine.state.last_result_rotor
         return out
@@ -1180,6 +1202,13 @@ class TablePipeline:
             for line in data.rstrip(b"\r\n").split(b"\n"):
                 out.frames.append(FrameRecord(now, ">", line.removesuffix(b"\r"), game))
         return out
+
+    def _stats_message(self) -> Outgoing:
+        assert self.statistics is not None
+        figures = self.statistics.to_json_text(schema_version=SCHEMA_VERSION)
+        if self.wheel_figures:  # the wheel's own, beside wheeld's (a wheel whose log is read)
+            figures = json.dumps({**json.loads(figures), "wheel": self.wheel_figures})
+        return Outgoing.on(self._base, "stats", figures)
 
     def _history_message(self) -> Outgoing:
         body = json.dumps({"numbers": list(self.history), "schema_version": SCHEMA_VERSION})

@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wheeld.core.engine import GameEngine
+from wheeld.core.events import WheelRecords
 from wheeld.core.game import Decision, Result, Spinning
+from wheeld.core.reconcile import reconcile
 from wheeld.core.rules import RulesConfig
 from wheeld.drivers import WheelDecoder
 from wheeld_cammegh.decoder import CammeghDecoder
@@ -143,8 +145,10 @@ def _justified(lines: list[bytes], number: str, spin: int) -> bool:
 
 def results(lines: list[bytes], decoder: WheelDecoder, engine: GameEngine) -> Iterator[Played]:
     """Feed the lines, 500 ms apart, through the driver and the rules: every result,
-    with the lines of its game."""
+    with the lines of its game. The wheel's log, when its replies are read, is held
+    against the results so far as the pipeline holds it (which must never raise)."""
     opened_at = 0
+    published: list[str] = []
     for index, line in enumerate(lines):
         now = START + index * STATUS_EVERY_S
         decisions: list[Decision] = []
@@ -152,11 +156,14 @@ def results(lines: list[bytes], decoder: WheelDecoder, engine: GameEngine) -> It
         if deadline is not None and now >= deadline:
             decisions += engine.on_host_time(now)
         for event in decoder.feed(line, now):
+            if isinstance(event, WheelRecords):
+                reconcile(event.games, event.judged_from, published)
             decisions += engine.on_event(event, now)
         for decision in decisions:
             if isinstance(decision, Spinning):
                 opened_at = index
             elif isinstance(decision, Result):
+                published.insert(0, decision.number)
                 yield Played(decision, index, opened_at, lines[opened_at : index + 1])
 
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -317,3 +318,57 @@ def test_the_pipeline_tells_the_session_the_journals_last_result_on_connect() ->
     pipeline = TablePipeline(settings, decoder, session, state=state)
     pipeline.on_link_up(1.0)
     assert session._controller.last_result == "cw"
+
+
+def test_a_wheel_that_closes_has_its_log_read_and_a_misslogged_game_raised(
+    tmp_path: Path, broker: Broker
+) -> None:
+    """The simulated SS2 closes after two games, its log saying another number for the
+    second than it announced: wheeld reads the log and says so, with both records, and
+    publishes the wheel's chi-squared beside its own."""
+    control = CONTROL + "read_log = true\nsensor_events = false\n"
+    simulate, daemon, sub = _session(
+        tmp_path, broker, "--close-after", "2", "--misslog", "2", games=3, control=control
+    )
+    try:
+        with running(daemon):
+
+            def alarms() -> list[dict[str, Any]]:
+                said = sub.on(f"{BASE}/alarm")
+                return [a for a in said if a["alarm"] == "wheel_log_mismatch"]
+
+            wait_for(alarms, 90, "the wheel's log read")
+            results = [str(p["number"]) for p in _ends(sub) if p["event"] == "result"]
+            assert len(results) == 2, _ends(sub)
+            (alarm,) = alarms()
+            assert alarm["kind"] == "published_differently"
+            assert alarm["wheeld_record"] == {"number": results[1], "results_back": 0}
+            logged = alarm["wheel_record"]
+            assert logged["number"] == str((int(results[1].replace("00", "37")) + 1) % 37)
+            assert (logged["page"], logged["slot"]) == (0, 1)
+            wait_for(lambda: any("wheel" in s for s in sub.on(f"{BASE}/stats")), 10, "stats")
+            stats = [s for s in sub.on(f"{BASE}/stats") if "wheel" in s][-1]
+            assert stats["wheel"]["chi_squared"]["value"] >= 0
+    finally:
+        simulate.kill()
+        sub.close()
+
+
+def test_a_40_pocket_wheel_is_played_to_results(tmp_path: Path, broker: Broker) -> None:
+    from wheeld.core.layout import layout_for
+
+    control = CONTROL + "sensor_events = false\n"
+    simulate, daemon, sub = _session(tmp_path, broker, "--pockets", "40", games=3, control=control)
+    config = daemon.config
+    config.write_text(config.read_text().replace("[wheel]\n", "[wheel]\npockets = 40\n", 1))
+    try:
+        with running(daemon):
+            wait_for(lambda: len(_ends(sub)) >= 3, 90, "three games")
+            ends = _ends(sub)
+            assert [p["event"] for p in ends] == ["result"] * 3, ends
+            assert all(layout_for(40).has_pocket(str(p["number"])) for p in ends)
+        out, _ = simulate.communicate(timeout=30)
+        assert "*o 1159" in out
+    finally:
+        simulate.kill()
+        sub.close()

@@ -16,12 +16,15 @@ from typing import Any
 
 from wheeld.core.events import Direction, WheelEvent, WheelReply
 from wheeld_cammegh.decoder import Status, encode_command
+from wheeld_cammegh.wheel_log import WheelLogReader
 
 REPLY_TIMEOUT_S = 1.0
 RETRIES = 3
 BUSY_RETRY_S = 1.0
 MIN_POLL_S = 0.1
 AUTO_STATUS_BIT = 128
+#: Closed/idle: the only state in which the wheel gives its log pages (``*s r``).
+CLOSED_STATE = 6
 MANUAL_START_BIT = 2
 REVERSE_BIT = 1
 #: ``*T g`` (firmware 2.52): the host picks each game's direction (``*u 1``/``*u 3``).
@@ -66,6 +69,8 @@ class ControlSettings:
     check_clock: bool = False
     #: ... and set it (``*d s``) to the host's when it is.
     set_clock: bool = False
+    #: Read the wheel's own records (``*w``, ``*W``, ``*s t``, ``*s r``) each time it closes.
+    read_log: bool = False
 
     @property
     def picks_direction(self) -> bool:
@@ -84,8 +89,10 @@ class _Pending:
 class SS2Controller:
     """Decides the commands for a wheel wheeld controls."""
 
-    def __init__(self, settings: ControlSettings) -> None:
+    def __init__(self, settings: ControlSettings, wheel_log: WheelLogReader | None = None) -> None:
         self.settings = settings
+        #: Where the replies to the log commands are read (the decoder's).
+        self.wheel_log = wheel_log
         self._queue: deque[str] = deque()
         self._pending: _Pending | None = None
         self._not_before = 0.0
@@ -128,7 +135,13 @@ class SS2Controller:
         """A status frame arrived (as a broadcast or as a poll's answer)."""
         if self._pending is not None and self._pending.command == "*X":
             self._pending = None
-        self._last_status = status
+        previous, self._last_status = self._last_status, status
+        closing = status.state == CLOSED_STATE and (
+            previous is None or previous.state != CLOSED_STATE
+        )
+        if closing and self.settings.read_log and self.wheel_log is not None:
+            # Idle or closed: the wheel's log is read now, never while a game runs.
+            self._queue.extend(self.wheel_log.begin())
         if status.state in (3, 4, 5):
             self._start_sent_for = None  # the game started: the next start is a new one
         if status.state == 2 and not status.flags:
@@ -151,6 +164,8 @@ class SS2Controller:
             self._not_before = now + BUSY_RETRY_S
         elif command == "*d g":
             self._judge_clock(event.text, now)
+        elif command.startswith("*s") and self.wheel_log is not None:
+            self._queue.extend(self.wheel_log.take_requests())
         return self.on_timer(now)
 
     def _judge_clock(self, text: str, now: float) -> None:

@@ -52,6 +52,7 @@ from wheeld.core.events import (
 )
 from wheeld.drivers import CounterSet
 from wheeld_cammegh.flags import FLAG_BITS, SS2_V2_10, FlagRole, FlagTable
+from wheeld_cammegh.wheel_log import MAX_PAGE_LINE, WheelLogReader
 
 NAME = "cammegh-ss2"
 DEFAULT_BAUDRATE = 9600
@@ -157,6 +158,17 @@ class CammeghCounters(CounterSet):
     contradicted_results: int = 0
     #: Bonus lines that could not be read (the others are in ``bonus_lines``).
     bonus_malformed: int = 0
+    #: Reads of the wheel's own log (live control, state 6), its pages read, those
+    #: whose checksum failed, and replies to the log commands that could not be read.
+    log_reads: int = 0
+    log_pages: int = 0
+    log_pages_bad: int = 0
+    log_replies_malformed: int = 0
+
+
+def _longest(line: bytes | bytearray) -> int:
+    """The longest line allowed: a page of the wheel's log (``*s r``) is longer than any."""
+    return MAX_PAGE_LINE if line.startswith(b"*s r") else MAX_LINE
 
 
 def parse_status(line: bytes) -> Status | None:
@@ -253,6 +265,8 @@ class CammeghDecoder:
         #: The bonus lines of the game in progress (``*Y``), published with its result.
         self._bonus: dict[str, int | str] = {}
         self.output_level: OutputLevel | None = None
+        #: The wheel's own records, read in live control (``*w``, ``*s t``, ``*s r``).
+        self.wheel_log = WheelLogReader(self.counters)
         #: What was last said of the wheel's output on <base>/wheel.
         self._said: dict[str, object] = {}
 
@@ -266,7 +280,7 @@ class CammeghDecoder:
         while True:
             cut = min((i for i in (buf.find(b"\r"), buf.find(b"\n")) if i >= 0), default=-1)
             if cut < 0:
-                if self._discarding or len(buf) > MAX_LINE:
+                if self._discarding or len(buf) > _longest(buf):
                     # Judged on the line's length so far, which does not depend on
                     # how the reads were cut: the rest of it is dropped as it comes.
                     if not self._discarding:
@@ -280,7 +294,7 @@ class CammeghDecoder:
             if self._discarding:
                 self._discarding = False
                 counters.garbage_bytes += len(raw)
-            elif len(raw) > MAX_LINE:
+            elif len(raw) > _longest(raw):
                 counters.overlong_lines += 1
                 counters.garbage_bytes += len(raw)
             elif line := raw.strip():
@@ -341,9 +355,10 @@ class CammeghDecoder:
         elif match := _REPLY.fullmatch(line):
             counters.frames += 1
             counters.replies += 1
-            out.append(
-                WheelReply(match.group(1).decode(), match.group(2).decode("ascii", "replace"))
-            )
+            letter, text = match.group(1).decode(), match.group(2).decode("latin-1")
+            out.append(WheelReply(letter, text))
+            if records := self.wheel_log.on_reply(letter, text, tick):
+                out.append(records)
         else:
             counters.malformed += 1
             counters.garbage_bytes += len(line)

@@ -45,7 +45,7 @@ from wheeld.core.events import (
     WheelVoid,
     WinningNumber,
 )
-from wheeld.drivers import Driver, GreetingSession, WheelDecoder
+from wheeld.drivers import Driver, WheelDecoder
 from wheeld_cammegh.decoder import (
     _DIRECTIONS,
     FLAG_SAME_DIRECTION,
@@ -55,6 +55,7 @@ from wheeld_cammegh.decoder import (
     Status,
 )
 from wheeld_cammegh.flags import MERCURY, FlagRole, FlagTable, table_for
+from wheeld_cammegh.mercury_log import MercuryLogReader, MercuryLogSession
 
 NAME = "cammegh-mercury"
 DEFAULT_BAUDRATE = 9600
@@ -79,6 +80,8 @@ _STATUS = re.compile(
 )
 _BASIC_NUMBER = re.compile(rb"\*W ?([ \d]{1,2})")
 _VERSION_REPLY = re.compile(rb"\*V ?(.+)")
+#: The event log's answer: ``E <data>`` (the guide prints it without ``*``; either is taken).
+_EVENT_LOG_REPLY = re.compile(rb"(?:\*E ?|E )(.*)")
 
 BIT_ROTOR_STOPPED = 0x01
 #: One ball revolution in ``ttttt`` units is this many per second (1/32768 s).
@@ -169,6 +172,8 @@ class MercuryDecoder(CammeghDecoder):
 
     def __init__(self) -> None:
         super().__init__()
+        #: The wheel's event log (``*E?``, ``*EG``, ``*EN``), read when the table closes.
+        self.event_log = MercuryLogReader(self.counters)
         self.flag_table: FlagTable = MERCURY
         self.game_mode: GameMode = "00"
         self._previous_sensors: Sensors | None = None
@@ -351,6 +356,13 @@ class MercuryDecoder(CammeghDecoder):
             self._end_game(whole=False)
 
     def _other_line(self, line: bytes, tick: int, out: list[WheelEvent]) -> bool:
+        if match := _EVENT_LOG_REPLY.fullmatch(line):
+            # The event log's answers (``E <data>``, with or without the ``*``).
+            text = match.group(1).decode("latin-1")
+            out.append(WheelReply("E", text))
+            if records := self.event_log.on_reply(text, tick):
+                out.append(records)
+            return True
         if line == b"*S":
             self._basic_line(tick, out)
             if self._basic_game:
@@ -429,12 +441,21 @@ class MercuryConfig(BaseModel):
         default=False,
         description="Ask the wheel `*V` on every connect, so its answer picks the flag table.",
     )
+    read_log: bool = Field(
+        default=False,
+        description="Each time the table closes (state 6), read the wheel's event log (`*E?`, "
+        "`*EG`, `*EN`): `wheel_log_mismatch` for every game it logged that wheeld did not "
+        "publish, or published differently (drivers/cammegh/README.md).",
+    )
 
 
-def _session(decoder: WheelDecoder, settings: object) -> GreetingSession | None:
-    # *V once per connect, and nothing else: *X to a Mercury 360 reads its level sensor.
-    if isinstance(settings, MercuryConfig) and settings.ask_version:
-        return GreetingSession(b"*V\r\n")
+def _session(decoder: WheelDecoder, settings: object) -> MercuryLogSession | None:
+    # *V once per connect, the event log when the table closes, and nothing else:
+    # *X to a Mercury 360 reads its level sensor.
+    if isinstance(settings, MercuryConfig) and (settings.ask_version or settings.read_log):
+        return MercuryLogSession(
+            decoder, ask_version=settings.ask_version, read_log=settings.read_log
+        )
     return None  # listening only
 
 

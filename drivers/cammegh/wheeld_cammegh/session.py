@@ -72,6 +72,12 @@ class ControlConfig(BaseModel):
     set_clock: bool = Field(
         default=False, description="With `check_clock`, then set it to the host's (`*d s`)."
     )
+    read_log: bool = Field(
+        default=False,
+        description="Each time the wheel closes (state 6), read its own records (`*w`, `*W`, "
+        "`*s t`, `*s r`): `wheel_log_mismatch` for every result it logged that wheeld did not "
+        "publish (or published differently); its chi-squared beside wheeld's on <base>/stats.",
+    )
 
 
 def _check(control: ControlConfig, rules: Any) -> list[tuple[str, str]]:
@@ -99,7 +105,7 @@ class CammeghSession:
 
     def __init__(self, decoder: CammeghDecoder, settings: ControlSettings) -> None:
         self._decoder = decoder
-        self._controller = SS2Controller(settings)
+        self._controller = SS2Controller(settings, decoder.wheel_log)
         self._seen: Status | None = None
         self._connected = False
 
@@ -164,6 +170,7 @@ def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
             game_options=settings.game_options,
             check_clock=settings.check_clock,
             set_clock=settings.set_clock,
+            read_log=settings.read_log,
         ),
     )
 
