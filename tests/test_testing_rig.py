@@ -1,0 +1,24 @@
+"""The public rig's configuration serves any installed driver, not only WRP/1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wheeld.config import load
+from wheeld.testing.rig import write_config
+
+
+def test_write_config_names_the_driver_asked_for(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml", port="/dev/null", broker=1883, state=tmp_path / "s", driver="wrp"
+    )
+    assert load(config, {}).wheel.driver == "wrp"
+    other = write_config(
+        tmp_path / "d.toml", port="/dev/null", broker=1883, state=tmp_path / "s", driver="acme"
+    )
+    assert '[wheel]\ndriver = "acme"\n' in other.read_text(encoding="utf-8")
+
+
+def test_write_config_defaults_to_the_reference_driver(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", port="/dev/null", broker=1883, state=tmp_path / "s")
+    assert load(config, {}).wheel.driver == "wrp"
