@@ -128,20 +128,21 @@ class OutboxDrain:
 
     async def _drain_once(self, client: Client) -> None:
         """Offer every pending entry once, in order, but none behind a refusal on its topic."""
-        held: set[str] = set()
+        #: Topics with an entry still refused: nothing after it on the topic goes first.
+        blocked: set[str] = set()
         after = 0
         while entries := self._journal.pending(after):
             for entry in entries:
                 after = entry.id
                 topic = entry.message.topic
                 refusal = self._refused.get(entry.id)
-                if topic in held or (refusal and refusal.retry_at > time.monotonic()):
-                    held.add(topic)
+                if topic in blocked or (refusal and refusal.retry_at > time.monotonic()):
+                    blocked.add(topic)
                     continue
                 code = await self.deliver(client, entry.message)
                 if code.is_failure:
                     await self._refuse(client, entry, code)
-                    held.add(topic)
+                    blocked.add(topic)
                     continue
                 try:
                     self._journal.acknowledge(entry)

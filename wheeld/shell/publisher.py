@@ -223,8 +223,8 @@ class Publisher:
 
         names = ("status", "sequence", "result") if self._on_retained_result else ("status",)
         backlog: list[Message] = []
-        held = await retained(client, self._base, names, backlog)
-        for name, payload in held.items():
+        remembered = await retained(client, self._base, names, backlog)
+        for name, payload in remembered.items():
             if too_big(f"{self._base}/{name}", payload, self._log):
                 continue
             if name == "status":
