@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from wheeld.shell.capture_writer import CaptureWriter
     from wheeld.shell.clock import HostClock
     from wheeld.shell.condition import TableCondition
-    from wheeld.shell.link import CaptureWriter
     from wheeld.shell.notify import Notifier
     from wheeld.table.effects import Effects
     from wheeld.table.pipeline import TablePipeline
