@@ -254,6 +254,7 @@ class Daemon:
             ),
             on_rival=self._stand_down,
             alarm_message=pipeline.unjournaled_alarm,
+            clock=clock,
             **publisher_hooks,
         )
         self.condition = condition = TableCondition(
