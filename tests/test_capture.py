@@ -25,7 +25,7 @@ from wheeld.core.capture import (
     read,
     unescape,
 )
-from wheeld.shell.link import CaptureWriter
+from wheeld.shell.capture_writer import CaptureWriter
 
 
 @given(st.binary(max_size=200))
@@ -200,6 +200,18 @@ def test_a_long_line_with_its_end_is_cut_too(tmp_path: Path) -> None:
         ("<", b"$WR"),
     ]
     assert writer.cut_lines == 2
+
+
+def test_a_line_unfinished_at_close_keeps_the_time_its_bytes_came(tmp_path: Path) -> None:
+    path = tmp_path / "r.cap"
+    writer = CaptureWriter(path, "wrp")
+    writer.received(b"$WRHBT\r\n$WR", 5.0)
+    writer.received(b"BEAT", 7.25)
+    writer.close()
+    assert [(line.at, line.data) for line in read(path).lines] == [
+        (5.0, b"$WRHBT"),
+        (7.25, b"$WRBEAT"),
+    ]
 
 
 def test_appending_after_a_crash_drops_the_unfinished_line(tmp_path: Path) -> None:

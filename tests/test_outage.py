@@ -28,8 +28,10 @@ from paho.mqtt.reasoncodes import ReasonCode
 from tests.test_publisher import Log, config, no_command, until
 from tests.test_publisher import running as publishing
 from wheeld.core.health import Condition
+from wheeld.core.messages import iso_utc
 from wheeld.followers import status
 from wheeld.shell import outage as outage_module
+from wheeld.shell.clock import HostClock
 from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import in_words
 from wheeld.shell.outage import Outage
@@ -89,6 +91,24 @@ def test_broker_errors_are_said_in_words(error: Exception, words: str) -> None:
 
 
 # -- when the outage is said --------------------------------------------------------------
+
+
+class _StillClock(HostClock):
+    """The daemon's clock, stopped: wall 1 000 000 s, monotonic 40 s."""
+
+    def wall(self) -> float:
+        return 1_000_000.0
+
+    def monotonic(self) -> float:
+        return 40.0
+
+
+def test_an_outage_reads_the_daemons_clock_not_its_own() -> None:
+    outage = Outage(_StillClock())
+    assert outage.failed("b:1883", "connection refused", 10.0)
+    figures = outage.said("b:1883", "connection refused", 10.0, 5.0)
+    assert figures["retry_at"] == iso_utc(1_000_005.0)
+    assert outage.ended() == {"down_s": 30.0, "attempts": 1}
 
 
 def test_an_outage_is_said_at_once_then_ever_less_often_but_at_least_each_minute() -> None:

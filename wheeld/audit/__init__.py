@@ -1,1 +1,6 @@
-"""Looking back: captures, replay, verification, recall and export."""
+"""Looking back: ``replay`` (the pipeline over a capture) and ``verify`` (signatures,
+links and the journal's chains).
+
+The capture format is the core's (``wheeld.core.capture``); recall and export read
+the journal (``wheeld.shell.journal.recall``).
+"""

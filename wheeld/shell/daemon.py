@@ -33,6 +33,7 @@ from wheeld.drivers import driver_named
 from wheeld.shell import identity
 from wheeld.shell.applier import EffectsApplier
 from wheeld.shell.broker_memory import BrokerMemory, read_broker_memory
+from wheeld.shell.capture_writer import CaptureWriter
 from wheeld.shell.clock import HostClock
 from wheeld.shell.command_desk import CommandDesk
 from wheeld.shell.command_rate import CommandGate
@@ -42,7 +43,7 @@ from wheeld.shell.jobs import Jobs, Parts
 from wheeld.shell.jobs.statistics import STATISTICS_EVERY
 from wheeld.shell.journal import JOURNAL_FILE, Journal, JournalError, JournalWriteError
 from wheeld.shell.journal_fault import JournalFault
-from wheeld.shell.link import CaptureWriter, LinkOpenError, WheelLink
+from wheeld.shell.link import LinkOpenError, WheelLink
 from wheeld.shell.notify import Notifier
 from wheeld.shell.presence import RivalDaemon, rival_error
 from wheeld.shell.publisher import Publisher
@@ -259,6 +260,7 @@ class Daemon:
             ),
             on_rival=self._stand_down,
             alarm_message=pipeline.unjournaled_alarm,
+            clock=clock,
             **publisher_hooks,
         )
         self.condition = condition = TableCondition(

@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheeld.core.messages import SCHEMA_VERSION, iso_utc
+from wheeld.shell.clock import HostClock
 from wheeld.shell.journal import JournalWriteError, OutboxEntry
 from wheeld.shell.properties import json_properties, status_properties
 from wheeld.table.effects import Outgoing
@@ -84,7 +84,9 @@ class OutboxDrain:
         *,
         alarm_message: AlarmBuilder,
         on_acknowledged: Callable[[OutboxEntry], None] | None = None,
+        clock: HostClock | None = None,
     ) -> None:
+        self._clock = clock or HostClock()
         self._protocol = config.mqtt.protocol
         self._status = f"{config.base_topic}/status"
         self._journal = journal
@@ -123,25 +125,26 @@ class OutboxDrain:
                 continue
             # Woken by new entries, or by a refused one falling due again.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(0.0, next_retry - time.monotonic())):
+                async with asyncio.timeout(max(0.0, next_retry - self._clock.monotonic())):
                     await self._wake.wait()
 
     async def _drain_once(self, client: Client) -> None:
         """Offer every pending entry once, in order, but none behind a refusal on its topic."""
-        held: set[str] = set()
+        #: Topics with an entry still refused: nothing after it on the topic goes first.
+        blocked: set[str] = set()
         after = 0
         while entries := self._journal.pending(after):
             for entry in entries:
                 after = entry.id
                 topic = entry.message.topic
                 refusal = self._refused.get(entry.id)
-                if topic in held or (refusal and refusal.retry_at > time.monotonic()):
-                    held.add(topic)
+                if topic in blocked or (refusal and refusal.retry_at > self._clock.monotonic()):
+                    blocked.add(topic)
                     continue
                 code = await self.deliver(client, entry.message)
                 if code.is_failure:
                     await self._refuse(client, entry, code)
-                    held.add(topic)
+                    blocked.add(topic)
                     continue
                 try:
                     self._journal.acknowledge(entry)
@@ -186,14 +189,14 @@ class OutboxDrain:
 
     async def _refuse(self, client: Client, entry: OutboxEntry, code: ReasonCode) -> None:
         self.refusals += 1
-        now = time.monotonic()
+        now = self._clock.monotonic()
         refusal = self._refused.get(entry.id)
         if refusal is not None:
             refusal.delay_s = min(refusal.delay_s * 2, REFUSED_RETRY_MAX_S)
             refusal.retry_at = now + refusal.delay_s
             self._log.debug("broker refused a message again", topic=refusal.topic, reason=str(code))
             return
-        since = time.time()
+        since = self._clock.wall()
         self._refused[entry.id] = _Refusal(
             entry.message.topic,
             since,

@@ -3,7 +3,7 @@
 The wheel's bytes, the link going up or down, the broker's retained result
 and sequence, and a stepped clock each become one pipeline input, whose
 effects are applied at once. Until the broker's memory has been read at start
-(``Daemon``'s start-up check) what the wheel says is held, in order and with
+(``Daemon``'s start-up check) what the wheel says is deferred, in order and with
 its time, and decided after it.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from wheeld.shell.capture_writer import CaptureWriter
     from wheeld.shell.clock import HostClock
     from wheeld.shell.condition import TableCondition
-    from wheeld.shell.link import CaptureWriter
     from wheeld.shell.notify import Notifier
     from wheeld.table.effects import Effects
     from wheeld.table.pipeline import TablePipeline
@@ -41,13 +41,13 @@ class TableInputs:
         self._capture = capture
         self._apply = apply
         #: What the wheel said before the broker's memory was read: decided after it.
-        self._held: list[Callable[[], None]] | None = []
+        self._deferred: list[Callable[[], None]] | None = []
         clock.on_step = self.clock_stepped
 
     def release(self) -> None:
-        """The broker's memory is read: decide what was held, in order, and the rest as it comes."""
-        held, self._held = self._held or [], None
-        for heard in held:
+        """The broker's memory is read: decide what waited, in order, and the rest as it comes."""
+        deferred, self._deferred = self._deferred or [], None
+        for heard in deferred:
             heard()
 
     def clock_stepped(self, step: float, wall: float) -> None:
@@ -59,22 +59,22 @@ class TableInputs:
 
     def on_data(self, data: bytes, now: float) -> None:
         self._condition.heard()
-        if self._held is not None:  # before the broker's answer: kept, in order, with its time
-            self._held.append(lambda: self._apply(self._pipeline.on_bytes(data, now)))
+        if self._deferred is not None:  # before the broker's answer: kept, in order, with its time
+            self._deferred.append(lambda: self._apply(self._pipeline.on_bytes(data, now)))
             return
         self._apply(self._pipeline.on_bytes(data, now))
 
     def on_link_up(self) -> None:
         now = self._clock.now()
-        if self._held is not None:
-            self._held.append(lambda: self._link_changed(self._pipeline.on_link_up(now)))
+        if self._deferred is not None:
+            self._deferred.append(lambda: self._link_changed(self._pipeline.on_link_up(now)))
             return
         self._link_changed(self._pipeline.on_link_up(now))
 
     def on_link_down(self, why: str) -> None:
         now = self._clock.now()
-        if self._held is not None:
-            self._held.append(lambda: self._link_changed(self._pipeline.on_link_down(why, now)))
+        if self._deferred is not None:
+            self._deferred.append(lambda: self._link_changed(self._pipeline.on_link_down(why, now)))
             return
         self._link_changed(self._pipeline.on_link_down(why, now))
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from wheeld.core.messages import iso_utc
+from wheeld.shell.clock import HostClock
 
 #: While the broker stays away, the line that says so comes again after 5 s, 10 s,
 #: 20 s ... and never more than a minute apart: never silent, never a line a try.
@@ -22,7 +22,8 @@ class Outage:
     long the broker has been away.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: HostClock | None = None) -> None:
+        self._clock = clock or HostClock()
         self._reset()
 
     def _reset(self) -> None:
@@ -48,7 +49,7 @@ class Outage:
         self._pause_s = min(self._pause_s * 2, OUTAGE_SAY_MAX_S)
         return {
             "retry_in_s": round(retry_in_s, 1),
-            "retry_at": iso_utc(time.time() + retry_in_s),
+            "retry_at": iso_utc(self._clock.wall() + retry_in_s),
             "down_s": round(now - since, 1),
             "attempts": self.attempts,
         }
@@ -57,7 +58,10 @@ class Outage:
         """A connection was made: the outage's figures for that line, if there was one."""
         figures: dict[str, Any] = {}
         if self.since is not None:
-            figures = {"down_s": round(time.monotonic() - self.since, 1), "attempts": self.attempts}
+            figures = {
+                "down_s": round(self._clock.monotonic() - self.since, 1),
+                "attempts": self.attempts,
+            }
         self._reset()
         return figures
 
@@ -77,7 +81,7 @@ class Outage:
         (None when none was made), ``delay`` the wait before the next try.
         """
         server, error = said["server"], said["error"]
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if not self.failed(server, error, now):
             return
         fields = self.said(server, error, now, delay)

@@ -21,13 +21,13 @@ broker takes it. An outage is said in the log at once, then less often
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from wheeld.config import split_server
 from wheeld.contract.registry import TOPICS
 from wheeld.shell.broker_memory import retained
+from wheeld.shell.clock import HostClock
 from wheeld.shell.command_listener import CommandHandler, CommandListener
 from wheeld.shell.drain import AlarmBuilder, OutboxDrain, unsigned_alarm
 from wheeld.shell.journal import Journal, OutboxEntry
@@ -68,7 +68,10 @@ class Publisher:
         on_acknowledged: Callable[[OutboxEntry], None] | None = None,
         on_rival: Callable[[str], None] | None = None,
         alarm_message: AlarmBuilder | None = None,
+        clock: HostClock | None = None,
     ) -> None:
+        #: The daemon's one clock (its own when run alone, in tests).
+        self._clock = clock = clock or HostClock()
         self._config = config
         self._journal = journal
         #: Told the retained <base>/result the broker holds: the daemon checks its
@@ -87,6 +90,7 @@ class Publisher:
             # bare payload when the publisher runs without a pipeline (its tests).
             alarm_message=alarm_message or unsigned_alarm(config),
             on_acknowledged=on_acknowledged,
+            clock=clock,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self.commands = CommandListener(
@@ -166,7 +170,7 @@ class Publisher:
         from wheeld.shell.mqtt_client import Failover, in_words
 
         failover = Failover(self._config.mqtt.brokers)
-        outage = Outage()
+        outage = Outage(self._clock)
         last_server: str | None = None
         takeover = self.takeover
         while True:
@@ -182,7 +186,7 @@ class Publisher:
                     self.connected = self.reached = True
                     self.unreachable = False
                     self.server = server
-                    takeover.connected_at = time.monotonic()
+                    takeover.connected_at = self._clock.monotonic()
                     if server != last_server:
                         self.drain.moved()
                         last_server = server
@@ -192,7 +196,7 @@ class Publisher:
                     if self._standing_down:
                         return
             except* aiomqtt.MqttError as group:
-                taken_over = takeover.judge(group, time.monotonic(), time.time())
+                taken_over = takeover.judge(group, self._clock.monotonic(), self._clock.wall())
                 # aiomqtt's own words ("Disconnected during message iteration: [code:128]
                 # Unspecified error") say where the loss was noticed, not why.
                 error = in_words(group)
@@ -207,7 +211,7 @@ class Publisher:
                 await asyncio.sleep(takeover.backed_off())
                 continue
             connected_at = takeover.connected_at
-            held_s = None if connected_at is None else time.monotonic() - connected_at
+            held_s = None if connected_at is None else self._clock.monotonic() - connected_at
             delay = failover.failed() if held_s is None else failover.lost(held_s)
             self.unreachable = not self.reached
             said = {"server": server, "error": error, "detail": detail, "next": failover.server}
@@ -223,8 +227,8 @@ class Publisher:
 
         names = ("status", "sequence", "result") if self._on_retained_result else ("status",)
         backlog: list[Message] = []
-        held = await retained(client, self._base, names, backlog)
-        for name, payload in held.items():
+        remembered = await retained(client, self._base, names, backlog)
+        for name, payload in remembered.items():
             if too_big(f"{self._base}/{name}", payload, self._log):
                 continue
             if name == "status":

@@ -2,7 +2,8 @@
 ``.expected.jsonl`` kept beside it.
 
 A driver's distribution keeps its captures with their golden outputs and checks
-them with ``replay_output``; a changed line is a changed decision.
+them with ``replay_output``; a changed line is a changed decision. ``regenerate``
+rewrites them after an intended change, without the repository's ``tests.captures``.
 """
 
 from __future__ import annotations
@@ -29,3 +30,15 @@ def replay_output(capture: Path) -> str:
     if status:
         raise SystemExit(f"wheeld replay {capture} failed with status {status}")
     return out.getvalue()
+
+
+def regenerate(folders: Iterable[Path]) -> list[Path]:
+    """Rewrite the golden output of every capture under ``folders`` after an intended
+    change in decisions; the outputs that changed, for the commit to explain."""
+    changed = []
+    for capture, expected in golden_pairs(folders):
+        output = replay_output(capture)
+        if not expected.exists() or expected.read_text(encoding="utf-8") != output:
+            expected.write_text(output, encoding="utf-8")
+            changed.append(expected)
+    return changed

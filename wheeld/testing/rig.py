@@ -348,17 +348,24 @@ def make_signing_key(directory: Path) -> Path:
 
 
 def write_config(
-    path: Path, *, port: Path | str, broker: int, state: Path, **sections: str
+    path: Path,
+    *,
+    port: Path | str,
+    broker: int,
+    state: Path,
+    driver: str = "wrp",
+    **sections: str,
 ) -> Path:
-    """A daemon's configuration; it signs with a key of its own beside the file
-    (``signing.pub`` there) unless ``sections`` has a ``signing`` of its own."""
+    """A daemon's configuration for a wheel of ``driver`` (any installed driver's name);
+    it signs with a key of its own beside the file (``signing.pub`` there) unless
+    ``sections`` has a ``signing`` of its own."""
     if "signing" not in sections:
         key = make_signing_key(path.parent)
         sections = {"signing": f"[signing]\nkey_file = {json.dumps(str(key))}", **sections}
     extra = "\n".join(sections.values())
     path.write_text(
         f'[table]\nid = "T9"\n'
-        f'[wheel]\ndriver = "wrp"\nport = "{port}"\n'
+        f'[wheel]\ndriver = {json.dumps(driver)}\nport = "{port}"\n'
         f'[mqtt]\nhost = "127.0.0.1"\nport = {broker}\nkeepalive_s = 5\n'
         f'[state]\ndir = "{state}"\n'
         f'[log]\nformat = "json"\nlevel = "debug"\n{extra}\n'

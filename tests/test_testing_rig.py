@@ -1,0 +1,39 @@
+"""The public rig's configuration serves any installed driver, not only WRP/1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wheeld.config import load
+from wheeld.testing.golden import golden_pairs, regenerate, replay_output
+from wheeld.testing.rig import write_config
+
+
+def test_write_config_names_the_driver_asked_for(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "c.toml", port="/dev/null", broker=1883, state=tmp_path / "s", driver="wrp"
+    )
+    assert load(config, {}).wheel.driver == "wrp"
+    other = write_config(
+        tmp_path / "d.toml", port="/dev/null", broker=1883, state=tmp_path / "s", driver="acme"
+    )
+    assert '[wheel]\ndriver = "acme"\n' in other.read_text(encoding="utf-8")
+
+
+def test_write_config_defaults_to_the_reference_driver(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "c.toml", port="/dev/null", broker=1883, state=tmp_path / "s")
+    assert load(config, {}).wheel.driver == "wrp"
+
+
+def test_golden_regenerate_writes_then_keeps_a_captures_output(tmp_path: Path) -> None:
+    source = Path(__file__).parent / "captures" / "wrp" / "double-zero.cap"
+    capture = tmp_path / "double-zero.cap"
+    capture.write_bytes(source.read_bytes())
+    expected = capture.with_suffix(".expected.jsonl")
+    assert regenerate([tmp_path]) == [expected]
+    assert expected.read_text(encoding="utf-8") == source.with_suffix(".expected.jsonl").read_text(
+        encoding="utf-8"
+    )
+    assert regenerate([tmp_path]) == []  # nothing changed: nothing rewritten
+    assert golden_pairs([tmp_path]) == [(capture, expected)]
+    assert replay_output(capture) == expected.read_text(encoding="utf-8")
