@@ -5,10 +5,11 @@ command rate, and the unwritable journal's fault and retry."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, cast
 
-from tests.shell_fakes import RecordingLog, hand_scheduler
+from tests.shell_fakes import LoopClock, RecordingLog, hand_scheduler
 from wheeld.shell.applier import EffectsApplier
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
@@ -55,7 +56,12 @@ class _Pipeline:
         return self._said("result", payload)
 
     def on_timer(self, now: float) -> Effects:
+        self.deadline = None  # passed
         return self._said("timer", now)
+
+    def committed(self) -> Effects:
+        self.told.append(("derived",))
+        return Effects(messages=[Outgoing("wheeld/T1/stats", "{}")])
 
     def next_deadline(self) -> float | None:
         return self.deadline
@@ -88,6 +94,7 @@ def _inputs() -> tuple[TableInputs, _Pipeline, list[Effects], list[float]]:
         notifier=cast(Any, SimpleNamespace(status=lambda line: None)),
         capture=cast(Any, SimpleNamespace(clock_step=steps.append)),
         apply=applied.append,
+        settle=lambda: None,
     )
     return inputs, pipeline, applied, steps
 
@@ -127,6 +134,7 @@ class _Journal:
     def __init__(self) -> None:
         self.frames: list[list[FrameRecord]] = []
         self.commands: list[list[CommandRecord]] = []
+        self.recorded: list[list[str]] = []
         self.failing = False
 
     def record_frames(self, frames: list[FrameRecord]) -> None:
@@ -137,11 +145,21 @@ class _Journal:
     def record_commands(self, commands: list[CommandRecord]) -> None:
         self.commands.append(list(commands))
 
+    def record(self, games: list[Any], messages: list[Outgoing], state: Any, **_: Any) -> list[int]:
+        self.recorded.append([m.topic for m in messages])
+        return list(range(len(messages)))
 
-def _applier() -> tuple[EffectsApplier, _Journal, _Pipeline, Any, list[tuple[Effects, str]]]:
+    def enqueue(self, messages: list[Outgoing]) -> None:
+        self.recorded.append([m.topic for m in messages])
+
+
+def _applier(
+    wakes: list[int] | None = None,
+) -> tuple[EffectsApplier, _Journal, _Pipeline, Any, list[tuple[Effects, str]]]:
     scheduler, loop, _ = hand_scheduler()
     journal, pipeline = _Journal(), _Pipeline()
     failed: list[tuple[Effects, str]] = []
+    woken = wakes if wakes is not None else []
     applier = EffectsApplier(
         base_topic="wheeld/T1",
         log=RecordingLog(),
@@ -149,7 +167,7 @@ def _applier() -> tuple[EffectsApplier, _Journal, _Pipeline, Any, list[tuple[Eff
         journal=cast(Any, journal),
         pipeline=cast(Any, pipeline),
         link=cast(Any, SimpleNamespace(write=lambda data: None)),
-        publisher=cast(Any, SimpleNamespace(wake=lambda: None)),
+        publisher=cast(Any, SimpleNamespace(wake=lambda: woken.append(len(journal.recorded)))),
         metrics=None,
         on_journal_failed=lambda effects, error: failed.append((effects, error)),
     )
@@ -201,6 +219,56 @@ def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
     assert loop.armed == [], "no deadline after it: no timer"
 
 
+def _game() -> Effects:
+    game = cast(Any, SimpleNamespace(event="result"))
+    return Effects(games=[game], messages=[Outgoing("wheeld/T1/result", "{}")])
+
+
+def test_what_kept_games_lead_to_is_derived_after_the_publisher_is_woken() -> None:
+    wakes: list[int] = []
+    applier, journal, pipeline, loop, _ = _applier(wakes)
+    applier.apply(_game())
+    assert journal.recorded == [["wheeld/T1/result"]] and pipeline.told == []
+    assert wakes == [1], "the result goes to the publisher before the statistics are made"
+    loop.run_until(loop.t)
+    assert pipeline.told == [("derived",)], "on the loop's next turn, with no input"
+    assert journal.recorded[-1] == ["wheeld/T1/stats"] and wakes == [1, 2]
+    applier.settle()
+    assert pipeline.told == [("derived",)], "once per kept batch"
+
+
+def test_a_derived_step_pending_runs_before_the_next_input_reaches_the_pipeline() -> None:
+    applier, _, pipeline, loop, _ = _applier()
+    inputs = TableInputs(
+        clock=LoopClock(loop),
+        pipeline=cast(Any, pipeline),
+        condition=cast(Any, SimpleNamespace(heard=lambda: None, status_line=lambda: "idle")),
+        notifier=cast(Any, SimpleNamespace(status=lambda line: None)),
+        capture=None,
+        apply=applier.apply,
+        settle=applier.settle,
+    )
+    inputs.release()
+    tells: list[Callable[[], None]] = [
+        lambda: inputs.on_data(b"A\r\n", 1001.0),
+        inputs.on_link_up,
+        lambda: inputs.on_link_down("gone"),
+        lambda: inputs.clock_stepped(1.0, 1002.0),
+        lambda: inputs.on_retained_result("result", b"[]"),
+    ]
+    for tell in tells:
+        applier.apply(_game())
+        tell()
+        assert pipeline.told[-2] == ("derived",), pipeline.told
+    applier.apply(_game())
+    pipeline.deadline = 1000.0 + loop.t
+    applier.apply(Effects())  # the pipeline's deadline due now, on the same turn
+    assert pipeline.told[-1] != ("derived",)
+    loop.run_until(loop.t)
+    assert pipeline.told[-2:] == [("derived",), ("timer", 1000.0 + loop.t)]
+    assert pipeline.told.count(("derived",)) == 6
+
+
 def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second() -> None:
     scheduler, loop, _ = hand_scheduler()
     pipeline = _Pipeline()
@@ -217,6 +285,7 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
         notifier=SimpleNamespace(status=statuses.append),
         condition=SimpleNamespace(status_line=pipeline.status_line),
         apply=applied.append,
+        settle=lambda: None,
     )
     fault = JournalFault(cast(Any, parts))
     fault.failed(Effects(), "disk full")

@@ -30,11 +30,13 @@ class JournalFault:
         self._notifier = parts.notifier
         self._condition = parts.condition
         self._apply = parts.apply
+        self._settle = parts.settle
         self._retry: Timer | None = None
 
     def failed(self, failed: Effects, error: str) -> None:
         """Say so everywhere, decide nothing new, and try the journal again every second."""
         now = self._scheduler.clock.wall()  # midway through applying effects: no step noticed
+        self._settle()
         effects = self._pipeline.journal_write_failed(failed, error, now)
         for message in effects.messages:
             self._publisher.publish_unjournaled(message)
@@ -49,6 +51,7 @@ class JournalFault:
         if not self._journal.writable():
             self._retry = self._scheduler.after(JOURNAL_RETRY_S, self._try_again, "journal retry")
             return
+        self._settle()
         self._apply(self._pipeline.journal_recovered(now))
         if not self._pipeline.journal_failed:
             self._publisher.publish_unjournaled(self._pipeline.status_message())
