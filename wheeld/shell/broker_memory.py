@@ -31,9 +31,8 @@ PREFLIGHT_WAIT_S = 1.0
 #: However many brokers there are, the start-up check (and what the wheel says
 #: meanwhile, held) waits at most about this long.
 PREFLIGHT_TOTAL_S = 5.0
-#: Once the broker has answered a later subscription, a retained status would
-#: have come before it: wait only this much longer for a broker that does not
-#: keep that order.
+#: The longest wait for the probe to come back (``retained``): what a broker that
+#: does not echo it (its ACL drops it) or does not keep the order is given.
 PREFLIGHT_GRACE_S = 0.3
 
 
@@ -106,15 +105,24 @@ async def retained(
     for topic in topics:
         await client.subscribe(topic, qos=1)
     waited = time.monotonic()
-    # A barrier: a broker answers a subscription, then sends what it retains,
-    # then reads the next packet; so after this SUBACK the retained ones are here.
-    await client.subscribe(f"{base}/status/preflight", qos=0)
+    # The probe, a message to ourselves: a broker queues what it retains for a
+    # subscription as it handles it, and what it sends one client in order (mosquitto:
+    # one queue a client, which a SUBACK does not go through), so once the probe is
+    # back what is retained is here. The wait ends then, not after a fixed grace.
+    probe_topic, probe = f"{base}/status/preflight", secrets.token_hex(8).encode()
+    await client.subscribe(probe_topic, qos=1)
+    await client.publish_acknowledged(probe_topic, probe)
     left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
     held: dict[str, bytes] = {}
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(max(0.0, min(left, PREFLIGHT_GRACE_S))):
             async for message in client.messages:
-                name = topics.get(message.topic.value)
+                topic = message.topic.value
+                if topic == probe_topic:
+                    if message.payload == probe:
+                        break
+                    continue  # another start-up check's probe
+                name = topics.get(topic)
                 if name is None:
                     if others is not None:
                         others.append(message)
@@ -127,6 +135,4 @@ async def retained(
                     held[name] = message.payload
                 else:
                     held.pop(name, None)  # cleared
-                if len(held) == len(topics):
-                    break
     return held
