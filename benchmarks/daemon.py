@@ -231,8 +231,7 @@ def main(games: int = 150, results: int = 100) -> None:
     broker.stop()
 
     print(
-        f"start to READY: {ready_ms:.0f} ms, a first start (target <= 300; the start-up check "
-        f"waits its grace for retained messages a new table does not have); {restart_ms:.0f} ms "
+        f"start to READY: {ready_ms:.0f} ms, a first start (target <= 300); {restart_ms:.0f} ms "
         "restarting after the games"
     )
     print(f"RSS after {games} games: {rss:.1f} MiB (target <= 40)")

@@ -37,6 +37,16 @@ PREFLIGHT_GRACE_S = 0.3
 
 
 @dataclass(frozen=True, slots=True)
+class Retained:
+    """What ``retained`` read, and whether it is known to be all of it."""
+
+    #: The retained payloads by name (non-empty ones).
+    held: dict[str, bytes]
+    #: The probe came back: nothing more that is retained now is still to come.
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerMemory:
     """What a broker retains for the table, read at start before anything is decided."""
 
@@ -73,7 +83,7 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
         )
         try:
             async with asyncio.timeout(PREFLIGHT_CONNECT_S + PREFLIGHT_WAIT_S), client:
-                held = await retained(client, base, ("status", "sequence", "result"))
+                held = (await retained(client, base, ("status", "sequence", "result"))).held
         except (aiomqtt.MqttError, TimeoutError, OSError) as exc:
             log.debug("start-up check: broker unavailable", server=server, error=str(exc))
             continue
@@ -95,7 +105,7 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
 
 async def retained(
     client: Client, base: str, names: tuple[str, ...], others: list[Message] | None = None
-) -> dict[str, bytes]:
+) -> Retained:
     """The retained payloads the broker holds on ``<base>/<name>``, by name (non-empty ones).
 
     Anything else that comes meanwhile (a command the broker kept for our session) is
@@ -109,17 +119,19 @@ async def retained(
     # subscription as it handles it, and what it sends one client in order (mosquitto:
     # one queue a client, which a SUBACK does not go through), so once the probe is
     # back what is retained is here. The wait ends then, not after a fixed grace.
-    probe_topic, probe = f"{base}/status/preflight", secrets.token_hex(8).encode()
-    await client.subscribe(probe_topic, qos=1)
-    await client.publish_acknowledged(probe_topic, probe)
+    probing, probe = probe_topic(base), secrets.token_hex(8).encode()
+    await client.subscribe(probing, qos=1)
+    await client.publish_acknowledged(probing, probe)
     left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
     held: dict[str, bytes] = {}
+    complete = False
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(max(0.0, min(left, PREFLIGHT_GRACE_S))):
             async for message in client.messages:
                 topic = message.topic.value
-                if topic == probe_topic:
+                if topic == probing:
                     if message.payload == probe:
+                        complete = True
                         break
                     continue  # another start-up check's probe
                 name = topics.get(topic)
@@ -135,4 +147,9 @@ async def retained(
                     held[name] = message.payload
                 else:
                     held.pop(name, None)  # cleared
-    return held
+    return Retained(held, complete)
+
+
+def probe_topic(base: str) -> str:
+    """Where ``retained`` sends itself its probe (and is subscribed)."""
+    return f"{base}/status/preflight"
