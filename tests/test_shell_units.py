@@ -10,7 +10,9 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from tests.shell_fakes import LoopClock, RecordingLog, hand_scheduler
+from wheeld.core.commands import OperatorCommand
 from wheeld.shell.applier import EffectsApplier
+from wheeld.shell.command_desk import CommandDesk
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
 from wheeld.shell.journal import JournalWriteError
@@ -267,6 +269,28 @@ def test_a_derived_step_pending_runs_before_the_next_input_reaches_the_pipeline(
     loop.run_until(loop.t)
     assert pipeline.told[-2:] == [("derived",), ("timer", 1000.0 + loop.t)]
     assert pipeline.told.count(("derived",)) == 6
+
+
+async def test_a_command_reaches_the_pipeline_after_a_derived_step_pending() -> None:
+    order: list[str] = []
+
+    def on_command(command: OperatorCommand, now: float) -> tuple[dict[str, Any], Effects]:
+        order.append(command.name)
+        return {"ok": True}, Effects()
+
+    _, _, clock = hand_scheduler()
+    desk = CommandDesk(
+        log=RecordingLog(),
+        clock=clock,
+        pipeline=cast(Any, SimpleNamespace(on_command=on_command)),
+        gate=cast(Any, SimpleNamespace(allow=lambda sender, name, now: True)),
+        recalls=cast(Any, None),
+        apply=lambda effects: order.append("applied"),
+        settle=lambda: order.append("settled"),
+    )
+    reply = await desk(OperatorCommand("close", b"{}"))
+    assert reply is not None and reply["ok"]
+    assert order == ["settled", "close", "applied"]
 
 
 def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second() -> None:
