@@ -326,6 +326,27 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     assert scheduler.names() == []
 
 
+def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() -> None:
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    parts = SimpleNamespace(
+        log=RecordingLog(),
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda: True),
+        pipeline=pipeline,
+        publisher=SimpleNamespace(publish_unjournaled=lambda message: None),
+        notifier=SimpleNamespace(status=lambda line: None),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=lambda effects: None,
+        settle=lambda: pipeline.told.append(("settled",)),
+    )
+    fault = JournalFault(cast(Any, parts))
+    fault.failed(Effects(), "disk full")
+    assert pipeline.told == [("settled",)], "then the pipeline's journal_write_failed"
+    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    assert pipeline.told[1:] == [("settled",), ("recovered", 1000.0 + loop.t)]
+
+
 def test_commands_past_the_rate_are_counted_and_journaled_once_a_minute() -> None:
     scheduler, loop, _ = hand_scheduler()
     applied: list[Effects] = []
