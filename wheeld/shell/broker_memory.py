@@ -119,7 +119,8 @@ async def retained(
     # subscription as it handles it, and what it sends one client in order (mosquitto:
     # one queue a client, which a SUBACK does not go through), so once the probe is
     # back what is retained is here. The wait ends then, not after a fixed grace.
-    probing, probe = probe_topic(base), secrets.token_hex(8).encode()
+    # JSON, as every payload under the base topic: a subscriber to ``<base>/#`` sees it.
+    probing, probe = probe_topic(base), b'{"probe": "%s"}' % secrets.token_hex(8).encode()
     await client.subscribe(probing, qos=1)
     await client.publish_acknowledged(probing, probe)
     left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
