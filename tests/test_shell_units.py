@@ -239,6 +239,17 @@ def test_what_kept_games_lead_to_is_derived_after_the_publisher_is_woken() -> No
     assert pipeline.told == [("derived",)], "once per kept batch"
 
 
+def test_the_publisher_is_woken_only_when_the_outbox_has_new_entries() -> None:
+    wakes: list[int] = []
+    applier, journal, _, _, _ = _applier(wakes)
+    applier.apply(Effects(frames=[_frame(1)]))  # a heartbeat: nothing to send
+    assert wakes == []
+    applier.apply(Effects(messages=[Outgoing("wheeld/T1/wheel", "{}")]))
+    assert wakes == [1]
+    applier.enqueue_best_effort(Outgoing("wheeld/T1/table", "{}"))
+    assert wakes == [1, 2] and journal.recorded[-1] == ["wheeld/T1/table"]
+
+
 def test_a_derived_step_pending_runs_before_the_next_input_reaches_the_pipeline() -> None:
     applier, _, pipeline, loop, _ = _applier()
     inputs = TableInputs(
@@ -305,7 +316,7 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
         scheduler=scheduler,
         journal=journal,
         pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=statuses.append),
         condition=SimpleNamespace(status_line=pipeline.status_line),
         apply=applied.append,
@@ -334,7 +345,7 @@ def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() 
         scheduler=scheduler,
         journal=SimpleNamespace(writable=lambda: True),
         pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=lambda message: None),
+        publisher=SimpleNamespace(publish_unjournaled=lambda message: None, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
         condition=SimpleNamespace(status_line=pipeline.status_line),
         apply=lambda effects: None,

@@ -3,8 +3,8 @@
 ``EffectsApplier.apply`` writes an ``Effects`` value's records to the journal
 (the decisions and their outbox entries in one commit, durable before the
 publisher may send them), then the bytes to the wheel, the log lines, the
-jobs' hooks, a wake-up for the publisher, and the pipeline's next deadline on
-the scheduler. A write the journal refuses goes to ``JournalFault``.
+jobs' hooks, a wake-up for the publisher when the outbox has new entries, and
+the pipeline's next deadline on the scheduler. A write the journal refuses goes to ``JournalFault``.
 
 What follows from kept games (the history, the statistics, the alerts:
 ``TablePipeline.committed``) is derived after the decision's messages have had
@@ -146,7 +146,9 @@ class EffectsApplier:
             getattr(self._log, record.level)(record.event, **record.fields)
         if self.jobs is not None:
             self.jobs.applied()
-        self._publisher.wake()
+        if effects.messages:
+            # Only then: a wake-up reads the outbox, a query per line from the wheel else.
+            self._publisher.wake()
         self._rearm()
 
     def settle(self) -> None:
@@ -173,6 +175,8 @@ class EffectsApplier:
             self._journal.enqueue([message])
         except JournalWriteError:
             self._publisher.publish_unjournaled(message)
+            return
+        self._publisher.wake()
 
     def _rearm(self) -> None:
         if self._deadline is not None:

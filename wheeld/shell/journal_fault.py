@@ -53,6 +53,8 @@ class JournalFault:
             return
         self._settle()
         self._apply(self._pipeline.journal_recovered(now))
+        # What the publisher could not mark sent meanwhile is offered again now.
+        self._publisher.wake()
         if not self._pipeline.journal_failed:
             self._publisher.publish_unjournaled(self._pipeline.status_message())
         self._notifier.status(self._condition.status_line())
