@@ -320,3 +320,14 @@ def test_the_watchdog_is_pinged_only_while_healthy_and_only_when_asked_for() -> 
         "error",
         "unhealthy: withholding watchdog ping",
     )
+
+
+def test_the_statistics_kept_count_every_game_the_journal_keeps() -> None:
+    """A derived step still waiting is run first: the snapshot and its row agree."""
+    journal = _Journal()
+    order: list[str] = []
+    pipeline = SimpleNamespace(statistics=SimpleNamespace(snapshot=lambda: order.append("snap")))
+    parts = _parts(journal=journal, pipeline=pipeline, settle=lambda: order.append("settle"))
+    journal.last = 5
+    StatisticsJob(parts).keep()
+    assert order == ["settle", "snap"] and journal.saved == [5]

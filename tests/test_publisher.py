@@ -26,7 +26,7 @@ from wheeld.core.commands import OperatorCommand
 from wheeld.core.messages import SCHEMA_VERSION
 from wheeld.core.signing import Signer, signature_problem
 from wheeld.drivers.wrp import WrpDecoder
-from wheeld.shell import drain, takeover
+from wheeld.shell import broker_memory, drain, mqtt_client, takeover
 from wheeld.shell.broker_memory import read_broker_memory
 from wheeld.shell.command_listener import MAX_SENDER, reply_topic_refusal
 from wheeld.shell.journal import Journal
@@ -41,6 +41,8 @@ GAME = f"{BASE}/game"
 ALLOW_ALL = "topic readwrite #\n"
 # Anonymous clients (every client here) may use everything but the game topic.
 DENY_GAME = f"topic readwrite #\ntopic deny {GAME}\n"
+#: The start-up check's probe refused: it never comes back.
+DENY_PROBE = f"topic readwrite #\ntopic deny {BASE}/status/preflight\n"
 
 
 class Log:
@@ -451,6 +453,94 @@ def publish_raw(port: int, payload: bytes, *topics: str, retain: bool) -> None:
     finally:
         client.disconnect()  # first: it wakes the loop, which loop_stop then joins at once
         client.loop_stop()
+
+
+@pytest.mark.parametrize("protocol", ["5", "3.1.1"])
+async def test_the_start_up_check_ends_when_its_probe_is_back_and_misses_no_rival(
+    tmp_path: Path, protocol: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait ends when the probe the check sends itself is back (the grace and the
+    wait made an hour: ending at either would time the test out), and by then the
+    retained status, sequence and result are all read: at every try."""
+    monkeypatch.setattr(broker_memory, "PREFLIGHT_GRACE_S", 3600.0)
+    monkeypatch.setattr(broker_memory, "PREFLIGHT_WAIT_S", 3600.0)
+    monkeypatch.setattr(broker_memory, "PREFLIGHT_TOTAL_S", 3600.0)
+    with acl_broker(tmp_path, ALLOW_ALL) as broker:
+        async with asyncio.timeout(30):
+            empty = await read_broker_memory(config(broker.port, protocol), "me", Log())
+        assert empty == broker_memory.BrokerMemory(), "a new table: nothing, at once"
+        status = json.dumps({"state": "online", "instance": "host-b:/var/lib/wheeld"})
+        publish_raw(broker.port, status.encode(), f"{BASE}/status", retain=True)
+        publish_raw(broker.port, b'{"seq": 7}', f"{BASE}/sequence", f"{BASE}/result", retain=True)
+        for _ in range(10):
+            async with asyncio.timeout(30):
+                memory = await read_broker_memory(config(broker.port, protocol), "me", Log())
+            assert memory.rival == "host-b:/var/lib/wheeld"
+            assert memory.sequence == memory.result == b'{"seq": 7}'
+
+
+async def test_a_probe_the_broker_does_not_echo_leaves_the_grace_and_the_rival_found(
+    tmp_path: Path,
+) -> None:
+    """An ACL that refuses the probe's topic: the check waits the grace, as it did before
+    there was a probe, and still reads the rival's retained status."""
+    acl = f"topic readwrite #\ntopic deny {BASE}/status/preflight\n"
+    with acl_broker(tmp_path, acl) as broker:
+        status = json.dumps({"state": "online", "instance": "host-b:/var/lib/wheeld"})
+        publish_raw(broker.port, status.encode(), f"{BASE}/status", retain=True)
+        memory = await read_broker_memory(config(broker.port), "me", Log())
+        assert memory.rival == "host-b:/var/lib/wheeld"
+
+
+@pytest.mark.parametrize(("acl", "echoed"), [(ALLOW_ALL, False), (DENY_PROBE, True)])
+async def test_once_the_broker_memory_is_all_read_our_own_markers_do_not_come_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, acl: str, echoed: bool
+) -> None:
+    """With the probe back, the sequence and result topics are left: what we publish
+    there no longer comes back to us. Without it (an ACL refuses the probe), a retained
+    one may still come late: we stay subscribed, and hear our own again."""
+    heard: list[str] = []
+    original = mqtt_client.Client._on_message
+
+    def on_message(self: Any, client: Any, userdata: Any, message: Any) -> None:
+        heard.append(message.topic)
+        original(self, client, userdata, message)
+
+    monkeypatch.setattr(mqtt_client.Client, "_on_message", on_message)
+    with acl_broker(tmp_path, acl) as broker:
+        publish_raw(broker.port, b'{"seq": 1}', f"{BASE}/result", retain=True)
+        watcher = Subscriber(broker.port, f"{BASE}/#")
+        journal = Journal(tmp_path / "journal.sqlite")
+        retained: list[tuple[str, bytes]] = []
+        publisher = Publisher(
+            config(broker.port),
+            journal,
+            on_command=no_command,
+            log=Log(),
+            on_retained_result=lambda name, payload: retained.append((name, payload)),
+        )
+        try:
+            async with running(publisher):
+                await until(lambda: retained, "the retained result, read at connect")
+                assert retained == [("result", b'{"seq": 1}')]
+                journal.enqueue(
+                    [
+                        Outgoing(f"{BASE}/sequence", json.dumps({"seq": 2}), retain=True),
+                        Outgoing(f"{BASE}/result", json.dumps({"seq": 2}), retain=True),
+                    ]
+                )
+                publisher.wake()
+                await until(lambda: watcher.on(f"{BASE}/result")[-1:] == [{"seq": 2}], "sent")
+                # A command sent after our markers were seen comes after them: once it is
+                # here, so would they be.
+                publish_raw(broker.port, b"{}", f"{BASE}/command/open", retain=False)
+                await until(lambda: f"{BASE}/command/open" in heard, "the command")
+                ours = [t for t in heard if t in (f"{BASE}/sequence", f"{BASE}/result")]
+                back = [f"{BASE}/sequence", f"{BASE}/result"] if echoed else []
+                assert ours == [f"{BASE}/result", *back], "the retained one at connect, then"
+        finally:
+            watcher.close()
+            journal.close()
 
 
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])

@@ -5,11 +5,14 @@ command rate, and the unwritable journal's fault and retry."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, cast
 
-from tests.shell_fakes import RecordingLog, hand_scheduler
+from tests.shell_fakes import LoopClock, RecordingLog, hand_scheduler
+from wheeld.core.commands import OperatorCommand
 from wheeld.shell.applier import EffectsApplier
+from wheeld.shell.command_desk import CommandDesk
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
 from wheeld.shell.journal import JournalWriteError
@@ -60,7 +63,12 @@ class _Pipeline:
         return self._said("result", payload)
 
     def on_timer(self, now: float) -> Effects:
+        self.deadline = None  # passed
         return self._said("timer", now)
+
+    def committed(self) -> Effects:
+        self.told.append(("derived",))
+        return Effects(messages=[Outgoing("wheeld/T1/stats", "{}")])
 
     def next_deadline(self) -> float | None:
         return self.deadline
@@ -93,6 +101,7 @@ def _inputs() -> tuple[TableInputs, _Pipeline, list[Effects], list[float]]:
         notifier=cast(Any, SimpleNamespace(status=lambda line: None)),
         capture=cast(Any, SimpleNamespace(clock_step=steps.append)),
         apply=applied.append,
+        settle=lambda: None,
     )
     return inputs, pipeline, applied, steps
 
@@ -132,6 +141,7 @@ class _Journal:
     def __init__(self) -> None:
         self.frames: list[list[FrameRecord]] = []
         self.commands: list[list[CommandRecord]] = []
+        self.recorded: list[list[str]] = []
         self.failing = False
 
     def record_frames(self, frames: list[FrameRecord]) -> None:
@@ -142,11 +152,21 @@ class _Journal:
     def record_commands(self, commands: list[CommandRecord]) -> None:
         self.commands.append(list(commands))
 
+    def record(self, games: list[Any], messages: list[Outgoing], state: Any, **_: Any) -> list[int]:
+        self.recorded.append([m.topic for m in messages])
+        return list(range(len(messages)))
 
-def _applier() -> tuple[EffectsApplier, _Journal, _Pipeline, Any, list[tuple[Effects, str]]]:
+    def enqueue(self, messages: list[Outgoing]) -> None:
+        self.recorded.append([m.topic for m in messages])
+
+
+def _applier(
+    wakes: list[int] | None = None,
+) -> tuple[EffectsApplier, _Journal, _Pipeline, Any, list[tuple[Effects, str]]]:
     scheduler, loop, _ = hand_scheduler()
     journal, pipeline = _Journal(), _Pipeline()
     failed: list[tuple[Effects, str]] = []
+    woken = wakes if wakes is not None else []
     applier = EffectsApplier(
         base_topic="wheeld/T1",
         log=RecordingLog(),
@@ -154,7 +174,7 @@ def _applier() -> tuple[EffectsApplier, _Journal, _Pipeline, Any, list[tuple[Eff
         journal=cast(Any, journal),
         pipeline=cast(Any, pipeline),
         link=cast(Any, SimpleNamespace(write=lambda data: None)),
-        publisher=cast(Any, SimpleNamespace(wake=lambda: None)),
+        publisher=cast(Any, SimpleNamespace(wake=lambda: woken.append(len(journal.recorded)))),
         metrics=None,
         on_journal_failed=lambda effects, error: failed.append((effects, error)),
     )
@@ -206,6 +226,89 @@ def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
     assert loop.armed == [], "no deadline after it: no timer"
 
 
+def _game() -> Effects:
+    game = cast(Any, SimpleNamespace(event="result"))
+    return Effects(games=[game], messages=[Outgoing("wheeld/T1/result", "{}")])
+
+
+def test_what_kept_games_lead_to_is_derived_after_the_publisher_is_woken() -> None:
+    wakes: list[int] = []
+    applier, journal, pipeline, loop, _ = _applier(wakes)
+    applier.apply(_game())
+    assert journal.recorded == [["wheeld/T1/result"]] and pipeline.told == []
+    assert wakes == [1], "the result goes to the publisher before the statistics are made"
+    loop.run_until(loop.t)
+    assert pipeline.told == [("derived",)], "on the loop's next turn, with no input"
+    assert journal.recorded[-1] == ["wheeld/T1/stats"] and wakes == [1, 2]
+    applier.settle()
+    assert pipeline.told == [("derived",)], "once per kept batch"
+
+
+def test_the_publisher_is_woken_only_when_the_outbox_has_new_entries() -> None:
+    wakes: list[int] = []
+    applier, journal, _, _, _ = _applier(wakes)
+    applier.apply(Effects(frames=[_frame(1)]))  # a heartbeat: nothing to send
+    assert wakes == []
+    applier.apply(Effects(messages=[Outgoing("wheeld/T1/wheel", "{}")]))
+    assert wakes == [1]
+    applier.enqueue_best_effort(Outgoing("wheeld/T1/table", "{}"))
+    assert wakes == [1, 2] and journal.recorded[-1] == ["wheeld/T1/table"]
+
+
+def test_a_derived_step_pending_runs_before_the_next_input_reaches_the_pipeline() -> None:
+    applier, _, pipeline, loop, _ = _applier()
+    inputs = TableInputs(
+        clock=LoopClock(loop),
+        pipeline=cast(Any, pipeline),
+        condition=cast(Any, SimpleNamespace(heard=lambda: None, status_line=lambda: "idle")),
+        notifier=cast(Any, SimpleNamespace(status=lambda line: None)),
+        capture=None,
+        apply=applier.apply,
+        settle=applier.settle,
+    )
+    inputs.release()
+    tells: list[Callable[[], None]] = [
+        lambda: inputs.on_data(b"A\r\n", 1001.0),
+        inputs.on_link_up,
+        lambda: inputs.on_link_down("gone"),
+        lambda: inputs.clock_stepped(1.0, 1002.0),
+        lambda: inputs.on_retained_result("result", b"[]"),
+    ]
+    for tell in tells:
+        applier.apply(_game())
+        tell()
+        assert pipeline.told[-2] == ("derived",), pipeline.told
+    applier.apply(_game())
+    pipeline.deadline = 1000.0 + loop.t
+    applier.apply(Effects())  # the pipeline's deadline due now, on the same turn
+    assert pipeline.told[-1] != ("derived",)
+    loop.run_until(loop.t)
+    assert pipeline.told[-2:] == [("derived",), ("timer", 1000.0 + loop.t)]
+    assert pipeline.told.count(("derived",)) == 6
+
+
+async def test_a_command_reaches_the_pipeline_after_a_derived_step_pending() -> None:
+    order: list[str] = []
+
+    def on_command(command: OperatorCommand, now: float) -> tuple[dict[str, Any], Effects]:
+        order.append(command.name)
+        return {"ok": True}, Effects()
+
+    _, _, clock = hand_scheduler()
+    desk = CommandDesk(
+        log=RecordingLog(),
+        clock=clock,
+        pipeline=cast(Any, SimpleNamespace(on_command=on_command)),
+        gate=cast(Any, SimpleNamespace(allow=lambda sender, name, now: True)),
+        recalls=cast(Any, None),
+        apply=lambda effects: order.append("applied"),
+        settle=lambda: order.append("settled"),
+    )
+    reply = await desk(OperatorCommand("close", b"{}"))
+    assert reply is not None and reply["ok"]
+    assert order == ["settled", "close", "applied"]
+
+
 def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second() -> None:
     scheduler, loop, _ = hand_scheduler()
     pipeline = _Pipeline()
@@ -218,10 +321,11 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
         scheduler=scheduler,
         journal=journal,
         pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=statuses.append),
         condition=SimpleNamespace(status_line=pipeline.status_line),
         apply=applied.append,
+        settle=lambda: None,
     )
     fault = JournalFault(cast(Any, parts))
     fault.failed(Effects(), "disk full")
@@ -250,10 +354,11 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
         scheduler=scheduler,
         journal=SimpleNamespace(writable=lambda: True),  # the probe fits each time
         pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
         condition=SimpleNamespace(status_line=pipeline.status_line),
         apply=lambda effects: None,
+        settle=lambda: None,
     )
     fault = JournalFault(cast(Any, parts))
     holds: list[float] = []
@@ -303,10 +408,11 @@ def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
         scheduler=scheduler,
         journal=SimpleNamespace(writable=lambda: True),
         pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append),
+        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
         condition=SimpleNamespace(status_line=pipeline.status_line),
         apply=refused,
+        settle=lambda: None,
     )
     faults.append(JournalFault(cast(Any, parts)))
     faults[0].failed(Effects(), "File too large")
@@ -348,6 +454,27 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     ((topic, payload),) = sent
     assert topic == f"{config.base_topic}/status"
     assert json.loads(payload)["state"] == "fault"
+
+
+def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() -> None:
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    parts = SimpleNamespace(
+        log=RecordingLog(),
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda: True),
+        pipeline=pipeline,
+        publisher=SimpleNamespace(publish_unjournaled=lambda message: None, wake=lambda: None),
+        notifier=SimpleNamespace(status=lambda line: None),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=lambda effects: None,
+        settle=lambda: pipeline.told.append(("settled",)),
+    )
+    fault = JournalFault(cast(Any, parts))
+    fault.failed(Effects(), "disk full")
+    assert pipeline.told == [("settled",)], "then the pipeline's journal_write_failed"
+    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    assert pipeline.told[1:] == [("settled",), ("recovered", 1000.0 + loop.t)]
 
 
 def test_commands_past_the_rate_are_counted_and_journaled_once_a_minute() -> None:

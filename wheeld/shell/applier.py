@@ -3,8 +3,14 @@
 ``EffectsApplier.apply`` writes an ``Effects`` value's records to the journal
 (the decisions and their outbox entries in one commit, durable before the
 publisher may send them), then the bytes to the wheel, the log lines, the
-jobs' hooks, a wake-up for the publisher, and the pipeline's next deadline on
-the scheduler. A write the journal refuses goes to ``JournalFault``.
+jobs' hooks, a wake-up for the publisher when the outbox has new entries, and
+the pipeline's next deadline on the scheduler. A write the journal refuses goes to ``JournalFault``.
+
+What follows from kept games (the history, the statistics, the alerts:
+``TablePipeline.committed``) is derived after the decision's messages have had
+the publisher's turn: on the loop's next turn, or by ``settle`` before
+anything else reaches the pipeline, whichever is first. Every input thus sees
+the pipeline as if it had been derived at once.
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ class EffectsApplier:
         #: The periodic jobs, told of decisions and of effects applied (set once built).
         self.jobs: Jobs | None = None
         self._deadline: Timer | None = None
+        #: Games kept whose history, statistics and alerts are still to be derived.
+        self._derived: Timer | None = None
 
     def apply(self, effects: Effects) -> None:
         """Journal, then write to the wheel, log, wake the publisher and re-arm the timer."""
@@ -118,9 +126,12 @@ class EffectsApplier:
                 if self._metrics is not None:
                     self._metrics.decided(effects.games, effects.messages, ids)
                 if effects.games:
-                    # Kept: now the history, the statistics and the alerts follow from them.
-                    self.apply(self._pipeline.committed())
-                if self.jobs is not None:
+                    # Kept: the history, the statistics and the alerts follow from them,
+                    # once the publisher has had its turn (``settle``); the jobs are told
+                    # then, their statistics counting the games with the journal.
+                    if self._derived is None:
+                        self._derived = self._scheduler.soon(self._derive_due, "derive")
+                elif self.jobs is not None:
                     self.jobs.decided()
             else:
                 if effects.state is not None:
@@ -135,8 +146,28 @@ class EffectsApplier:
             getattr(self._log, record.level)(record.event, **record.fields)
         if self.jobs is not None:
             self.jobs.applied()
-        self._publisher.wake()
+        if effects.messages:
+            # Only then: a wake-up reads the outbox, a query per line from the wheel else.
+            self._publisher.wake()
         self._rearm()
+
+    def settle(self) -> None:
+        """What kept games lead to, derived now if it waits: called before any
+        input reaches the pipeline, so none sees it underived."""
+        if self._derived is None:
+            return
+        self._derived.cancel()
+        self._derived = None
+        self.apply(self._pipeline.committed())
+        if self.jobs is not None:
+            try:
+                self.jobs.decided()
+            except JournalWriteError as exc:
+                # The games are kept already: only a checkpoint failed, nothing to void.
+                self._journal_failed(Effects(), str(exc))
+
+    def _derive_due(self, now: float) -> None:
+        self.settle()
 
     def enqueue_best_effort(self, message: Outgoing) -> None:
         """Into the outbox; said outside it when the journal cannot write."""
@@ -144,6 +175,8 @@ class EffectsApplier:
             self._journal.enqueue([message])
         except JournalWriteError:
             self._publisher.publish_unjournaled(message)
+            return
+        self._publisher.wake()
 
     def _rearm(self) -> None:
         if self._deadline is not None:
@@ -155,4 +188,5 @@ class EffectsApplier:
 
     def _deadline_due(self, now: float) -> None:
         self._deadline = None
+        self.settle()
         self.apply(self._pipeline.on_timer(now))

@@ -31,10 +31,19 @@ PREFLIGHT_WAIT_S = 1.0
 #: However many brokers there are, the start-up check (and what the wheel says
 #: meanwhile, held) waits at most about this long.
 PREFLIGHT_TOTAL_S = 5.0
-#: Once the broker has answered a later subscription, a retained status would
-#: have come before it: wait only this much longer for a broker that does not
-#: keep that order.
+#: The longest wait for the probe to come back (``retained``): what a broker that
+#: does not echo it (its ACL drops it) or does not keep the order is given.
 PREFLIGHT_GRACE_S = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class Retained:
+    """What ``retained`` read, and whether it is known to be all of it."""
+
+    #: The retained payloads by name (non-empty ones).
+    remembered: dict[str, bytes]
+    #: The probe came back: nothing more that is retained now is still to come.
+    complete: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +83,7 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
         )
         try:
             async with asyncio.timeout(PREFLIGHT_CONNECT_S + PREFLIGHT_WAIT_S), client:
-                held = await retained(client, base, ("status", "sequence", "result"))
+                held = (await retained(client, base, ("status", "sequence", "result"))).remembered
         except (aiomqtt.MqttError, TimeoutError, OSError) as exc:
             log.debug("start-up check: broker unavailable", server=server, error=str(exc))
             continue
@@ -96,7 +105,7 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
 
 async def retained(
     client: Client, base: str, names: tuple[str, ...], others: list[Message] | None = None
-) -> dict[str, bytes]:
+) -> Retained:
     """The retained payloads the broker holds on ``<base>/<name>``, by name (non-empty ones).
 
     Anything else that comes meanwhile (a command the broker kept for our session) is
@@ -106,15 +115,27 @@ async def retained(
     for topic in topics:
         await client.subscribe(topic, qos=1)
     waited = time.monotonic()
-    # A barrier: a broker answers a subscription, then sends what it retains,
-    # then reads the next packet; so after this SUBACK the retained ones are here.
-    await client.subscribe(f"{base}/status/preflight", qos=0)
+    # The probe, a message to ourselves: a broker queues what it retains for a
+    # subscription as it handles it, and what it sends one client in order (mosquitto:
+    # one queue a client, which a SUBACK does not go through), so once the probe is
+    # back what is retained is here. The wait ends then, not after a fixed grace.
+    # JSON, as every payload under the base topic: a subscriber to ``<base>/#`` sees it.
+    probing, probe = probe_topic(base), b'{"probe": "%s"}' % secrets.token_hex(8).encode()
+    await client.subscribe(probing, qos=1)
+    await client.publish_acknowledged(probing, probe)
     left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
     held: dict[str, bytes] = {}
+    complete = False
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(max(0.0, min(left, PREFLIGHT_GRACE_S))):
             async for message in client.messages:
-                name = topics.get(message.topic.value)
+                topic = message.topic.value
+                if topic == probing:
+                    if message.payload == probe:
+                        complete = True
+                        break
+                    continue  # another start-up check's probe
+                name = topics.get(topic)
                 if name is None:
                     if others is not None:
                         others.append(message)
@@ -127,6 +148,9 @@ async def retained(
                     held[name] = message.payload
                 else:
                     held.pop(name, None)  # cleared
-                if len(held) == len(topics):
-                    break
-    return held
+    return Retained(held, complete)
+
+
+def probe_topic(base: str) -> str:
+    """Where ``retained`` sends itself its probe (and is subscribed)."""
+    return f"{base}/status/preflight"

@@ -33,6 +33,7 @@ class CommandDesk:
         gate: CommandGate,
         recalls: RecallDesk,
         apply: Callable[[Effects], None],
+        settle: Callable[[], None],
     ) -> None:
         self._log = log
         self._clock = clock
@@ -40,6 +41,8 @@ class CommandDesk:
         self._gate = gate
         self._recalls = recalls
         self._apply = apply
+        #: Derives what kept games lead to, if it waits (``EffectsApplier.settle``).
+        self._settle = settle
 
     async def __call__(self, command: OperatorCommand) -> dict[str, Any] | None:
         now = self._clock.now()
@@ -50,6 +53,7 @@ class CommandDesk:
         if command.name == "recall":
             reply = await self._recalls.answer(command, now)
             return {**reply, "schema_version": SCHEMA_VERSION}
+        self._settle()
         try:
             reply, effects = self._pipeline.on_command(command, now)
         except Exception as exc:  # a command must never take the daemon down

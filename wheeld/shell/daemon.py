@@ -280,6 +280,7 @@ class Daemon:
             signer=signer,
             apply=lambda effects: self.effects.apply(effects),  # noqa: PLW0108
             enqueue=lambda message: self.effects.enqueue_best_effort(message),  # noqa: PLW0108
+            settle=lambda: self.effects.settle(),  # noqa: PLW0108
         )
         self.journal_fault = JournalFault(parts)
         self.effects = effects = EffectsApplier(
@@ -301,6 +302,7 @@ class Daemon:
             notifier=notifier,
             capture=self.capture,
             apply=apply,
+            settle=effects.settle,
         )
         self.rate = CommandGate(log=log, scheduler=scheduler, apply=apply)
         self.commands = CommandDesk(
@@ -310,6 +312,7 @@ class Daemon:
             gate=self.rate,
             recalls=RecallDesk(log=log, journal_path=journal.path, apply=apply),
             apply=apply,
+            settle=effects.settle,
         )
         self.jobs = effects.jobs = Jobs(parts)
         self._stop = asyncio.Event()
@@ -376,6 +379,7 @@ class Daemon:
         self.notifier.stopping()
         self.log.info("wheeld stopping")
         self.rate.stopping(self.clock.now())  # what was refused, before the journal closes
+        self.effects.settle()  # the last games' history and statistics, before the timers go
         self.scheduler.close()
         link_task, publisher_task = tasks
         await self._stop_tasks(link_task, publisher_task, stopper, preflight)

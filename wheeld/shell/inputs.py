@@ -33,6 +33,7 @@ class TableInputs:
         notifier: Notifier,
         capture: CaptureWriter | None,
         apply: Callable[[Effects], None],
+        settle: Callable[[], None],
     ) -> None:
         self._clock = clock
         self._pipeline = pipeline
@@ -40,6 +41,8 @@ class TableInputs:
         self._notifier = notifier
         self._capture = capture
         self._apply = apply
+        #: Derives what kept games lead to, if it waits: before each input (``EffectsApplier``).
+        self._settle = settle
         #: What the wheel said before the broker's memory was read: decided after it.
         self._deferred: list[Callable[[], None]] | None = []
         clock.on_step = self.clock_stepped
@@ -55,6 +58,7 @@ class TableInputs:
         a forward step does not read as silence and void the game in progress."""
         if self._capture is not None:
             self._capture.clock_step(step)
+        self._settle()
         self._apply(self._pipeline.on_clock_step(step, wall))
 
     def on_data(self, data: bytes, now: float) -> None:
@@ -62,6 +66,7 @@ class TableInputs:
         if self._deferred is not None:  # before the broker's answer: kept, in order, with its time
             self._deferred.append(lambda: self._apply(self._pipeline.on_bytes(data, now)))
             return
+        self._settle()
         self._apply(self._pipeline.on_bytes(data, now))
 
     def on_link_up(self) -> None:
@@ -69,6 +74,7 @@ class TableInputs:
         if self._deferred is not None:
             self._deferred.append(lambda: self._link_changed(self._pipeline.on_link_up(now)))
             return
+        self._settle()
         self._link_changed(self._pipeline.on_link_up(now))
 
     def on_link_down(self, why: str) -> None:
@@ -76,6 +82,7 @@ class TableInputs:
         if self._deferred is not None:
             self._deferred.append(lambda: self._link_changed(self._pipeline.on_link_down(why, now)))
             return
+        self._settle()
         self._link_changed(self._pipeline.on_link_down(why, now))
 
     def _link_changed(self, effects: Effects) -> None:
@@ -84,6 +91,7 @@ class TableInputs:
 
     def on_retained_result(self, name: str, payload: bytes) -> None:
         """The broker's retained ``result`` or ``sequence``, at a (re)connect."""
+        self._settle()
         if name == "sequence":
             self._apply(self._pipeline.on_broker_sequence(payload, self._clock.now()))
         else:

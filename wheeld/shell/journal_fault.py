@@ -41,6 +41,7 @@ class JournalFault:
         self._notifier = parts.notifier
         self._condition = parts.condition
         self._apply = parts.apply
+        self._settle = parts.settle
         self._retry: Timer | None = None
         #: How long the fault is held before its first retry.
         self.hold_s = JOURNAL_RETRY_S
@@ -50,6 +51,7 @@ class JournalFault:
     def failed(self, failed: Effects, error: str) -> None:
         """Say so everywhere, decide nothing new, and try the journal again (after the hold)."""
         now = self._scheduler.clock.wall()  # midway through applying effects: no step noticed
+        self._settle()
         effects = self._pipeline.journal_write_failed(failed, error, now)
         for message in effects.messages:
             self._publisher.publish_unjournaled(message)
@@ -80,11 +82,14 @@ class JournalFault:
         if not self._journal.writable():
             self._retry = self._scheduler.after(JOURNAL_RETRY_S, self._try_again, "journal retry")
             return
+        self._settle()
         recovered = self._pipeline.journal_recovered(now)
         # Said only once the recovery's own commit (the voided games, the alarm's clear)
         # is kept: when it fails too, "journal writable again" would be a line's lie.
         said, recovered.logs = recovered.logs, []
         self._apply(recovered)
+        # What the publisher could not mark sent meanwhile is offered again now.
+        self._publisher.wake()
         if not self._pipeline.journal_failed:
             self._cleared_at = self._scheduler.clock.monotonic()
             for record in said:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheeld.config import split_server
 from wheeld.contract.registry import TOPICS
-from wheeld.shell.broker_memory import retained
+from wheeld.shell.broker_memory import probe_topic, retained
 from wheeld.shell.clock import HostClock
 from wheeld.shell.command_listener import CommandHandler, CommandListener
 from wheeld.shell.drain import AlarmBuilder, OutboxDrain, unsigned_alarm
@@ -227,8 +227,16 @@ class Publisher:
 
         names = ("status", "sequence", "result") if self._on_retained_result else ("status",)
         backlog: list[Message] = []
-        remembered = await retained(client, self._base, names, backlog)
-        for name, payload in remembered.items():
+        memory = await retained(client, self._base, names, backlog)
+        if memory.complete:
+            # All the broker retains is read: what it would send on these now is our own
+            # sequence markers and results back (a tenth of our MQTT work), and the
+            # probes of other start-up checks. A broker that did not echo the probe
+            # may still send a retained one late: we stay subscribed to it there.
+            done = [probe_topic(self._base)]
+            done += [f"{self._base}/{name}" for name in names if name != "status"]
+            await client.unsubscribe(done)
+        for name, payload in memory.remembered.items():
             if too_big(f"{self._base}/{name}", payload, self._log):
                 continue
             if name == "status":

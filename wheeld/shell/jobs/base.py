@@ -35,6 +35,9 @@ class Parts:
     apply: Callable[[Effects], None]
     #: Queues a message in the outbox, or says it outside it when the journal cannot write.
     enqueue: Callable[[Outgoing], None]
+    #: Derives what kept games lead to, if it waits, before the pipeline is read or
+    #: told anything (``EffectsApplier.settle``).
+    settle: Callable[[], None] = lambda: None
 
 
 class Job:

@@ -49,6 +49,7 @@ class StatisticsJob(Job):
 
     def keep(self) -> None:
         """The statistics' running aggregates, for the next start to go on from."""
+        self.parts.settle()  # counting every game the journal keeps
         statistics = self.parts.pipeline.statistics
         journal = self.parts.journal
         last = journal.last_decision_id()
