@@ -554,3 +554,38 @@ def test_game_mode_3f_raises_flag_8_for_a_ball_spun_the_rotors_way() -> None:
     decoder = MercuryDecoder()
     decoder.configure("mercury-360", None, "1F")
     assert ends(play(lines, decoder=decoder)) == [("no_spin", "ball_same_direction")]
+
+
+def _level_switch(first: str, then: str) -> list[tuple[float, bytes]]:
+    """A game launched at ``first`` that the port finishes at ``then`` (the wheel
+    completes 17 after two revolutions)."""
+    sensors = ";0022;{:02X};0;04CCC;??"
+    frames = [(1, 0), (2, 0), (2, 0), (3, 1), (3, 1), (3, 2), (3, 2), (4, 2), (4, 2)]
+    lines: list[tuple[float, bytes]] = []
+    at = 1.0
+    for index, (state, revolutions) in enumerate(frames):
+        level = first if index < 4 else then
+        line = f"*X;{state};001;  ;0;220;1"
+        if level == "extended":
+            line += sensors.format(revolutions)
+        lines.append((at, line.encode()))
+        at += 0.5
+    lines.append((at, b"17"))
+    for _ in range(2):
+        at += 0.5
+        line = "*X;5;002;17;0;220;1" + (sensors.format(2) if then == "extended" else "")
+        lines.append((at, line.encode()))
+    return lines
+
+
+@pytest.mark.parametrize(("first", "then"), [("extended", "advanced"), ("advanced", "extended")])
+def test_an_output_level_switched_mid_game_judges_no_rule_on_half_a_game(
+    first: str, then: str
+) -> None:
+    """Found by the attack (issue 19): a game launched on one level and finished on the
+    other was voided for insufficient_revolutions, with a wheel_verdict_mismatch,
+    though neither level saw its revolutions whole."""
+    messages = play(_level_switch(first, then))
+    assert ends(messages) == [("no_spin", "frame_loss")]
+    assert alarms(messages) == []
+    assert wheel_state(messages)["output_level"] == then

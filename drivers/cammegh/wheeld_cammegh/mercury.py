@@ -219,6 +219,13 @@ class MercuryDecoder(CammeghDecoder):
         sensors = status.sensors if isinstance(status, MercuryStatus) else None
         if self._basic_game:
             self._end_basic(None, "the output level changed", tick, out, "frame_loss")
+        elif self._game_spin is not None and self._level_of(status) != self.output_level:
+            # Extended <-> Advanced mid-game: the sensors that judge its rules came or
+            # went, so neither level saw it whole (as when the port turns Basic).
+            reason = "the output level changed"
+            out.append(self._void_event(tick, "frame_loss", reason))
+            self._game_over(None, reason, tick, out)
+            self._end_game(whole=False)
         super()._status(status, tick, out)
         self._previous_sensors = sensors
 
