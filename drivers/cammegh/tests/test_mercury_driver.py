@@ -589,3 +589,23 @@ def test_an_output_level_switched_mid_game_judges_no_rule_on_half_a_game(
     assert ends(messages) == [("no_spin", "frame_loss")]
     assert alarms(messages) == []
     assert wheel_state(messages)["output_level"] == then
+
+
+def test_game_mode_3f_on_advanced_follows_the_game_respun_after_flag_8() -> None:
+    """Found by the attack (issue 19): on Advanced, mode 3F's flag 8 for a ball spun the
+    rotor's way voided the game (rotor_malfunction: Advanced cannot tell which), and the
+    respun ball's game, which the wheel completed, was never followed."""
+    plan: list[tuple[str, dict[str, object]]] = [
+        ("9", {"ball_same_direction": True, "respin": True, "revolutions": 6})
+    ]
+    lines = []
+    for at, line in scripted("advanced", plan).lines:
+        fields = line.split(b";")
+        if line.startswith(b"*X;3;") and fields[4] == b"2":
+            fields[4] = b"8"
+        lines.append((at, b";".join(fields)))
+    decoder = MercuryDecoder()
+    decoder.configure("mercury-360", None, "3F")
+    messages = play(lines, decoder=decoder)
+    assert ends(messages) == [("no_spin", "rotor_malfunction"), ("result", "9", None)]
+    assert alarms(messages) == []

@@ -186,6 +186,8 @@ class MercuryDecoder(CammeghDecoder):
         #: flag clearing, still in state 3) is a new launch.
         self._respin_due = False
         self._respin_launch = False
+        #: The flag whose clearing is that respin (2, or 8 in game mode 3F).
+        self._respin_flag = FLAG_SAME_DIRECTION
 
     def configure(self, model: str | None, firmware: str | None, game_mode: GameMode) -> None:
         """What the configuration says of the wheel, until ``*V`` says otherwise."""
@@ -236,7 +238,7 @@ class MercuryDecoder(CammeghDecoder):
         if status.state != 3:
             self._respin_due = False  # back to betting: the next launch is an ordinary one
             return False
-        if status.flags & FLAG_SAME_DIRECTION:
+        if status.flags & self._respin_flag:
             return False
         self._respin_due = False
         self._respin_launch = True
@@ -311,8 +313,13 @@ class MercuryDecoder(CammeghDecoder):
         # wheel's verdict; its respin (the flag cleared in state 3) ends the wheel's game.
         if role == "void_game" and self._same_direction_in_3f(state):
             role = "same_direction"  # game mode 3F raises flag 8 in place of flag 2
-        if role == "same_direction" and state == 3:
+        if state == 3 and (
+            role == "same_direction" or (role == "void_game" and self.game_mode == "3F")
+        ):
+            # Advanced cannot tell mode 3F's flag 8 for a ball spun the rotor's way from
+            # a rotor error: should it clear in state 3, that was the respin, a new game.
             self._respin_due = True
+            self._respin_flag = flag
         if role == "same_direction" and self.output_level == "extended":
             self._wheel_void = f"flag {flag}: ball spun the rotor's way"
             self._wheel_void_flag = flag
