@@ -533,18 +533,24 @@ def test_a_respin_in_state_3_is_a_new_game(level: str, expected: list[tuple[Any,
     assert alarms(messages) == []  # the wheel's void and wheeld's agree
 
 
-def test_game_mode_3f_raises_flag_8_for_a_ball_spun_the_rotors_way() -> None:
-    """On Extended, flag 8 in state 3 with the ball running with the rotor is mode 3F's
-    same-direction flag: its respin (the flag cleared in state 3) is a new game."""
+def _respun_after_flag_8(level: str) -> list[tuple[float, bytes]]:
+    """A ball spun the rotor's way and respun in state 3, flagged as mode 3F does (8)."""
     plan: list[tuple[str, dict[str, object]]] = [
         ("9", {"ball_same_direction": True, "respin": True, "revolutions": 6})
     ]
     lines = []
-    for at, line in scripted("extended", plan).lines:
+    for at, line in scripted(level, plan).lines:
         fields = line.split(b";")
         if line.startswith(b"*X;3;") and fields[4] == b"2":
             fields[4] = b"8"
         lines.append((at, b";".join(fields)))
+    return lines
+
+
+def test_game_mode_3f_raises_flag_8_for_a_ball_spun_the_rotors_way() -> None:
+    """On Extended, flag 8 in state 3 with the ball running with the rotor is mode 3F's
+    same-direction flag: its respin (the flag cleared in state 3) is a new game."""
+    lines = _respun_after_flag_8("extended")
     decoder = MercuryDecoder()
     decoder.configure("mercury-360", None, "3F")
     messages = play(lines, decoder=decoder)
@@ -595,15 +601,7 @@ def test_game_mode_3f_on_advanced_follows_the_game_respun_after_flag_8() -> None
     """Found by the attack (issue 19): on Advanced, mode 3F's flag 8 for a ball spun the
     rotor's way voided the game (rotor_malfunction: Advanced cannot tell which), and the
     respun ball's game, which the wheel completed, was never followed."""
-    plan: list[tuple[str, dict[str, object]]] = [
-        ("9", {"ball_same_direction": True, "respin": True, "revolutions": 6})
-    ]
-    lines = []
-    for at, line in scripted("advanced", plan).lines:
-        fields = line.split(b";")
-        if line.startswith(b"*X;3;") and fields[4] == b"2":
-            fields[4] = b"8"
-        lines.append((at, b";".join(fields)))
+    lines = _respun_after_flag_8("advanced")
     decoder = MercuryDecoder()
     decoder.configure("mercury-360", None, "3F")
     messages = play(lines, decoder=decoder)
