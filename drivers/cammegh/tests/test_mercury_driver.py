@@ -607,3 +607,21 @@ def test_game_mode_3f_on_advanced_follows_the_game_respun_after_flag_8() -> None
     messages = play(lines, decoder=decoder)
     assert ends(messages) == [("no_spin", "rotor_malfunction"), ("result", "9", None)]
     assert alarms(messages) == []
+
+
+@pytest.mark.parametrize("level", ["advanced", "extended"])
+def test_bonus_lines_at_the_start_of_state_3_before_its_first_frame_are_the_games(
+    level: str,
+) -> None:
+    """Found by the attack (issue 19): ``*Y:P`` and ``*Y:k`` come "at the start of state
+    3", which may be before the first state-3 frame: they were dropped. A line heard
+    while betting that no launch follows is still no game's."""
+    lines = list(scripted(level, [("17", {})]).lines)
+    launch = next(i for i, (_, line) in enumerate(lines) if line.startswith(b"*X;3;"))
+    at = lines[launch][0]
+    lines[launch:launch] = [(at - 0.2, b"*Y:P:1"), (at - 0.1, b"*Y:1:017")]
+    betting = next(i for i, (_, line) in enumerate(lines) if line.startswith(b"*X;2;"))
+    lines.insert(betting, (lines[betting][0] - 0.1, b"*Y:2:200"))  # a state-2 frame follows
+    messages = play(lines)
+    result = next(p for t, p in messages if t == "game" and p["event"] == "result")
+    assert (result["number"], result["bonus"]) == ("17", {"aurora_prize": 1, "1": 17})

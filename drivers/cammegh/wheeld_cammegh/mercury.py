@@ -228,8 +228,11 @@ class MercuryDecoder(CammeghDecoder):
             out.append(self._void_event(tick, "frame_loss", reason))
             self._game_over(None, reason, tick, out)
             self._end_game(whole=False)
+        idle = self._game_spin is None and not self._basic_game
         super()._status(status, tick, out)
         self._previous_sensors = sensors
+        if idle and self._game_spin is None:
+            self._bonus = {}  # this frame launched nothing: the lines before it are no game's
 
     def _respun(self, status: Status, previous: Status | None, gap: int | None) -> bool:
         # The respin of the spec: the flag clears while the wheel stays in state 3.
@@ -348,6 +351,7 @@ class MercuryDecoder(CammeghDecoder):
     ) -> None:
         out.append(WheelVerdict(tick, number, self._wheel_void or void))
         self._wheel_void = None
+        self._bonus = {}  # published with the result, if any: the next game's are its own
 
     def _void_event(self, tick: int, reason: ReasonCode, detail: str) -> WheelVoid:
         # The decoder follows the wheel's game past wheeld's own end of it.
@@ -417,7 +421,19 @@ class MercuryDecoder(CammeghDecoder):
         self._game_over(number, void, tick, out)
 
     def _bonus_game(self) -> bool:
-        return self._basic_game or self._game_spin is not None
+        # "At the start of state 3" (*Y:P, *Y:k) may come before the first state-3 frame:
+        # heard while betting, a line is kept for the launch the next frame must be.
+        status = self.last_status
+        betting = status is not None and status.state in (1, 2)
+        return self._basic_game or self._game_spin is not None or betting
+
+    def _launch(
+        self, status: Status, previous: Status | None, tick: int, out: list[WheelEvent]
+    ) -> None:
+        heard = self._bonus  # before this first state-3 frame (_bonus_game)
+        super()._launch(status, previous, tick, out)
+        if self._game_spin is not None:
+            self._bonus = {**heard, **self._bonus}
 
 
 class MercuryConfig(BaseModel):
