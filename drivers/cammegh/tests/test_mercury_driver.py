@@ -625,3 +625,18 @@ def test_bonus_lines_at_the_start_of_state_3_before_its_first_frame_are_the_game
     messages = play(lines)
     result = next(p for t, p in messages if t == "game" and p["event"] == "result")
     assert (result["number"], result["bonus"]) == ("17", {"aurora_prize": 1, "1": 17})
+
+
+@pytest.mark.parametrize(
+    "line", [b"*Y:A:08", b"*Y:A:99", b"*Y:P:2", b"*Y:1:256", b"*Y:3:999", b"*Y;3;998"]
+)
+def test_a_bonus_outside_the_guides_range_is_counted_never_published(line: bytes) -> None:
+    """Found by the attack (issue 19): ``*Y:A:99`` (colours are 00-07) or ``*Y:1:999``
+    (Bonus Numbers are 000-255; the SS2 writes 999 once its licence ran out) were published
+    as the game's bonus."""
+    bonus = [b"*Y:1:017", line]
+    decoder = MercuryDecoder()
+    messages = play(scripted("advanced", [("17", {"bonus": bonus})]), decoder=decoder)
+    result = next(p for t, p in messages if t == "game" and p["event"] == "result")
+    assert result["bonus"] == {"1": 17}
+    assert decoder.counters.bonus_malformed == 1

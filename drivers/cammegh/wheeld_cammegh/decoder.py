@@ -189,17 +189,27 @@ def _previous_spin(spin: int) -> int:
     return 256 if spin <= 1 else spin - 1
 
 
+#: The largest value of each bonus line (Bonus Numbers 000-255, the Aurora colour 00-07,
+#: the Aurora prize flag 1).
+BONUS_LIMITS = {"A": 7, "P": 1}
+#: Every SS2 bonus number once its licence has run out.
+LICENCE_OUT = 999
+
+
 def parse_bonus(line: bytes) -> tuple[str, int | str] | None:
     """A bonus line's key and value for a result's ``bonus`` (never a winning number)."""
     match = _BONUS.fullmatch(line)
     if match is None:
         return None
-    _, kind, value = (group.decode() for group in match.groups())
+    form, kind, value = (group.decode() for group in match.groups())
+    number = int(value)
+    if number > BONUS_LIMITS.get(kind, 255) and not (form == ";" and number == LICENCE_OUT):
+        return None  # outside the guide's range: a garbled line, not a bonus to publish
     if kind == "A":
         return "aurora", value.zfill(2)
     if kind == "P":
-        return "aurora_prize", int(value)
-    return kind, int(value)
+        return "aurora_prize", number
+    return kind, number
 
 
 class CammeghDecoder:
