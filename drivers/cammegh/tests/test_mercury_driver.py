@@ -640,3 +640,19 @@ def test_a_bonus_outside_the_guides_range_is_counted_never_published(line: bytes
     result = next(p for t, p in messages if t == "game" and p["event"] == "result")
     assert result["bonus"] == {"1": 17}
     assert decoder.counters.bonus_malformed == 1
+
+
+@pytest.mark.parametrize(("bare", "number"), [(b"37", " 7"), (b"99", "17"), (b"000", " 0")])
+def test_a_bare_line_naming_no_mercury_pocket_is_malformed_never_a_witness(
+    bare: bytes, number: str
+) -> None:
+    """Found by the attack (issue 19): a bare ``37`` raised a display mismatch naming a
+    pocket no Mercury has, and ``000`` (no Mercury form) stood witness for single zero."""
+    lines = list(scripted("extended", [(number.strip(), {})]).lines)
+    index = next(i for i, (_, line) in enumerate(lines) if line.strip() == number.strip().encode())
+    lines[index] = (lines[index][0], bare)
+    decoder = MercuryDecoder()
+    messages = play(lines, decoder=decoder)
+    assert ends(messages)[0][:2] == ("result", number.strip())
+    assert decoder.last_bare_number is None
+    assert (decoder.counters.malformed, decoder.counters.display_mismatches) == (1, 0)

@@ -320,10 +320,10 @@ class CammeghDecoder:
             counters.frames += 1
             counters.status_frames += 1
             self._status(status, tick, out)
-        elif _BARE_NUMBER.fullmatch(line):
+        elif _BARE_NUMBER.fullmatch(line) and (bare := self._bare_number(line.decode())):
             counters.frames += 1
             counters.winning_number_lines += 1
-            self.last_bare_number = self._bare_number(line.decode())
+            self.last_bare_number = bare
             if self._game_spin is not None:
                 self._game_display = self.last_bare_number
         elif match := _FAULT.fullmatch(line):
@@ -389,8 +389,9 @@ class CammeghDecoder:
         """A status frame's fields, or None when the line is not one."""
         return parse_status(line)
 
-    def _bare_number(self, text: str) -> str:
-        """The number a bare winning-number line names, as the status frames write it."""
+    def _bare_number(self, text: str) -> str | None:
+        """The number a bare winning-number line names, as the status frames write it
+        (None: no pocket of this wheel's, a malformed line)."""
         return text
 
     def _other_line(self, line: bytes, tick: int, out: list[WheelEvent]) -> bool:

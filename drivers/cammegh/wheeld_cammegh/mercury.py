@@ -206,8 +206,9 @@ class MercuryDecoder(CammeghDecoder):
     def _parse(self, line: bytes) -> Status | None:
         return parse_mercury_status(line)
 
-    def _bare_number(self, text: str) -> str:
-        return number_text(text.encode().rjust(2)) or text
+    def _bare_number(self, text: str) -> str | None:
+        # Two characters at most (``000`` is no Mercury's), a pocket's number or none.
+        return number_text(text.encode().rjust(2)) if len(text) <= 2 else None
 
     def _spin_before(self, spin: int) -> int:
         return (spin - 1) % 256  # games completed, 0-255, wrapping
