@@ -392,7 +392,7 @@ class CammeghDecoder:
     def _bare_number(self, text: str) -> str | None:
         """The number a bare winning-number line names, as the status frames write it
         (None: no pocket of this wheel's, a malformed line)."""
-        return text
+        return text if text.startswith("0") or int(text) <= 36 else None
 
     def _other_line(self, line: bytes, tick: int, out: list[WheelEvent]) -> bool:
         """A line of this wheel's own (before replies): True when it was one."""
