@@ -533,18 +533,24 @@ def test_a_respin_in_state_3_is_a_new_game(level: str, expected: list[tuple[Any,
     assert alarms(messages) == []  # the wheel's void and wheeld's agree
 
 
-def test_game_mode_3f_raises_flag_8_for_a_ball_spun_the_rotors_way() -> None:
-    """On Extended, flag 8 in state 3 with the ball running with the rotor is mode 3F's
-    same-direction flag: its respin (the flag cleared in state 3) is a new game."""
+def _respun_after_flag_8(level: str) -> list[tuple[float, bytes]]:
+    """A ball spun the rotor's way and respun in state 3, flagged as mode 3F does (8)."""
     plan: list[tuple[str, dict[str, object]]] = [
         ("9", {"ball_same_direction": True, "respin": True, "revolutions": 6})
     ]
     lines = []
-    for at, line in scripted("extended", plan).lines:
+    for at, line in scripted(level, plan).lines:
         fields = line.split(b";")
         if line.startswith(b"*X;3;") and fields[4] == b"2":
             fields[4] = b"8"
         lines.append((at, b";".join(fields)))
+    return lines
+
+
+def test_game_mode_3f_raises_flag_8_for_a_ball_spun_the_rotors_way() -> None:
+    """On Extended, flag 8 in state 3 with the ball running with the rotor is mode 3F's
+    same-direction flag: its respin (the flag cleared in state 3) is a new game."""
+    lines = _respun_after_flag_8("extended")
     decoder = MercuryDecoder()
     decoder.configure("mercury-360", None, "3F")
     messages = play(lines, decoder=decoder)
@@ -554,3 +560,99 @@ def test_game_mode_3f_raises_flag_8_for_a_ball_spun_the_rotors_way() -> None:
     decoder = MercuryDecoder()
     decoder.configure("mercury-360", None, "1F")
     assert ends(play(lines, decoder=decoder)) == [("no_spin", "ball_same_direction")]
+
+
+def _level_switch(first: str, then: str) -> list[tuple[float, bytes]]:
+    """A game launched at ``first`` that the port finishes at ``then`` (the wheel
+    completes 17 after two revolutions)."""
+    sensors = ";0022;{:02X};0;04CCC;??"
+    frames = [(1, 0), (2, 0), (2, 0), (3, 1), (3, 1), (3, 2), (3, 2), (4, 2), (4, 2)]
+    lines: list[tuple[float, bytes]] = []
+    at = 1.0
+    for index, (state, revolutions) in enumerate(frames):
+        level = first if index < 4 else then
+        line = f"*X;{state};001;  ;0;220;1"
+        if level == "extended":
+            line += sensors.format(revolutions)
+        lines.append((at, line.encode()))
+        at += 0.5
+    lines.append((at, b"17"))
+    for _ in range(2):
+        at += 0.5
+        line = "*X;5;002;17;0;220;1" + (sensors.format(2) if then == "extended" else "")
+        lines.append((at, line.encode()))
+    return lines
+
+
+@pytest.mark.parametrize(("first", "then"), [("extended", "advanced"), ("advanced", "extended")])
+def test_an_output_level_switched_mid_game_judges_no_rule_on_half_a_game(
+    first: str, then: str
+) -> None:
+    """Found by the attack (issue 19): a game launched on one level and finished on the
+    other was voided for insufficient_revolutions, with a wheel_verdict_mismatch,
+    though neither level saw its revolutions whole."""
+    messages = play(_level_switch(first, then))
+    assert ends(messages) == [("no_spin", "frame_loss")]
+    assert alarms(messages) == []
+    assert wheel_state(messages)["output_level"] == then
+
+
+def test_game_mode_3f_on_advanced_follows_the_game_respun_after_flag_8() -> None:
+    """Found by the attack (issue 19): on Advanced, mode 3F's flag 8 for a ball spun the
+    rotor's way voided the game (rotor_malfunction: Advanced cannot tell which), and the
+    respun ball's game, which the wheel completed, was never followed."""
+    lines = _respun_after_flag_8("advanced")
+    decoder = MercuryDecoder()
+    decoder.configure("mercury-360", None, "3F")
+    messages = play(lines, decoder=decoder)
+    assert ends(messages) == [("no_spin", "rotor_malfunction"), ("result", "9", None)]
+    assert alarms(messages) == []
+
+
+@pytest.mark.parametrize("level", ["advanced", "extended"])
+def test_bonus_lines_at_the_start_of_state_3_before_its_first_frame_are_the_games(
+    level: str,
+) -> None:
+    """Found by the attack (issue 19): ``*Y:P`` and ``*Y:k`` come "at the start of state
+    3", which may be before the first state-3 frame: they were dropped. A line heard
+    while betting that no launch follows is still no game's."""
+    lines = list(scripted(level, [("17", {})]).lines)
+    launch = next(i for i, (_, line) in enumerate(lines) if line.startswith(b"*X;3;"))
+    at = lines[launch][0]
+    lines[launch:launch] = [(at - 0.2, b"*Y:P:1"), (at - 0.1, b"*Y:1:017")]
+    betting = next(i for i, (_, line) in enumerate(lines) if line.startswith(b"*X;2;"))
+    lines.insert(betting, (lines[betting][0] - 0.1, b"*Y:2:200"))  # a state-2 frame follows
+    messages = play(lines)
+    result = next(p for t, p in messages if t == "game" and p["event"] == "result")
+    assert (result["number"], result["bonus"]) == ("17", {"aurora_prize": 1, "1": 17})
+
+
+@pytest.mark.parametrize(
+    "line", [b"*Y:A:08", b"*Y:A:99", b"*Y:P:2", b"*Y:1:256", b"*Y:3:999", b"*Y;3;998"]
+)
+def test_a_bonus_outside_the_guides_range_is_counted_never_published(line: bytes) -> None:
+    """Found by the attack (issue 19): ``*Y:A:99`` (colours are 00-07) or ``*Y:1:999``
+    (Bonus Numbers are 000-255; the SS2 writes 999 once its licence ran out) were published
+    as the game's bonus."""
+    bonus = [b"*Y:1:017", line]
+    decoder = MercuryDecoder()
+    messages = play(scripted("advanced", [("17", {"bonus": bonus})]), decoder=decoder)
+    result = next(p for t, p in messages if t == "game" and p["event"] == "result")
+    assert result["bonus"] == {"1": 17}
+    assert decoder.counters.bonus_malformed == 1
+
+
+@pytest.mark.parametrize(("bare", "number"), [(b"37", " 7"), (b"99", "17"), (b"000", " 0")])
+def test_a_bare_line_naming_no_mercury_pocket_is_malformed_never_a_witness(
+    bare: bytes, number: str
+) -> None:
+    """Found by the attack (issue 19): a bare ``37`` raised a display mismatch naming a
+    pocket no Mercury has, and ``000`` (no Mercury form) stood witness for single zero."""
+    lines = list(scripted("extended", [(number.strip(), {})]).lines)
+    index = next(i for i, (_, line) in enumerate(lines) if line.strip() == number.strip().encode())
+    lines[index] = (lines[index][0], bare)
+    decoder = MercuryDecoder()
+    messages = play(lines, decoder=decoder)
+    assert ends(messages)[0][:2] == ("result", number.strip())
+    assert decoder.last_bare_number is None
+    assert (decoder.counters.malformed, decoder.counters.display_mismatches) == (1, 0)

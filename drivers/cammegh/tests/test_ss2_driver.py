@@ -85,6 +85,15 @@ def test_replies_faults_and_garbage_are_told_apart() -> None:
     assert counters.winning_number_lines == 1 and decoder.last_bare_number == "7"
 
 
+def test_a_bare_line_naming_no_pocket_is_malformed() -> None:
+    """Found by the attack (issue 19): a bare ``37`` or ``99`` stood as the displays'
+    number (a display mismatch naming no pocket)."""
+    decoder = CammeghDecoder()
+    assert decoder.feed(b"0000\r\n37\r\n99\r\n", 1.0) == []
+    assert decoder.last_bare_number == "0000"
+    assert (decoder.counters.winning_number_lines, decoder.counters.malformed) == (1, 2)
+
+
 _wire_events = Feeder(CammeghDecoder)
 
 

@@ -201,17 +201,27 @@ def _previous_spin(spin: int) -> int:
     return 256 if spin <= 1 else spin - 1
 
 
+#: The largest value of each bonus line (Bonus Numbers 000-255, the Aurora colour 00-07,
+#: the Aurora prize flag 1).
+BONUS_LIMITS = {"A": 7, "P": 1}
+#: Every SS2 bonus number once its licence has run out.
+LICENCE_OUT = 999
+
+
 def parse_bonus(line: bytes) -> tuple[str, int | str] | None:
     """A bonus line's key and value for a result's ``bonus`` (never a winning number)."""
     match = _BONUS.fullmatch(line)
     if match is None:
         return None
-    _, kind, value = (group.decode() for group in match.groups())
+    form, kind, value = (group.decode() for group in match.groups())
+    number = int(value)
+    if number > BONUS_LIMITS.get(kind, 255) and not (form == ";" and number == LICENCE_OUT):
+        return None  # outside the guide's range: a garbled line, not a bonus to publish
     if kind == "A":
         return "aurora", value.zfill(2)
     if kind == "P":
-        return "aurora_prize", int(value)
-    return kind, int(value)
+        return "aurora_prize", number
+    return kind, number
 
 
 class CammeghDecoder:
@@ -324,10 +334,10 @@ class CammeghDecoder:
             counters.frames += 1
             counters.status_frames += 1
             self._status(status, tick, out)
-        elif _BARE_NUMBER.fullmatch(line):
+        elif _BARE_NUMBER.fullmatch(line) and (bare := self._bare_number(line.decode())):
             counters.frames += 1
             counters.winning_number_lines += 1
-            self.last_bare_number = self._bare_number(line.decode())
+            self.last_bare_number = bare
             if self._game_spin is not None:
                 self._game_display = self.last_bare_number
         elif match := _FAULT.fullmatch(line):
@@ -394,9 +404,10 @@ class CammeghDecoder:
         """A status frame's fields, or None when the line is not one."""
         return parse_status(line)
 
-    def _bare_number(self, text: str) -> str:
-        """The number a bare winning-number line names, as the status frames write it."""
-        return text
+    def _bare_number(self, text: str) -> str | None:
+        """The number a bare winning-number line names, as the status frames write it
+        (None: no pocket of this wheel's, a malformed line)."""
+        return text if text.startswith("0") or int(text) <= 36 else None
 
     def _other_line(self, line: bytes, tick: int, out: list[WheelEvent]) -> bool:
         """A line of this wheel's own (before replies): True when it was one."""

@@ -191,6 +191,8 @@ class MercuryDecoder(CammeghDecoder):
         #: flag clearing, still in state 3) is a new launch.
         self._respin_due = False
         self._respin_launch = False
+        #: The flag whose clearing is that respin (2, or 8 in game mode 3F).
+        self._respin_flag = FLAG_SAME_DIRECTION
 
     def configure(self, model: str | None, firmware: str | None, game_mode: GameMode) -> None:
         """What the configuration says of the wheel, until ``*V`` says otherwise."""
@@ -209,8 +211,9 @@ class MercuryDecoder(CammeghDecoder):
     def _parse(self, line: bytes) -> Status | None:
         return parse_mercury_status(line)
 
-    def _bare_number(self, text: str) -> str:
-        return number_text(text.encode().rjust(2)) or text
+    def _bare_number(self, text: str) -> str | None:
+        # Two characters at most (``000`` is no Mercury's), a pocket's number or none.
+        return number_text(text.encode().rjust(2)) if len(text) <= 2 else None
 
     def _spin_before(self, spin: int) -> int:
         return (spin - 1) % 256  # games completed, 0-255, wrapping
@@ -224,8 +227,18 @@ class MercuryDecoder(CammeghDecoder):
         sensors = status.sensors if isinstance(status, MercuryStatus) else None
         if self._basic_game:
             self._end_basic(None, "the output level changed", tick, out, "frame_loss")
+        elif self._game_spin is not None and self._level_of(status) != self.output_level:
+            # Extended <-> Advanced mid-game: the sensors that judge its rules came or
+            # went, so neither level saw it whole (as when the port turns Basic).
+            reason = "the output level changed"
+            out.append(self._void_event(tick, "frame_loss", reason))
+            self._game_over(None, reason, tick, out)
+            self._end_game(whole=False)
+        idle = self._game_spin is None and not self._basic_game
         super()._status(status, tick, out)
         self._previous_sensors = sensors
+        if idle and self._game_spin is None:
+            self._bonus = {}  # this frame launched nothing: the lines before it are no game's
 
     def _respun(self, status: Status, previous: Status | None, gap: int | None) -> bool:
         # The respin of the spec: the flag clears while the wheel stays in state 3.
@@ -234,7 +247,7 @@ class MercuryDecoder(CammeghDecoder):
         if status.state != 3:
             self._respin_due = False  # back to betting: the next launch is an ordinary one
             return False
-        if status.flags & FLAG_SAME_DIRECTION:
+        if status.flags & self._respin_flag:
             return False
         self._respin_due = False
         self._respin_launch = True
@@ -309,8 +322,13 @@ class MercuryDecoder(CammeghDecoder):
         # wheel's verdict; its respin (the flag cleared in state 3) ends the wheel's game.
         if role == "void_game" and self._same_direction_in_3f(state):
             role = "same_direction"  # game mode 3F raises flag 8 in place of flag 2
-        if role == "same_direction" and state == 3:
+        if state == 3 and (
+            role == "same_direction" or (role == "void_game" and self.game_mode == "3F")
+        ):
+            # Advanced cannot tell mode 3F's flag 8 for a ball spun the rotor's way from
+            # a rotor error: should it clear in state 3, that was the respin, a new game.
             self._respin_due = True
+            self._respin_flag = flag
         if role == "same_direction" and self.output_level == "extended":
             self._wheel_void = f"flag {flag}: ball spun the rotor's way"
             self._wheel_void_flag = flag
@@ -339,6 +357,7 @@ class MercuryDecoder(CammeghDecoder):
     ) -> None:
         out.append(WheelVerdict(tick, number, self._wheel_void or void))
         self._wheel_void = None
+        self._bonus = {}  # published with the result, if any: the next game's are its own
 
     def _void_event(self, tick: int, reason: ReasonCode, detail: str) -> WheelVoid:
         # The decoder follows the wheel's game past wheeld's own end of it.
@@ -415,7 +434,19 @@ class MercuryDecoder(CammeghDecoder):
         self._game_over(number, void, tick, out)
 
     def _bonus_game(self) -> bool:
-        return self._basic_game or self._game_spin is not None
+        # "At the start of state 3" (*Y:P, *Y:k) may come before the first state-3 frame:
+        # heard while betting, a line is kept for the launch the next frame must be.
+        status = self.last_status
+        betting = status is not None and status.state in (1, 2)
+        return self._basic_game or self._game_spin is not None or betting
+
+    def _launch(
+        self, status: Status, previous: Status | None, tick: int, out: list[WheelEvent]
+    ) -> None:
+        heard = self._bonus  # before this first state-3 frame (_bonus_game)
+        super()._launch(status, previous, tick, out)
+        if self._game_spin is not None:
+            self._bonus = {**heard, **self._bonus}
 
 
 class MercuryConfig(BaseModel):
