@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from wheeld.core.capture import CUT_BYTES
+from wheeld.core.framing import CUT_BYTES
 from wheeld.core.commands import (
     Acknowledge,
     CommandError,
