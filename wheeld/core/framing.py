@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 #: The longest line a capture and the journal record whole; longer ones come in pieces.
 CUT_BYTES = 4096
+_CR = 0x0D
 
 
 class Line(NamedTuple):
@@ -72,27 +73,39 @@ class LineSplitter:
         """The lines ``data`` completes, and the pieces of any that run on."""
         lines: list[Line] = []
         partial = self._partial
+        start, limit, find_end = self._start, self._limit, self._find_end
         pos, end = 0, len(data)
         while pos < end:
             if not self._open:
-                begin = data.find(self._start, pos)
+                begin = data.find(start, pos)
                 if begin < 0:
                     self._junk += end - pos
                     break
                 self._junk += begin - pos
-                partial.append(data[begin])
-                self._open, pos = True, begin + 1
+                pos = begin
+                self._open = True
+            cut = find_end(data, pos + 1 if start and not partial else pos)
+            if not partial and 0 <= cut <= pos + limit:
+                # The usual line, whole in ``data``: no copy through the partial line.
+                ender = data[cut : cut + 1]
+                if ender == start:  # cut short by the next candidate
+                    lines.append(Line(data[pos:cut], cut - pos, ender, False))
+                    pos = cut
+                else:
+                    crlf = ender == b"\n" and cut > pos and data[cut - 1] == _CR
+                    lines.append(Line(data[pos : cut - crlf], cut + 1 - pos, ender, False))
+                    pos = cut + 1
+                self._open = not start
                 continue
-            cut = self._find_end(data, pos)
             if cut < 0:
                 partial += data[pos:]
                 pos = end
             else:
                 partial += data[pos:cut]
-                pos = cut if data[cut : cut + 1] == self._start else cut + 1
-            while len(partial) > self._limit:
-                lines.append(Line(bytes(partial[: self._limit]), self._limit, b"", True))
-                del partial[: self._limit]
+                pos = cut if data[cut : cut + 1] == start else cut + 1
+            while len(partial) > limit:
+                lines.append(Line(bytes(partial[:limit]), limit, b"", True))
+                del partial[:limit]
                 self._over = True
             if cut >= 0:
                 lines.append(self._ended(data[cut : cut + 1]))
