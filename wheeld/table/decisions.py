@@ -174,6 +174,15 @@ class Recorder:
         )
         return out
 
+    def clear_gone(self, now: float, out: Effects) -> None:
+        """At start: what the last run left set whose condition is gone now, each cleared
+        once, in the order of their codes."""
+        gone = [(code, self.alerts.book) for code in self.alerts.gone()]
+        if JOURNAL_UNWRITABLE in self.faults:  # the journal opened: it is writable
+            gone.append((JOURNAL_UNWRITABLE, self.faults))
+        for code, book in sorted(gone, key=lambda pair: pair[0]):
+            self.said(book.clear(code, now), out)
+
     def set_alerts(self) -> dict[str, dict[str, Any]]:
         """The faults and alerts now set, as the journal keeps them for a restart."""
         return dict(sorted({**self.faults.kept(), **self.alerts.book.kept()}.items()))

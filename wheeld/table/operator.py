@@ -47,7 +47,7 @@ class Operator:
             elif isinstance(asked, SetTable):
                 reply = self._open_or_close(asked, now, out)
             elif isinstance(asked, Acknowledge):
-                out.extend(self.table.acknowledge(asked.alert, asked.operator, now))
+                out.extend(self.acknowledge(asked.alert, asked.operator, now))
                 reply = {"ok": True, "alert": asked.alert, "operator": asked.operator}
             else:  # reading the journal is the shell's: the daemon answers recall itself
                 raise CommandError("recall is answered by the daemon, not the table")
@@ -61,6 +61,15 @@ class Operator:
         who = asked.operator
         out.commands.append(CommandRecord(now, command.name, who, text, True, json.dumps(reply)))
         return reply, out, True
+
+    def acknowledge(self, code: str, operator: str, now: float) -> Effects:
+        """An operator acknowledges a fault or alert that is set; CommandError otherwise."""
+        table = self.table
+        out = Effects()
+        book = table.alerts.book if code in table.alerts.book else table.faults
+        known = ", ".join(sorted(table.set_codes())) or "none"
+        table.record.said(book.acknowledge(code, operator, now, known=known), out)
+        return out
 
     def _no_spin(self, asked: DeclareNoSpin, now: float, out: Effects) -> dict[str, Any]:
         table = self.table

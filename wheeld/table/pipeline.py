@@ -22,8 +22,6 @@ from typing import Any
 from wheeld.core.commands import OperatorCommand
 from wheeld.core.engine import EngineState, GameEngine
 from wheeld.core.events import (
-    DisplayMismatch,
-    ResultContradicted,
     WheelHello,
     WheelProfile,
     WheelVerdict,
@@ -41,7 +39,6 @@ from wheeld.table.book import Book
 from wheeld.table.decisions import Recorder
 from wheeld.table.effects import Effects, Outgoing, TableState
 from wheeld.table.faults import (
-    JOURNAL_UNWRITABLE,
     WHEEL_LINK_LOST,
     LineNoise,
 )
@@ -49,7 +46,7 @@ from wheeld.table.floors import BrokerFloors
 from wheeld.table.frames import LinkLines
 from wheeld.table.operator import Operator
 from wheeld.table.session import SessionAlarms
-from wheeld.table.verdicts import VerdictCheck
+from wheeld.table.verdicts import VerdictCheck, contradiction
 from wheeld.table.wheel import WheelFacts
 
 #: A table's chain before its first message ever: seq 1, prev null.
@@ -174,11 +171,7 @@ class TablePipeline:
         last run left set whose condition is gone now is cleared, once."""
         out = Effects()
         self.record.decide(self.engine.resume(now), out)
-        gone = [(code, self.alerts.book) for code in self.alerts.gone()]
-        if JOURNAL_UNWRITABLE in self.faults:  # the journal opened: it is writable
-            gone.append((JOURNAL_UNWRITABLE, self.faults))
-        for code, book in sorted(gone, key=lambda pair: pair[0]):
-            self.record.said(book.clear(code, now), out)
+        self.record.clear_gone(now, out)
         return out
 
     def on_bytes(self, data: bytes, now: float) -> Effects:
@@ -217,15 +210,9 @@ class TablePipeline:
             # The wheel is heard again: a port that merely reopened proves nothing.
             self.record.said(self.faults.clear(WHEEL_LINK_LOST, now), out)
         for event in events:
-            if isinstance(event, DisplayMismatch):
-                game = self.engine.game_in_progress or self.record.last_game
-                detail = {"game_id": game, "number": event.number, "display": event.display}
-                decisions.append(Alarm(now, "display_mismatch", detail))
-            elif isinstance(event, ResultContradicted):
-                # Said loudly: settlement may need the pit boss (docs/mqtt.md).
-                detail = {"severity": "critical", "game_id": self.record.last_game}
-                detail.update(number=event.number, later=event.later)
-                decisions.append(Alarm(now, "result_contradicted", detail))
+            said = contradiction(event, now, self.engine.game_in_progress, self.record.last_game)
+            if said is not None:
+                decisions.append(said)
             elif isinstance(event, WheelProfile):
                 if self.wheel.profiled(event.facts):
                     out.messages.append(self.wheel_message(now))
@@ -353,11 +340,7 @@ class TablePipeline:
 
     def acknowledge(self, code: str, operator: str, now: float) -> Effects:
         """An operator acknowledges a fault or alert that is set; raises CommandError otherwise."""
-        out = Effects()
-        book = self.alerts.book if code in self.alerts.book else self.faults
-        known = ", ".join(sorted(self.set_codes())) or "none"
-        self.record.said(book.acknowledge(code, operator, now, known=known), out)
-        return out
+        return self.operator.acknowledge(code, operator, now)
 
     # -- messages ---------------------------------------------------------------------
 

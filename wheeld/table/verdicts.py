@@ -1,4 +1,9 @@
-"""The wheel's own verdict on a game, held against wheeld's: ``wheel_verdict_mismatch``.
+"""The wheel's word held against wheeld's: ``wheel_verdict_mismatch``, ``display_mismatch``
+and ``result_contradicted``.
+
+The wheel's display showing another number than the one wheeld published
+(``DisplayMismatch``), or a number the wheel went back on (``ResultContradicted``:
+settlement may need the pit boss) are each said in an alarm.
 
 A wheel with sensor output (a Cammegh on Extended Advanced) says itself whether
 a game was valid (``WheelVerdict``). wheeld judges some of the same rules from
@@ -9,7 +14,7 @@ no-spins (the link, frames, an operator) are wheeld's alone.
 
 from __future__ import annotations
 
-from wheeld.core.events import BallLaunched, WheelVerdict
+from wheeld.core.events import BallLaunched, DisplayMismatch, ResultContradicted, WheelVerdict
 from wheeld.core.game import Alarm, Decision, NoSpin, ReasonCode, Result, Spinning
 
 #: The rules a wheel with sensor output lets wheeld judge itself.
@@ -50,3 +55,19 @@ class VerdictCheck:
         theirs = verdict.number if wheel_valid else verdict.void or "no number"
         detail = {"game_id": outcome.game_id, "wheel_verdict": theirs, "wheeld_verdict": ours}
         return [Alarm(now, "wheel_verdict_mismatch", detail)]
+
+
+def contradiction(
+    event: object, now: float, in_progress: int | None, last_game: int | None
+) -> Alarm | None:
+    """The alarm for a wheel event that contradicts what wheeld said, if it is one."""
+    if isinstance(event, DisplayMismatch):
+        game = in_progress or last_game
+        detail = {"game_id": game, "number": event.number, "display": event.display}
+        return Alarm(now, "display_mismatch", detail)
+    if isinstance(event, ResultContradicted):
+        # Said loudly: settlement may need the pit boss (docs/mqtt.md).
+        detail = {"severity": "critical", "game_id": last_game}
+        detail.update(number=event.number, later=event.later)
+        return Alarm(now, "result_contradicted", detail)
+    return None
