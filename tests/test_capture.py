@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wheeld.core.capture import (
-    CUT_BYTES,
     CUT_MARK,
     FORMAT_LINE,
     Capture,
@@ -25,6 +24,7 @@ from wheeld.core.capture import (
     read,
     unescape,
 )
+from wheeld.core.framing import CUT_BYTES
 from wheeld.shell.capture_writer import CaptureWriter
 
 

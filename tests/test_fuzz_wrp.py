@@ -14,7 +14,7 @@ from wheeld.core.engine import GameEngine
 from wheeld.core.events import BallPassed, PocketReading, WheelEvent
 from wheeld.core.game import Decision, NoSpin, Result, Spinning
 from wheeld.core.rules import RulesConfig
-from wheeld.drivers.wrp import WrpDecoder
+from wheeld.drivers.wrp import WrpDecoder, frame_splitter
 
 #: Fixed so CI is reproducible; set WHEELD_FUZZ_SEED to explore elsewhere.
 SEED = int(os.environ.get("WHEELD_FUZZ_SEED", "20240917"))
@@ -66,7 +66,7 @@ def test_a_chunking_dependent_decoder_is_caught(
     feed = WrpDecoder.feed
 
     def forgetful(self: WrpDecoder, data: bytes, now: float = 0.0) -> list[WheelEvent]:
-        self._buf.clear()  # the bug: a frame split across reads is lost
+        self._frames = frame_splitter()  # the bug: a frame split across reads is lost
         return feed(self, data, now)
 
     monkeypatch.setattr(WrpDecoder, "feed", forgetful)

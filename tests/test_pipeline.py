@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import warmed_up
-from wheeld.core.capture import CUT_BYTES
 from wheeld.core.commands import OperatorCommand
+from wheeld.core.framing import CUT_BYTES
 from wheeld.drivers import GreetingSession
 from wheeld.drivers.wrp import WrpDecoder, encode_query
 from wheeld.table.effects import Effects

@@ -19,8 +19,9 @@ from wheeld.core.messages import iso_utc
 from wheeld.core.stats import RECENT_GAMES, Statistics
 from wheeld.shell.daemon import build_pipeline
 from wheeld.shell.journal import JOURNAL_FILE, Journal
+from wheeld.table.alerts import AlertSettings
 from wheeld.table.effects import Effects
-from wheeld.table.pipeline import AlertSettings, TablePipeline, TableSettings
+from wheeld.table.pipeline import TablePipeline, TableSettings
 from wheeld_cammegh.decoder import CammeghDecoder
 from wheeld_simulators.ss2 import ScriptedSS2
 
@@ -242,6 +243,7 @@ def test_the_alerts_configuration_reaches_the_pipeline(tmp_path: Path) -> None:
         rotor_rpm_max=30.0,
         sector_p_value=0.0001,
         sector_min_games=1000,
+        sector_arcs=[3, 7],
         direction_unchanged=2,
     )
     assert pipeline.statistics is not None and pipeline.statistics.arcs == (3, 7)
@@ -343,7 +345,7 @@ def test_a_blank_operator_acknowledges_nothing(payload: bytes, sender: str | Non
     _no_spins(table, 3)
     reply, effects = table.command("ack", payload, sender=sender)
     assert reply["ok"] is False and "blank" in reply["error"]
-    assert not effects.alarms and table.pipeline.acknowledged == {}
+    assert not effects.alarms and table.pipeline.alerts.book.acknowledged == {}
 
 
 def any_alarms(effects: Effects, code: str) -> list[dict[str, Any]]:
@@ -422,8 +424,8 @@ def test_a_set_alert_survives_a_restart_with_its_since_and_acknowledgement(
         started = table.restart()
         assert not any_alarms(started, "repeated_no_spins")  # no second raise
         pipeline = table.table.pipeline
-        assert iso_utc(pipeline.faults["repeated_no_spins"]) == alert["since"]
-        assert pipeline.acknowledged["repeated_no_spins"][0] == "boss"
+        assert iso_utc(pipeline.alerts.book.since["repeated_no_spins"]) == alert["since"]
+        assert pipeline.alerts.book.acknowledged["repeated_no_spins"][0] == "boss"
         again, _ = table.table.command("ack", b'{"alert": "repeated_no_spins", "operator": "ana"}')
         assert "already acknowledged by boss" in again["error"]
         # One more no-spin of that cause is the same episode, not a new one.

@@ -34,6 +34,7 @@ from pydantic import (
 
 from wheeld.config_words import did_you_mean, explain, section_model
 from wheeld.core.rules import RulesConfig
+from wheeld.table.alerts import AlertSettings
 
 #: A configuration is a few kilobytes; anything bigger is the wrong file.
 MAX_CONFIG_BYTES = 1 << 20
@@ -734,105 +735,9 @@ class LogConfig(_Section):
     )
 
 
-class AlertsConfig(_Section):
-    """``[alerts]``: when the table's figures call for an engineer (docs/statistics.md)."""
-
-    deviation_p_value: float = Field(
-        default=0.001,
-        gt=0,
-        le=0.05,
-        description="A chi-squared p-value under this, over the whole result series, sets "
-        "the `deviation` alert. Judged only once every expected count is at least 5 "
-        "(docs/statistics.md); above 0.05 it would be set on a fair wheel one time in "
-        "twenty.",
-    )
-    repeated_no_spins: int = Field(
-        default=3,
-        ge=2,
-        le=100,
-        description="This many no-spins of one cause in a row set the `repeated_no_spins` alert.",
-    )
-    games_per_hour_min: float | None = Field(
-        default=None,
-        gt=0,
-        le=200,
-        description="The rate of play under this sets the `games_per_hour` alert. Games an "
-        "hour over the last 30 games, pauses over 15 minutes left out; unset: not judged.",
-    )
-    games_per_hour_max: float | None = Field(
-        default=None,
-        gt=0,
-        le=200,
-        description="The rate of play over this sets the `games_per_hour` alert. Above "
-        "`games_per_hour_min`; unset: not judged.",
-    )
-    rotor_rpm_min: float | None = Field(
-        default=None,
-        gt=0,
-        le=100,
-        description="The rotor's speed at launch under this sets the `rotor_speed` alert. "
-        "Where the wheel reports it (`rotor_rpm`: the Cammegh SS2 does, WRP/1 does not); "
-        "unset: not judged.",
-    )
-    rotor_rpm_max: float | None = Field(
-        default=None,
-        gt=0,
-        le=100,
-        description="The rotor's speed at launch over this sets the `rotor_speed` alert. "
-        "Above `rotor_rpm_min`; unset: not judged.",
-    )
-    sector_p_value: float | None = Field(
-        default=None,
-        gt=0,
-        le=0.05,
-        description="The most-hit arc's p-value under this sets the `sector_concentration` "
-        "alert. An exact binomial test, Bonferroni-corrected; unset: not judged.",
-    )
-    sector_min_games: int = Field(
-        default=370,
-        ge=37,
-        le=1_000_000,
-        description="Results a series (all, or one rotor direction) needs before its arcs "
-        "are judged. At least one game a pocket.",
-    )
-    sector_arcs: list[int] = Field(
-        default_factory=lambda: [3, 5, 9],
-        min_length=1,
-        max_length=8,
-        description="The sizes of the arcs of neighbouring pockets `wheeld stats` and "
-        "`<base>/stats` report and the alert judges. 1 to 36 pockets each, each size once.",
-    )
-    direction_unchanged: int | None = Field(
-        default=None,
-        ge=1,
-        le=100,
-        description="This many launches in a row with the rotor turning as at the last "
-        "result set the `direction_unchanged` alert. Unset: not judged.",
-    )
-    line_noise_bytes_per_minute: int = Field(
-        default=2048,
-        ge=64,
-        le=10_000_000,
-        description="Bytes of line noise in a minute past which the `line_noise` fault is "
-        "set. Lines that are no frame of the wheel's protocol; cleared under half of it. A "
-        "minute of garbage at 9600 baud is 57,600 bytes; a healthy wheel sends a stray byte "
-        "a day.",
-    )
-
-    @field_validator("sector_arcs")
-    @classmethod
-    def _arcs(cls, value: list[int]) -> list[int]:
-        if any(not 1 <= k <= 36 for k in value) or len(set(value)) != len(value):
-            raise ValueError("each arc is 1 to 36 pockets, each size once")
-        return value
-
-    @field_validator("games_per_hour_max", "rotor_rpm_max")
-    @classmethod
-    def _above_minimum(cls, value: float | None, info: ValidationInfo) -> float | None:
-        low = info.data.get(info.field_name.replace("_max", "_min") if info.field_name else "")
-        if value is not None and low is not None and value <= low:
-            raise ValueError(f"must be above the minimum, {low}")
-        return value
+#: ``[alerts]``: assembled from the alerts' own keys (``wheeld.table.alerts``), one
+#: module each, and as strict as every other section.
+AlertsConfig = AlertSettings
 
 
 class Config(_Section):

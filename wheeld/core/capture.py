@@ -3,7 +3,8 @@
 ``<host time> <direction> <line>``, where ``<`` is from the wheel and ``>`` to
 it; bytes outside printable ASCII, and the backslash, are written ``\\xNN``.
 A line the wheel ran on for more than ``CUT_BYTES`` without a line end is
-written in pieces, each after a ``# cut:`` comment. A step of the host's
+written in pieces (``wheeld.core.framing`` cuts them), each after a ``# cut:``
+comment. A step of the host's
 wall clock (seen by ``run`` against a monotonic clock) is a ``# clock-step:
 +S`` comment before the next line: without it a gap in the times is silence.
 """
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
 
+from wheeld.core.framing import CUT_BYTES
+
 FORMAT_LINE = "# wheeld-capture 1"
-#: The longest line a capture records whole; the decoders drop longer ones anyway.
-CUT_BYTES = 4096
 #: The comment written before each piece of a cut line.
 CUT_MARK = f"# cut: the next line ran on past {CUT_BYTES} bytes without a line end\n"
 #: The longest capture line read: a cut piece escaped (4 characters a byte),

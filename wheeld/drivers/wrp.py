@@ -6,7 +6,8 @@ the next ``$`` (see ``docs/wrp.md``).
 
 Framing decisions depend only on the bytes, never on how they were split: a
 frame candidate runs from ``$`` to the first LF or the next ``$``, whichever
-comes first, and is judged once that end (or the 82-byte limit) is in view.
+comes first, and is judged once that end (or the 82-byte limit) is in view
+(``wheeld.core.framing`` cuts the candidates, as it cuts every line in wheeld).
 """
 
 from __future__ import annotations
@@ -28,11 +29,19 @@ from wheeld.core.events import (
     WheelHello,
     WheelIncident,
 )
+from wheeld.core.framing import LineSplitter
 from wheeld.drivers import CounterSet, Driver, GreetingSession, WheelDecoder
 
 #: A whole frame, ``$`` to LF, is at most this many bytes.
 MAX_FRAME = 82
 _SEQ_MOD = 1 << 16
+
+
+def frame_splitter() -> LineSplitter:
+    """WRP/1's framing: a candidate runs from ``$`` to LF (or the next ``$``), 82 bytes at most."""
+    return LineSplitter(ends=b"\n", start=b"$", limit=MAX_FRAME - 1)
+
+
 _TICK_MAX = (1 << 32) - 1
 
 _HEX_PAIRS = {f"{i:02X}".encode(): i for i in range(256)}
@@ -40,7 +49,7 @@ _HEX_PAIRS = {f"{i:02X}".encode(): i for i in range(256)}
 #: body, type, seq, tick, first field, second field, checksum digits.
 _USUAL_FRAME = re.compile(
     rb"\$(WR(HBT|ROT|BAL|POC|EVT),(\d{1,5}),(\d{1,10})(?:,([A-Z0-9_-]{1,12})(?:,(\d{1,10}))?)?)"
-    rb"\*([0-9A-F]{2})\r?\n"
+    rb"\*([0-9A-F]{2})"
 )
 _DIRECTION_BYTES: dict[bytes, Direction] = {b"CW": "cw", b"CCW": "ccw"}
 _PRINTABLE = bytes(range(0x20, 0x7F))
@@ -165,11 +174,12 @@ _SENTENCES: dict[str, Callable[[int, int, list[str]], WheelEvent]] = {
 class WrpDecoder:
     """Incremental WRP/1 decoder: ``feed(bytes)`` returns the events completed so far."""
 
-    __slots__ = ("_buf", "_last_seq", "_skipping", "counters")
+    __slots__ = ("_frames", "_last_seq", "_running_on", "counters")
 
     def __init__(self) -> None:
-        self._buf = bytearray()
-        self._skipping = False
+        self._frames = frame_splitter()
+        #: The candidate being read ran on past ``MAX_FRAME``: counted once, dropped whole.
+        self._running_on = False
         self._last_seq: int | None = None
         self.counters = DecoderCounters()
 
@@ -178,59 +188,22 @@ class WrpDecoder:
 
         ``now`` is unused: WRP/1 carries the wheel's own clock in every frame.
         """
-        buf = self._buf
-        buf += data
         out: list[WheelEvent] = []
         counters = self.counters
-        pos = 0
-        end = len(buf)
-        # Fast path: a run of frames in their usual shape, each matched whole by one
-        # regex in C. Anything unusual stops it and goes the general way below.
-        match = _USUAL_FRAME.match(buf) if not self._skipping else None
-        while match is not None and match.end() - pos <= MAX_FRAME and self._usual(match, out):
-            pos = match.end()
-            match = _USUAL_FRAME.match(buf, pos)
-        while pos < end:
-            if self._skipping:
-                # After an over-long line, everything up to the next '$' is discarded.
-                start = buf.find(b"$", pos)
-                if start < 0:
-                    counters.garbage_bytes += end - pos
-                    pos = end
-                    break
-                counters.garbage_bytes += start - pos
-                self._skipping = False
-            else:
-                start = buf.find(b"$", pos)
-                if start < 0:
-                    counters.garbage_bytes += end - pos
-                    pos = end
-                    break
-                counters.garbage_bytes += start - pos
-            window = start + MAX_FRAME
-            lf = buf.find(b"\n", start + 1, window)
-            other = buf.find(b"$", start + 1, lf if lf >= 0 else window)
-            if other >= 0:
-                # A '$' before the line ended: the candidate was cut short.
-                counters.garbage_bytes += other - start
-                pos = other
-                continue
-            if lf < 0:
-                if end >= window:
+        for line in self._frames.feed(data):
+            if line.over or line.end != b"\n":
+                # Past the limit, or cut short by a new '$': no frame, and resynchronised.
+                if line.over and not self._running_on:
                     counters.overlong_lines += 1
-                    counters.garbage_bytes += MAX_FRAME
-                    self._skipping = True
-                    pos = window
-                    continue
-                pos = start  # an incomplete candidate: wait for more bytes
-                break
-            line = bytes(buf[start:lf])
-            pos = lf + 1
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            self._judge(line, lf + 1 - start, out)
-        if pos:
-            del buf[:pos]
+                self._running_on = line.over and not line.end
+                counters.garbage_bytes += line.size
+                continue
+            # Fast path: a frame in its usual shape, matched whole by one regex in C.
+            # Anything unusual goes the general way.
+            match = _USUAL_FRAME.fullmatch(line.data)
+            if match is None or not self._usual(match, out):
+                self._judge(line.data, line.size, out)
+        counters.garbage_bytes += self._frames.take_junk()
         return out
 
     def _judge(self, line: bytes, size: int, out: list[WheelEvent]) -> None:

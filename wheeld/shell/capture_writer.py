@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 from wheeld.core.capture import (
-    CUT_BYTES,
     CUT_MARK,
     FORMAT_LINE,
     MAX_LINE_CHARS,
     clock_step_comment,
     format_line,
 )
+from wheeld.core.framing import CUT_BYTES, LineSplitter, lines_of
 
 
 class CaptureWriter:
@@ -37,7 +37,7 @@ class CaptureWriter:
     def __init__(self, path: Path, driver: str) -> None:
         self.cut_lines = 0
         self.dropped_bytes = 0
-        self._partial = bytearray()
+        self._from_wheel = LineSplitter()
         #: When the unfinished line's last bytes came, on the daemon's clock: its time if
         #: it is written unfinished at close (the host clock is not read here).
         self._partial_at = 0.0
@@ -92,41 +92,33 @@ class CaptureWriter:
         return kept
 
     def received(self, data: bytes, at: float) -> None:
-        start = 0
-        while (end := data.find(b"\n", start)) >= 0:
-            self._partial += data[start:end]
-            self._write("<", bytes(self._partial).removesuffix(b"\r"), at)
-            self._partial.clear()
-            start = end + 1
-        self._partial += data[start:]
+        # A piece of a line that runs on is written now, not held for a line end
+        # that may never come.
+        for line in self._from_wheel.feed(data):
+            self._write("<", line.data, at, runs_on=line.over)
         self._partial_at = at
-        if len(self._partial) > CUT_BYTES:
-            # Written now, not held for a line end that may never come.
-            whole = len(self._partial) // CUT_BYTES * CUT_BYTES
-            self._write("<", bytes(self._partial[:whole]), at, runs_on=True)
-            del self._partial[:whole]
 
     def clock_step(self, step_s: float) -> None:
         """Record that the host's wall clock stepped, so replay does not read silence."""
         self._file.write(clock_step_comment(step_s))
 
     def sent(self, data: bytes, at: float) -> None:
-        for line in data.rstrip(b"\r\n").split(b"\n"):
-            self._write(">", line.removesuffix(b"\r"), at)
+        for line in lines_of(data):
+            self._write(">", line, at)
 
     def _write(
         self, direction: Literal["<", ">"], line: bytes, at: float, *, runs_on: bool = False
     ) -> None:
-        """Write a line, in marked pieces when it is long or ``runs_on`` past them."""
+        """Write a line, marked when it is a piece of one that ran on, in pieces when long."""
         if len(line) <= CUT_BYTES and not runs_on:
             self._file.write(format_line(at, direction, line))
             return
-        for start in range(0, len(line), CUT_BYTES):
+        for start in range(0, max(len(line), 1), CUT_BYTES):
             self.cut_lines += 1
             self._file.write(CUT_MARK)
             self._file.write(format_line(at, direction, line[start : start + CUT_BYTES]))
 
     def close(self) -> None:
-        if self._partial:
-            self._write("<", bytes(self._partial), self._partial_at)
+        if unended := self._from_wheel.partial:
+            self._write("<", unended, self._partial_at)
         self._file.close()

@@ -54,7 +54,7 @@ class TableCondition:
     def condition(self, now: float) -> Condition:
         """The link, the broker and the faults set, as ``<base>/health`` judges them."""
         publisher = self._publisher
-        faults = set(self._pipeline.faults)
+        faults = self._pipeline.set_codes()
         if publisher.stuck_since is not None:
             faults.add("broker_refused")
         if publisher.session_taken_over:

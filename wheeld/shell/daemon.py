@@ -51,7 +51,7 @@ from wheeld.shell.readiness import KEY_NOT_SET
 from wheeld.shell.recall_desk import RecallDesk
 from wheeld.shell.scheduler import Scheduler
 from wheeld.table.effects import Effects
-from wheeld.table.pipeline import AlertSettings, TablePipeline, TableSettings
+from wheeld.table.pipeline import TablePipeline, TableSettings
 
 if TYPE_CHECKING:
     from wheeld.shell.metrics import MetricsEndpoint, TableMetrics
@@ -105,18 +105,7 @@ def build_pipeline(
         rules=config.rules,
         epoch=journal.epoch,
         after_commit=True,
-        alerts=AlertSettings(
-            deviation_p_value=config.alerts.deviation_p_value,
-            repeated_no_spins=config.alerts.repeated_no_spins,
-            games_per_hour_min=config.alerts.games_per_hour_min,
-            games_per_hour_max=config.alerts.games_per_hour_max,
-            rotor_rpm_min=config.alerts.rotor_rpm_min,
-            rotor_rpm_max=config.alerts.rotor_rpm_max,
-            sector_p_value=config.alerts.sector_p_value,
-            sector_min_games=config.alerts.sector_min_games,
-            direction_unchanged=config.alerts.direction_unchanged,
-            line_noise_bytes_per_minute=config.alerts.line_noise_bytes_per_minute,
-        ),
+        alerts=config.alerts,
     )
     return TablePipeline(
         settings,

@@ -50,6 +50,7 @@ from wheeld.core.events import (
     WheelVoid,
     WinningNumber,
 )
+from wheeld.core.framing import LineSplitter
 from wheeld.drivers import CounterSet
 from wheeld_cammegh.flags import FLAG_BITS, SS2_V2_10, FlagRole, FlagTable
 from wheeld_cammegh.wheel_log import MAX_PAGE_LINE, WheelLogReader
@@ -241,8 +242,10 @@ class CammeghDecoder:
     flag_table: FlagTable = SS2_V2_10
 
     def __init__(self) -> None:
-        self._buf = bytearray()
-        #: The line being read is over-long: drop it up to its terminator.
+        #: Lines end at CR or LF; one past the longest (a log page's) comes in pieces, each
+        #: dropped; a line past ``MAX_LINE`` that is no log page is dropped whole.
+        self._lines = LineSplitter(ends=b"\r\n", limit=MAX_PAGE_LINE)
+        #: The line being read is over-long: counted once, dropped up to its terminator.
         self._discarding = False
         self._host_ms: int | None = None
         self._tick = 0
@@ -282,32 +285,23 @@ class CammeghDecoder:
 
     def feed(self, data: bytes, now: float = 0.0) -> list[WheelEvent]:
         """Bytes from the wheel heard at host time ``now``; the events they complete."""
-        buf = self._buf
-        buf += data
         counters = self.counters
         out: list[WheelEvent] = []
         tick = self._tick_at(now)
-        while True:
-            cut = min((i for i in (buf.find(b"\r"), buf.find(b"\n")) if i >= 0), default=-1)
-            if cut < 0:
-                if self._discarding or len(buf) > _longest(buf):
-                    # Judged on the line's length so far, which does not depend on
-                    # how the reads were cut: the rest of it is dropped as it comes.
-                    if not self._discarding:
-                        counters.overlong_lines += 1
-                        self._discarding = True
-                    counters.garbage_bytes += len(buf)
-                    buf.clear()
-                break
-            raw = bytes(buf[:cut])
-            del buf[: cut + 1]
-            if self._discarding:
-                self._discarding = False
-                counters.garbage_bytes += len(raw)
-            elif len(raw) > _longest(raw):
+        for piece in self._lines.feed(data):
+            if piece.over:
+                # Judged on the line's length, which does not depend on how the reads
+                # were cut: the rest of it is dropped as it comes.
+                if not self._discarding:
+                    counters.overlong_lines += 1
+                self._discarding = not piece.end
+                counters.garbage_bytes += len(piece.data)
+            elif len(piece.data) > _longest(piece.data):
+                # Past a frame's length but within a log page's (the splitter's limit):
+                # only a page of the wheel's log (``*s r``) may be that long.
                 counters.overlong_lines += 1
-                counters.garbage_bytes += len(raw)
-            elif line := raw.strip():
+                counters.garbage_bytes += len(piece.data)
+            elif line := piece.data.strip():
                 self._line(line, tick, out)
         return out
 
