@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -389,6 +390,32 @@ def test_a_broken_chain_is_told_before_a_message_that_fails_earlier(
     tamper_with(tmp_path, statement)
     status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
     assert status == 1 and out.startswith(f"{tmp_path}: journal: {expected}"), out
+
+
+def test_a_read_that_fails_in_the_one_pass_stops_the_other_walk(
+    tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other chains' walk (a year's frame blocks: many seconds) is interrupted, not
+    waited for, when the decisions' pass fails (or ^C): one line, exit 2, at once."""
+    from wheeld.shell.journal import JournalError, JournalView
+
+    write_journal(tmp_path, games(2)).close()
+    interrupted = threading.Event()
+
+    def long_walk(self: JournalView, tables: Any = None) -> dict[str, Any]:
+        assert interrupted.wait(30), "never interrupted"
+        raise JournalError(f"{self.path}: cannot read the journal: interrupted")
+
+    def failing(self: Any, check: Any) -> None:
+        raise JournalError(f"{tmp_path}: cannot read the journal: disk I/O error")
+
+    monkeypatch.setattr(JournalView, "walks", long_walk)
+    monkeypatch.setattr(JournalView, "interrupt", lambda self: interrupted.set())
+    monkeypatch.setattr(journal_check._DecisionsCheck, "verify", failing)
+    status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
+    said = f"wheeld verify: {tmp_path}: cannot read the journal: disk I/O error"
+    assert (status, out) == (2, said)
+    assert interrupted.is_set()
 
 
 def test_the_decisions_walked_with_their_messages_are_walked_as_alone(

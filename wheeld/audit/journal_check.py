@@ -66,12 +66,16 @@ def verify_journal(
     with ThreadPoolExecutor(1, thread_name_prefix="verify-walk") as walking:
         # The same connection, so the same snapshot: SQLite serialises its use.
         walked_others = walking.submit(view.walks, others)
-        with view.reading():
-            decisions = _DecisionsCheck(
-                view.walker("decisions"), keys, lambda: _broken(walked_others)
-            )
-            check = ChainCheck(keys, floors=floors, report=report)
-            failure = decisions.verify(check)
+        try:
+            with view.reading():
+                decisions = _DecisionsCheck(
+                    view.walker("decisions"), keys, lambda: _broken(walked_others)
+                )
+                check = ChainCheck(keys, floors=floors, report=report)
+                failure = decisions.verify(check)
+        except BaseException:
+            view.interrupt()  # an error, or ^C: the thread's walk is not waited for
+            raise
         walks = {"decisions": decisions.walked, **walked_others.result()}
     for table in view.chains:
         walked = walks.get(table)

@@ -82,6 +82,10 @@ class JournalView:
     def close(self) -> None:
         self._db.close()
 
+    def interrupt(self) -> None:
+        """Stop whatever read is under way, in any thread: it fails as one that cannot read."""
+        self._db.interrupt()
+
     def __enter__(self) -> JournalView:
         return self
 
