@@ -7,12 +7,14 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from wheeld.audit import journal_check
 from wheeld.audit.verify import MAX_LINE_CHARS, Failure, read_lines
 from wheeld.cli import main
 from wheeld.core.engine import EngineState
@@ -83,6 +85,15 @@ def public_key(tmp_path: Path) -> Path:
     path = tmp_path / "signing.pub"
     path.write_bytes(SIGNER.public_pem())
     return path
+
+
+@pytest.fixture(params=["in-process", "in-workers"])
+def batches(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A journal's rows judged in this process (fewer than a batch), or in worker processes
+    two rows a batch, as a long journal's are: the verdict is the same."""
+    if request.param == "in-workers":
+        monkeypatch.setattr(journal_check, "SIGNATURE_BATCH", 2)
+    return str(request.param)
 
 
 def verify(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
@@ -307,7 +318,12 @@ def tamper_with(state_dir: Path, *statements: str) -> None:
     ],
 )
 def test_a_tampered_journal_names_the_first_bad_row(
-    tmp_path: Path, public_key: Path, capsys: Any, statements: list[str], expected: str
+    tmp_path: Path,
+    public_key: Path,
+    capsys: Any,
+    statements: list[str],
+    expected: str,
+    batches: str,
 ) -> None:
     from wheeld.table.effects import CommandRecord
 
@@ -319,14 +335,11 @@ def test_a_tampered_journal_names_the_first_bad_row(
     assert status == 1 and out.startswith(f"{tmp_path}: journal: {expected}")
 
 
-def test_a_rehashed_forgery_still_fails_its_signature(
-    tmp_path: Path, public_key: Path, capsys: Any
-) -> None:
-    """Whoever recomputes the journal's hashes still cannot sign: the payload check names it."""
+def rehashed_forgery(state_dir: Path) -> None:
+    """Game 1's result changed in row 3, and every decision's hash made again after it."""
     from wheeld.shell.journal import CHAINED, link_hash
 
-    write_journal(tmp_path, games(2)).close()
-    with sqlite3.connect(tmp_path / JOURNAL_FILE) as db:
+    with sqlite3.connect(state_dir / JOURNAL_FILE) as db:
         db.create_function("edit", 3, _edit_payload)
         # The number's JSON string exactly: a bare 17 can be inside the random key id too.
         db.execute("UPDATE decisions SET payload = edit(payload, '\"17\"', '\"18\"') WHERE id = 3")
@@ -337,13 +350,105 @@ def test_a_rehashed_forgery_still_fails_its_signature(
             previous = link_hash(previous, (*row[:3], unpack_payload(row[3])))
             db.execute("UPDATE decisions SET hash = ? WHERE id = ?", (previous, row[0]))
         (stored,) = db.execute("SELECT value FROM state WHERE key = 'journal_heads'").fetchone()
+        last = db.execute("SELECT MAX(id) FROM decisions").fetchone()[0]
         db.execute(
             "UPDATE state SET value = ? WHERE key = 'journal_heads'",
-            (json.dumps({**json.loads(stored), "decisions": [6, previous]}),),
+            (json.dumps({**json.loads(stored), "decisions": [last, previous]}),),
         )
     db.close()
+
+
+def test_a_rehashed_forgery_still_fails_its_signature(
+    tmp_path: Path, public_key: Path, capsys: Any, batches: str
+) -> None:
+    """Whoever recomputes the journal's hashes still cannot sign: the payload check names it."""
+    write_journal(tmp_path, games(2)).close()
+    rehashed_forgery(tmp_path)
     status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
     assert (status, out) == (1, f"{tmp_path}: seq 3 (game 1): bad signature")
+
+
+@pytest.mark.parametrize(
+    ("statement", "expected"),
+    [
+        (
+            "UPDATE decisions SET event = 'Edited' WHERE id = 14",
+            "decisions row 14 (game 5): hash does not match",
+        ),
+        ("DELETE FROM decisions WHERE id = 15", "decisions row 15: rows after 14 missing"),
+        ("DELETE FROM frame_blocks WHERE id = 2", "frame_blocks row 3 (game 3): row 2 before"),
+    ],
+    ids=["decision-edited-later", "last-decision-deleted", "frame-deleted"],
+)
+def test_a_broken_chain_is_told_before_a_message_that_fails_earlier(
+    tmp_path: Path, public_key: Path, capsys: Any, batches: str, statement: str, expected: str
+) -> None:
+    """The chains are walked as the messages are judged, and the verdict is still the one
+    walking them first gave: a break anywhere in any chain, not the bad signature of row 3."""
+    write_journal(tmp_path, games(5)).close()
+    rehashed_forgery(tmp_path)
+    tamper_with(tmp_path, statement)
+    status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
+    assert status == 1 and out.startswith(f"{tmp_path}: journal: {expected}"), out
+
+
+def test_a_read_that_fails_in_the_one_pass_stops_the_other_walk(
+    tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other chains' walk (a year's frame blocks: many seconds) is interrupted, not
+    waited for, when the decisions' pass fails (or ^C): one line, exit 2, at once."""
+    from wheeld.shell.journal import JournalError, JournalView
+
+    write_journal(tmp_path, games(2)).close()
+    interrupted = threading.Event()
+
+    def long_walk(self: JournalView, tables: Any = None) -> dict[str, Any]:
+        assert interrupted.wait(30), "never interrupted"
+        raise JournalError(f"{self.path}: cannot read the journal: interrupted")
+
+    def failing(self: Any, check: Any) -> None:
+        raise JournalError(f"{tmp_path}: cannot read the journal: disk I/O error")
+
+    monkeypatch.setattr(JournalView, "walks", long_walk)
+    monkeypatch.setattr(JournalView, "interrupt", lambda self: interrupted.set())
+    monkeypatch.setattr(journal_check._DecisionsCheck, "verify", failing)
+    status, out = verify(capsys, "--key", public_key, "--state-dir", tmp_path)
+    said = f"wheeld verify: {tmp_path}: cannot read the journal: disk I/O error"
+    assert (status, out) == (2, said)
+    assert interrupted.is_set()
+
+
+def test_the_decisions_walked_with_their_messages_are_walked_as_alone(
+    tmp_path: Path, batches: str
+) -> None:
+    """The one pass over the decisions walks their chain as ``walk`` does: the same first
+    break (where it stops), and on an intact chain the same end."""
+    from wheeld.audit.journal_check import _DecisionsCheck
+    from wheeld.audit.verify import ChainCheck
+    from wheeld.shell.journal import JournalView
+    from wheeld.shell.journal.chain import walk
+
+    write_journal(tmp_path, games(6)).close()
+    tamper_with(
+        tmp_path,
+        "UPDATE decisions SET event = 'Edited' WHERE id = 5",
+        "DELETE FROM decisions WHERE id = 9",
+        "UPDATE decisions SET payload = edit(payload, '\"17\"', '\"18\"') WHERE id = 15",
+    )
+    with JournalView(tmp_path / JOURNAL_FILE) as view:
+        alone = walk(view._db, "decisions")
+        together = _DecisionsCheck(view.walker("decisions"), [SIGNER.public_key])
+        assert together.verify(ChainCheck([SIGNER.public_key])) is None  # ended by the break
+        first = together.walked.breaks[0]
+    assert alone.breaks[0] == first and first.describe().startswith("decisions row 5 (game 2)")
+    intact = tmp_path / "intact"
+    intact.mkdir()
+    write_journal(intact, games(6)).close()
+    with JournalView(intact / JOURNAL_FILE) as view:
+        alone = walk(view._db, "decisions")
+        together = _DecisionsCheck(view.walker("decisions"), [SIGNER.public_key])
+        assert together.verify(ChainCheck([SIGNER.public_key])) is None
+    assert together.walked == alone and alone.breaks == [] and alone.end[0] == 18
 
 
 def test_a_broken_journal_goes_on_in_a_new_segment_and_stays_reported(

@@ -326,7 +326,7 @@ def _journal_view(state_dir: Path) -> JournalView:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from wheeld.audit import verify
+    from wheeld.audit import journal_check, verify
     from wheeld.core.signing import SigningError, load_public_key
     from wheeld.shell.journal import JournalError
 
@@ -338,7 +338,7 @@ def _verify(args: argparse.Namespace) -> int:
     if args.state_dir is not None:
         view = _journal_view(args.state_dir)
         try:
-            failure = verify.verify_journal(view, key, report)
+            failure = journal_check.verify_journal(view, key, report)
         except JournalError as exc:
             raise CommandError(str(exc), EXIT_USAGE) from None
         finally:

@@ -12,9 +12,8 @@ import io
 import itertools
 import json
 import os
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -144,7 +143,7 @@ def _judged(
 ) -> Iterator[tuple[list[_Row], list[tuple[str, dict[str, Any]]]]]:
     """Each batch with its verdicts (a digest, or ``!`` and why), in order; in worker
     processes when there is more than a batch, a few batches in flight."""
-    from wheeld.audit.verify import _judge_batch, _worker_keys
+    from wheeld.audit.verify import _judge_batch, _worker_keys, in_order
 
     first = next(batches, None)
     if first is None:
@@ -156,16 +155,12 @@ def _judged(
         for batch in itertools.chain([first], [second] if second else [], batches):
             yield batch, _judge_batch([row[6] for row in batch])
         return
-    in_flight: deque[tuple[list[_Row], Future[list[tuple[str, dict[str, Any]]]]]] = deque()
     with ProcessPoolExecutor(workers, initializer=_worker_keys, initargs=(raw,)) as pool:
-        for batch in itertools.chain([first, second], batches):
-            in_flight.append((batch, pool.submit(_judge_batch, [row[6] for row in batch])))
-            if len(in_flight) > 2 * workers:
-                done, verdicts = in_flight.popleft()
-                yield done, verdicts.result()
-        while in_flight:
-            done, verdicts = in_flight.popleft()
-            yield done, verdicts.result()
+        yield from in_order(
+            itertools.chain([first, second], batches),
+            lambda batch: pool.submit(_judge_batch, [row[6] for row in batch]),
+            2 * workers,
+        )
 
 
 def gaps(config: ArchiveConfig) -> list[dict[str, Any]]:

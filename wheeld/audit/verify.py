@@ -1,4 +1,4 @@
-"""Verify signed, chained ``<base>/game`` messages and the journal that keeps them. Pure.
+"""Verify signed, chained ``<base>/game`` messages. Pure.
 
 ``verify_messages`` checks a stream of payloads, as a consumer recorded them
 or as the journal keeps them, against the table's public key: every
@@ -15,22 +15,20 @@ handover, not a gap. A message said again right after itself (a broker's
 redelivery, or a successor saying again what may not have gone out) is what
 a consumer drops, and so does the verifier; a repeat anywhere else is a replay.
 
-``verify_journal`` adds the journal's own hash chains over its rows
-(``wheeld.shell.journal``): decisions, operator commands, alarms and the serial
-frames. An edited, deleted or reordered row is found there even when what it
-held was never signed. Everything streams: memory does not grow with what is
-verified.
+A journal's messages are judged here too, with its own hash chains, by
+``wheeld.audit.journal_check``; the signatures in worker processes, a batch
+at a time (``_judge_batch``). Everything streams: memory does not grow with
+what is verified.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -47,7 +45,7 @@ from wheeld.core.signing import (
 )
 
 if TYPE_CHECKING:
-    from wheeld.shell.journal import JournalView
+    from concurrent.futures import Future
 
 #: The events that end a game: each game has exactly one of them.
 ENDINGS = ENDING_EVENTS
@@ -536,108 +534,35 @@ def export_bounds(header: dict[str, Any]) -> tuple[ChainState, ChainState] | Fai
     return start, end
 
 
-def verify_journal(
-    view: JournalView,
-    public_key: Ed25519PublicKey | Sequence[Ed25519PublicKey],
-    report: Report | None = None,
-) -> Failure | None:
-    """The journal's hash chains (frames too), the breaks start-ups found, then every payload."""
-    for walked in view.walks().values():
-        if walked.breaks:
-            return Failure("journal", walked.breaks[0].describe())
-    for segment in view.broken_segments():
-        return Failure("journal", segment)
-    keys = [public_key] if isinstance(public_key, Ed25519PublicKey) else list(public_key)
-    floors = view.floors()
-    if report is not None:
-        report.floors = sorted(seq for seq, link in floors.items() if link)  # "": a skip
-    check = ChainCheck(keys, floors=floors, report=report)
-    last: list[dict[str, Any]] = []
-    failure = _checked(_journal_verdicts(view, keys, last), check, None)
-    if failure is not None:
-        return failure
-    stored = view.chain_state()
-    if last and stored is not None:
-        final = last[0]
-        if stored != ChainState(final["seq"] + 1, final["digest"]):
-            return Failure(
-                f"seq {final['seq']}",
-                f"the journal's chain state says seq {stored.seq} is next: messages after it"
-                " are missing (deleted)",
-            )
-    return None
+# -- in worker processes ----------------------------------------------------------
 
-
-#: A journal's payloads are read and their signatures checked in worker processes (a
-#: year's are some two million, each a tenth of a millisecond or more to verify), this
-#: many to a batch, a few batches in flight: memory does not grow with the journal.
-SIGNATURE_BATCH = 500
 #: The members of a payload the chain and the games are judged by (all a worker sends back).
 _JUDGED = ("seq", "prev", "epoch", "game_id", "event")
-
-
-def _journal_verdicts(
-    view: JournalView, keys: Sequence[Ed25519PublicKey], last: list[dict[str, Any]]
-) -> Iterator[tuple[Message, str | None]]:
-    """Each decision as a message (only the members judged) with its verdict: its
-    digest, or ``!`` and why it fails; ``last`` ends holding the last one's members."""
-    import os
-    from concurrent.futures import Future, ProcessPoolExecutor
-
-    from cryptography.hazmat.primitives import serialization
-
-    rows = (
-        (f"decisions row {row_id} (game {game})", text) for row_id, game, text in view.decisions()
-    )
-    raw = [k.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw) for k in keys]
-    workers = min(4, os.cpu_count() or 1)
-    first = list(itertools.islice(rows, SIGNATURE_BATCH))
-    if workers < 2 or len(first) < SIGNATURE_BATCH:
-        _worker_keys(raw)
-        for batch in _batches(itertools.chain(first, rows)):
-            yield from _as_messages(batch, _judge_batch([text for _, text in batch]), last)
-        return
-    in_flight: deque[tuple[list[tuple[str, str]], Future[list[tuple[str, dict[str, Any]]]]]]
-    in_flight = deque()
-    try:
-        pool = ProcessPoolExecutor(workers, initializer=_worker_keys, initargs=(raw,))
-    except OSError:  # no shared memory for the pool's locks (a read-only /dev/shm): here
-        _worker_keys(raw)
-        for batch in _batches(itertools.chain(first, rows)):
-            yield from _as_messages(batch, _judge_batch([text for _, text in batch]), last)
-        return
-    with pool:
-        for batch in _batches(itertools.chain(first, rows)):
-            in_flight.append((batch, pool.submit(_judge_batch, [text for _, text in batch])))
-            if len(in_flight) > 2 * workers:
-                done, verdicts = in_flight.popleft()
-                yield from _as_messages(done, verdicts.result(), last)
-        while in_flight:
-            done, verdicts = in_flight.popleft()
-            yield from _as_messages(done, verdicts.result(), last)
-
-
-def _as_messages(
-    rows: list[tuple[str, str]],
-    verdicts: list[tuple[str, dict[str, Any]]],
-    last: list[dict[str, Any]],
-) -> Iterator[tuple[Message, str | None]]:
-    for (origin, _), (verdict, judged) in zip(rows, verdicts, strict=True):
-        if not verdict.startswith("!"):
-            last[:] = [{**judged, "digest": verdict}]
-        yield Message(origin, judged), verdict
-
-
-def _batches(rows: Iterator[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
-    while batch := list(itertools.islice(rows, SIGNATURE_BATCH)):
-        yield batch
-
-
+_Batch = TypeVar("_Batch")
+_Result = TypeVar("_Result")
+#: A worker's keys, given when it starts (``_worker_keys``).
 _WORKER_KEYS: list[Ed25519PublicKey] = []
 
 
 def _worker_keys(raw: list[bytes]) -> None:
     _WORKER_KEYS[:] = [Ed25519PublicKey.from_public_bytes(key) for key in raw]
+
+
+def in_order(
+    batches: Iterable[_Batch], submit: Callable[[_Batch], Future[_Result]], depth: int
+) -> Iterator[tuple[_Batch, _Result]]:
+    """Each batch with what its worker made of it (``submit`` hands it to one), in the
+    batches' order, at most ``depth`` in flight: the workers are kept busy and memory
+    does not grow with what is read."""
+    in_flight: deque[tuple[_Batch, Future[_Result]]] = deque()
+    for batch in batches:
+        in_flight.append((batch, submit(batch)))
+        if len(in_flight) > depth:
+            done, result = in_flight.popleft()
+            yield done, result.result()
+    while in_flight:
+        done, result = in_flight.popleft()
+        yield done, result.result()
 
 
 def _judge_batch(texts: list[str]) -> list[tuple[str, dict[str, Any]]]:

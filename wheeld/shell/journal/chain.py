@@ -156,6 +156,130 @@ def put_heads(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A chained row as a walk reaches it: its ``CHAINED`` columns as stored, the hash it
+    carries, the hash it must link to, and a break told without hashing (rows missing
+    before it), if any."""
+
+    row: tuple[Any, ...]
+    stored: str
+    previous: str
+    missing: str | None
+
+    def why(self, table: str) -> str | None:
+        """Why the row breaks its chain, or None: its hash checked (unless rows before it
+        are missing, which says it already)."""
+        if self.missing is not None:
+            return self.missing
+        try:
+            if self.stored != row_hash(table, self.previous, self.row):
+                return "hash does not match: the row was edited, moved, or one before it changed"
+        except ValueError as exc:
+            return f"unreadable: {exc}"
+        return None
+
+
+class Walker:
+    """One chain walked a row at a time: each row with the hash it must link to, its
+    breaks as they are told, and where it ends.
+
+    Which hash a row must link to depends only on the rows and anchors before
+    it, never on whether their hashes held (a walk goes on from what is
+    stored), so checking the hashes may be done elsewhere and later: ``walk``
+    checks each as it comes; ``wheeld verify`` hands the decisions' to its
+    worker processes beside their signatures. Rows are read one at a time:
+    memory does not grow with the table.
+    """
+
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        table: str,
+        start: tuple[int, str] = GENESIS,
+        *,
+        head: tuple[int, str] | None = None,
+    ) -> None:
+        self.table = table
+        self._db = db
+        self._start = start
+        self._head = head
+        self.breaks: list[ChainBreak] = []
+        anchors: list[tuple[int, str, str]] = []
+        for anchor_id, after, anchored, reason in db.execute(
+            "SELECT id, after_id, hash, reason FROM anchors WHERE chain = ? ORDER BY after_id, id",
+            (table,),
+        ):
+            if type(after) is not int or not isinstance(anchored, str) or reason not in ANCHORED:
+                self.breaks.append(ChainBreak(table, 0, None, f"anchor {anchor_id} is malformed"))
+            elif after >= start[0]:
+                anchors.append((after, anchored, reason))
+        self._segments = [after for after, _, reason in anchors if reason == BROKEN]
+        self._pending = list(reversed(anchors))
+        self._kept = 0  # rows of this walk so far: retention only lets go of what precedes them
+        self._last_id, self._previous = start
+        self._game = CHAINED[table].index("game_id") if "game_id" in CHAINED[table] else None
+
+    def links(self) -> Iterator[Link]:
+        """Each row after ``start``, in order, with the hash it must link to."""
+        # A block's data read as the bytes it is, even where an edit made it text.
+        columns = ", ".join(CHAINED[self.table]).replace("data", "CAST(data AS BLOB)")
+        pending = self._pending
+        for row in self._db.execute(
+            f"SELECT {columns}, hash FROM {self.table} WHERE id > ? ORDER BY id",
+            (self._start[0],),
+        ):
+            row_id, stored = row[0], hex_hash(row[-1])
+            while pending and pending[-1][0] < row_id:
+                self._anchor(*pending.pop())
+            last_id = self._last_id
+            missing = None
+            if row_id != last_id + 1:
+                missing = (
+                    f"row {last_id + 1}"
+                    if row_id == last_id + 2
+                    else f"rows {last_id + 1}-{row_id - 1}"
+                )
+                missing += " before it missing (deleted)"
+            yield Link(row[:-1], stored, self._previous, missing)
+            # Go on from what is stored: each independent edit is found, not only the first.
+            self._last_id, self._previous = row_id, stored
+            self._kept += 1
+
+    def broke(self, link: Link, why: str) -> None:
+        """``link``'s row breaks the chain, for ``why``."""
+        row_id = link.row[0]
+        game = None if self._game is None else link.row[self._game]
+        behind = any(row_id <= after for after in self._segments)
+        self.breaks.append(ChainBreak(self.table, row_id, game, why, behind))
+
+    def finish(self) -> ChainWalk:
+        """After the last row: the anchors past it, and the chain must end at the head."""
+        for after, anchored, reason in reversed(self._pending):
+            self._anchor(after, anchored, reason)
+        self._pending = []
+        last_id, previous = self._last_id, self._previous
+        head = self._head
+        expected = head if head is not None else stored_heads(self._db).get(self.table, GENESIS)
+        if expected != (last_id, previous):
+            if expected[0] > last_id:
+                why = (
+                    f"rows after {last_id} missing (deleted): the journal's head is row"
+                    f" {expected[0]}"
+                )
+            else:
+                why = f"the journal's head (row {expected[0]}) does not match its last row"
+            row_id = last_id + 1 if expected[0] > last_id else last_id
+            self.breaks.append(ChainBreak(self.table, row_id, None, why))
+        return ChainWalk(self.breaks, (last_id, previous))
+
+    def _anchor(self, after: int, anchored: str, reason: str) -> None:
+        # An anchor behind rows still kept changes nothing; nor does a retention
+        # anchor after one (it would hide rows deleted from the middle).
+        if after >= self._last_id and not (reason == RETENTION and self._kept):
+            self._last_id, self._previous = after, anchored
+
+
 def walk(
     db: sqlite3.Connection,
     table: str,
@@ -169,73 +293,12 @@ def walk(
     whole chain; ``head`` is where the chain must end, by default the stored
     head. Rows are read one at a time: memory does not grow with the table.
     """
-    breaks: list[ChainBreak] = []
-    anchors: list[tuple[int, str, str]] = []
-    for anchor_id, after, anchored, reason in db.execute(
-        "SELECT id, after_id, hash, reason FROM anchors WHERE chain = ? ORDER BY after_id, id",
-        (table,),
-    ):
-        if type(after) is not int or not isinstance(anchored, str) or reason not in ANCHORED:
-            breaks.append(ChainBreak(table, 0, None, f"anchor {anchor_id} is malformed"))
-        elif after >= start[0]:
-            anchors.append((after, anchored, reason))
-    segments = [after for after, _, reason in anchors if reason == BROKEN]
-    pending = list(reversed(anchors))
-    kept = 0  # rows of this walk so far: retention only ever lets go of what precedes them all
-    last_id, previous = start
-    game_column = CHAINED[table].index("game_id") if "game_id" in CHAINED[table] else None
-    # A block's data read as the bytes it is, even where an edit made it text.
-    columns = ", ".join(CHAINED[table]).replace("data", "CAST(data AS BLOB)")
-    cursor = db.execute(
-        f"SELECT {columns}, hash FROM {table} WHERE id > ? ORDER BY id", (start[0],)
-    )
-    for row in cursor:
-        row_id, stored = row[0], hex_hash(row[-1])
-        while pending and pending[-1][0] < row_id:
-            after, anchored, reason = pending.pop()
-            # An anchor behind rows still kept changes nothing; nor does a retention
-            # anchor after one (it would hide rows deleted from the middle).
-            if after >= last_id and not (reason == RETENTION and kept):
-                last_id, previous = after, anchored
-        why = None
-        if row_id != last_id + 1:
-            missing = (
-                f"row {last_id + 1}"
-                if row_id == last_id + 2
-                else f"rows {last_id + 1}-{row_id - 1}"
-            )
-            why = f"{missing} before it missing (deleted)"
-        else:
-            try:
-                if stored != row_hash(table, previous, row[:-1]):
-                    why = "hash does not match: the row was edited, moved, or one before it changed"
-            except ValueError as exc:
-                why = f"unreadable: {exc}"
+    walker = Walker(db, table, start, head=head)
+    for link in walker.links():
+        why = link.why(table)
         if why is not None:
-            breaks.append(
-                ChainBreak(
-                    table,
-                    row_id,
-                    None if game_column is None else row[game_column],
-                    why,
-                    any(row_id <= after for after in segments),
-                )
-            )
-        # Go on from what is stored: each independent edit is found, not only the first.
-        last_id, previous = row_id, stored
-        kept += 1
-    for after, anchored, reason in reversed(pending):
-        if after >= last_id and not (reason == RETENTION and kept):
-            last_id, previous = after, anchored
-    expected = head if head is not None else stored_heads(db).get(table, GENESIS)
-    if expected != (last_id, previous):
-        if expected[0] > last_id:
-            why = f"rows after {last_id} missing (deleted): the journal's head is row {expected[0]}"
-        else:
-            why = f"the journal's head (row {expected[0]}) does not match its last row"
-        row_id = last_id + 1 if expected[0] > last_id else last_id
-        breaks.append(ChainBreak(table, row_id, None, why))
-    return ChainWalk(breaks, (last_id, previous))
+            walker.broke(link, why)
+    return walker.finish()
 
 
 def insert_chained(

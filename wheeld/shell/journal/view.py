@@ -7,6 +7,7 @@ from one snapshot. Every reader streams: memory does not grow with the journal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from wheeld.core.signing import ChainState
-from wheeld.shell.journal.chain import BROKEN, CHAINED, ChainWalk, walk
+from wheeld.shell.journal.chain import BROKEN, CHAINED, ChainWalk, Walker, walk
 from wheeld.shell.journal.codec import BlockLine, decode_columns, unpack_payload
 from wheeld.shell.journal.errors import JournalError, unreadable
 from wheeld.shell.journal.frames import JournalFrame, iter_blocks
@@ -81,6 +82,10 @@ class JournalView:
     def close(self) -> None:
         self._db.close()
 
+    def interrupt(self) -> None:
+        """Stop whatever read is under way, in any thread: it fails as one that cannot read."""
+        self._db.interrupt()
+
     def __enter__(self) -> JournalView:
         return self
 
@@ -97,10 +102,25 @@ class JournalView:
         rows = self._read("SELECT value FROM state WHERE key = ?", (key,))
         return None if not rows else str(rows[0][0])
 
-    def walks(self) -> dict[str, ChainWalk]:
-        """Every hash chain walked whole, by table (each walk streams its rows)."""
+    def walks(self, tables: Sequence[str] | None = None) -> dict[str, ChainWalk]:
+        """Every hash chain (or those of ``tables`` this journal has) walked whole, by
+        table (each walk streams its rows)."""
+        wanted = self.chains if tables is None else [t for t in self.chains if t in tables]
+        with self.reading():
+            return {table: walk(self._db, table) for table in wanted}
+
+    def walker(self, table: str) -> Walker:
+        """``table``'s chain to walk a row at a time, in this snapshot, its hashes checked
+        by the caller; read it within ``reading``."""
+        with self.reading():
+            return Walker(self._db, table)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around reads made through the view (a ``walker``'s rows): a database that
+        cannot be read is a ``JournalError``, as from the view's own reads."""
         try:
-            return {table: walk(self._db, table) for table in self.chains}
+            yield
         except sqlite3.Error as exc:
             raise unreadable(self.path, exc) from None
 
