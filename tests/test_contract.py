@@ -90,7 +90,7 @@ def test_every_topic_and_command_has_a_channel_a_message_and_a_schema() -> None:
     files = asyncapi.build()
     document = json.loads(files[asyncapi.ASYNCAPI_FILE])
     addresses = {channel["address"] for channel in document["channels"].values()}
-    assert {f"{{base}}/{topic}" for topic in TOPICS} <= addresses
+    assert {topic.address("{base}") for topic in TOPICS.values()} <= addresses
     assert {f"{{base}}/command/{name}" for name in COMMANDS} <= addresses
     for message in document["components"]["messages"].values():
         schema = message["payload"]["schema"]["$ref"].removeprefix("./")
@@ -101,7 +101,11 @@ def test_every_topic_and_command_has_a_channel_a_message_and_a_schema() -> None:
         for operation in document["operations"].values()
         if operation["action"] == "send"
     }
-    assert {topic for topic, retain in retained.items() if not retain} == {"game", "alarm"}
+    assert {topic for topic, retain in retained.items() if not retain} == {
+        "game",
+        "alarm",
+        "preflight",
+    }
 
 
 def _replay_topics(capture: Path, *options: str) -> list[dict[str, Any]]:
@@ -140,7 +144,7 @@ def test_schema_version_closes_a_game_payload_before_the_chain() -> None:
 
 def test_the_registry_names_a_model_for_every_topic_and_command() -> None:
     for level, topic in TOPICS.items():
-        assert topic.name == level and topic_named(level) is topic
+        assert topic.name == level and topic_named(topic.level or level) is topic
         assert issubclass(topic.model(), BaseModel)
         assert topic.qos == 1
         assert topic.doc.strip()
@@ -206,9 +210,11 @@ def test_the_event_names_are_the_payload_models_own() -> None:
 def test_docs_mqtt_says_what_the_registry_says_of_each_topic() -> None:
     """docs/mqtt.md's table of topics: the same retain flag and QoS for each."""
     text = (API.parent / "mqtt.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `<base>/(\w+)` \| (yes|no) \| (\d) \|", text, re.MULTILINE)
-    said = {name: (retained == "yes", int(qos)) for name, retained, qos in rows}
-    assert said == {name: (topic.retain, topic.qos) for name, topic in TOPICS.items()}
+    rows = re.findall(r"^\| `<base>/([\w/]+)` \| (yes|no) \| (\d) \|", text, re.MULTILINE)
+    said = {level: (retained == "yes", int(qos)) for level, retained, qos in rows}
+    assert said == {
+        topic.level or name: (topic.retain, topic.qos) for name, topic in TOPICS.items()
+    }
 
 
 def test_the_table_status_alarms_and_replies_of_a_pipeline_match_the_contract() -> None:

@@ -41,6 +41,7 @@ TopicName = Literal[
     "stats",
     "table",
     "health",
+    "preflight",
 ]
 
 
@@ -61,10 +62,12 @@ class Topic:
     #: What it carries and when (the AsyncAPI channel's description).
     doc: str
     qos: Literal[0, 1, 2] = 1
+    #: Where it is under ``<base>/`` when that is not its name (one level down).
+    level: str = ""
 
     def address(self, base: str) -> str:
         """The topic under ``base`` (``mqtt.base_topic``)."""
-        return f"{base}/{self.name}"
+        return f"{base}/{self.level or self.name}"
 
     def model(self) -> type[BaseModel]:
         """The payload's model (imports the contract's models the first time)."""
@@ -180,10 +183,19 @@ TOPICS: dict[TopicName, Topic] = {
             " broker, the outbox and the journal: on every change and every"
             " metrics.health_interval_s (docs/metrics.md). Not journaled.",
         ),
+        Topic(
+            "preflight",
+            "Preflight",
+            level="status/preflight",
+            retain=False,
+            doc="The daemon's start-up check, to itself: a random token it publishes and waits"
+            " to hear back, proof that the broker has handed over everything it retains for"
+            " the table. At start and at every connect; followers ignore it.",
+        ),
     )
 }
 
-_BY_LEVEL: dict[str, Topic] = {topic.name: topic for topic in TOPICS.values()}
+_BY_LEVEL: dict[str, Topic] = {topic.level or topic.name: topic for topic in TOPICS.values()}
 
 
 def topic_named(level: str) -> Topic | None:

@@ -216,6 +216,14 @@ class Sequence(Published):
     schema_version: SchemaVersion
 
 
+class Preflight(Published):
+    """``<base>/status/preflight`` (not retained): the start-up check's probe, to itself."""
+
+    #: A random token, new at each check.
+    probe: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
+    schema_version: SchemaVersion
+
+
 class History(Published):
     """``<base>/history`` (retained): the last mqtt.history_length winning numbers, newest first."""
 

@@ -18,6 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wheeld.contract.registry import TOPICS
+from wheeld.core.messages import SCHEMA_VERSION
+
 if TYPE_CHECKING:
     from aiomqtt import Message
 
@@ -120,7 +123,14 @@ async def retained(
     # one queue a client, which a SUBACK does not go through), so once the probe is
     # back what is retained is here. The wait ends then, not after a fixed grace.
     # JSON, as every payload under the base topic: a subscriber to ``<base>/#`` sees it.
-    probing, probe = probe_topic(base), b'{"probe": "%s"}' % secrets.token_hex(8).encode()
+    probing, probe = (
+        probe_topic(base),
+        b'{"probe": "%s", "schema_version": %d}'
+        % (
+            secrets.token_hex(8).encode(),
+            SCHEMA_VERSION,
+        ),
+    )
     await client.subscribe(probing, qos=1)
     await client.publish_acknowledged(probing, probe)
     left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
@@ -153,4 +163,4 @@ async def retained(
 
 def probe_topic(base: str) -> str:
     """Where ``retained`` sends itself its probe (and is subscribed)."""
-    return f"{base}/status/preflight"
+    return TOPICS["preflight"].address(base)
