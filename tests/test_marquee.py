@@ -401,7 +401,8 @@ def serving(marquee: Marquee) -> Iterator[Marquee]:
         yield marquee
     finally:
         loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
+        thread.join(60)  # generous: a loaded machine (and a broker refusing it) is slow
+        assert not thread.is_alive(), "the marquee did not stop within 60 s of being asked"
         loop.close()
 
 

@@ -143,6 +143,12 @@ def test_simulate_help_and_bad_options() -> None:
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
+_INTERRUPTIBLE = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from wheeld.cli import main; sys.exit(main())"
+)
+
+
 @pytest.mark.parametrize("driver", ["wrp", "cammegh-mercury", "cammegh-ss2"])
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_wheel_takes_its_link_with_it(
@@ -152,8 +158,10 @@ def test_a_stopped_wheel_takes_its_link_with_it(
     waited for the daemon, left its --link naming a pty number soon another program's,
     and the daemon reopening the link opened that one. Stopped, the link goes with it."""
     link = tmp_path / "wheel"
+    # SIGINT as a terminal gives it: a suite run in the background (no job control) has
+    # it ignored, and an ignored SIGINT is inherited, so Python would not stop on it.
     simulate = subprocess.Popen(
-        [sys.executable, "-m", "wheeld", "simulate", "--driver", driver, "--link", str(link)],
+        [sys.executable, "-c", _INTERRUPTIBLE, "simulate", "--driver", driver, "--link", str(link)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
 import select
+import struct
 import tempfile
+import termios
 import time
 import tty
 from collections.abc import Awaitable, Callable
@@ -96,8 +99,32 @@ class PtySink:
             with contextlib.suppress(OSError):
                 self._made.rmdir()
         if self.master >= 0:
+            self._drain()
             os.close(self.master)
             self.master = -1
+
+    def _drain(self, within_s: float = 5.0) -> None:
+        """Wait (at most ``within_s``) for the reader to take what was written: closing
+        the master throws away what the slave side has not read yet, and a daemon would
+        lose the last game's frames (and call the link lost) when the wheel stops."""
+        if not self.has_reader():
+            return  # no one to wait for
+        try:
+            fd = os.open(self.slave_name, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except OSError:
+            return
+        try:
+            deadline = time.monotonic() + within_s
+            time.sleep(0.05)  # what was just written reaches the slave's queue
+            while time.monotonic() < deadline:
+                waiting = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+                if not waiting:
+                    return
+                time.sleep(0.02)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
 
 
 class TcpSink:
