@@ -66,7 +66,13 @@ class Marquee:
         try:
             await stop.wait()
         finally:
+            # Cancelled again until it ends: aiomqtt's connect (asyncio.wait_for on 3.11)
+            # can swallow a cancellation that lands as it completes, and the follower
+            # would go on reconnecting (a stop that never ended, found beside a busy suite).
             follower.cancel()
+            while not follower.done():
+                await asyncio.wait({follower}, timeout=1.0)
+                follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
             await self.server.stop()
 
