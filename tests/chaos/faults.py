@@ -205,13 +205,17 @@ def journal_corrupt(rig: ChaosRig) -> None:
 
 
 def _corrupt_a_page(rig: ChaosRig) -> None:
-    """Overwrite, with random bytes, a page in the middle of the decisions table."""
+    """Overwrite, with random bytes, the page of the journal's ``state``: one every open reads.
+
+    Damage to a page the open does not read (an old decision's) is found where it is
+    read, or by ``wheeld verify`` (docs/operations.md): start-up does not read the
+    whole file, so only a page it reads is refused at the start."""
     uri = f"file:{rig.journal_path}?mode=ro"
     with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
         size = int(db.execute("PRAGMA page_size").fetchone()[0])
         # A page in use: damage to a free page would (rightly) go unnoticed.
-        pages = [row[0] for row in db.execute("SELECT pageno FROM dbstat WHERE name = 'decisions'")]
-    page = pages[len(pages) // 2]
+        pages = [row[0] for row in db.execute("SELECT pageno FROM dbstat WHERE name = 'state'")]
+    page = pages[0]
     with rig.journal_path.open("r+b") as file:
         file.seek((page - 1) * size)
         file.write(rig.rng.randbytes(size))
