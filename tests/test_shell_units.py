@@ -315,7 +315,7 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     published: list[Outgoing] = []
     statuses: list[str] = []
     applied: list[Effects] = []
-    journal = SimpleNamespace(writable=lambda: False)
+    journal = SimpleNamespace(writable=lambda now: False)
     parts = SimpleNamespace(
         log=RecordingLog(),
         scheduler=scheduler,
@@ -335,7 +335,7 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     assert scheduler.names() == ["journal retry"]
     loop.run_until(loop.t + JOURNAL_RETRY_S)
     assert scheduler.names() == ["journal retry"] and applied == [], "still unwritable"
-    journal.writable = lambda: True
+    journal.writable = lambda now: True
     loop.run_until(loop.t + JOURNAL_RETRY_S)
     assert pipeline.told == [("recovered", 1000.0 + loop.t)] and len(applied) == 1
     assert _state(published[-1]) == "online" and statuses[-1] == "idle"
@@ -352,7 +352,7 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     parts = SimpleNamespace(
         log=log,
         scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),  # the probe fits each time
+        journal=SimpleNamespace(writable=lambda now: True),  # the probe fits each time
         pipeline=pipeline,
         publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
@@ -406,7 +406,7 @@ def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
     parts = SimpleNamespace(
         log=log,
         scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),
+        journal=SimpleNamespace(writable=lambda now: True),
         pipeline=pipeline,
         publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
