@@ -37,8 +37,7 @@ class _Pipeline:
         self.told: list[tuple[Any, ...]] = []
         self.deadline: float | None = None
         self.journal_failed = False
-        self.engine = SimpleNamespace(state=None)
-        self.signer = None
+        self.view = SimpleNamespace(engine_state=None, signed_chain=None)
 
     def _said(self, *what: Any) -> Effects:
         self.told.append(what)
@@ -462,7 +461,7 @@ def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() 
     parts = SimpleNamespace(
         log=RecordingLog(),
         scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),
+        journal=SimpleNamespace(writable=lambda now: True),
         pipeline=pipeline,
         publisher=SimpleNamespace(publish_unjournaled=lambda message: None, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
