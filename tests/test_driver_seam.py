@@ -26,10 +26,10 @@ from wheeld.config import ConfigError, driver_settings, load
 from wheeld.core.capture import FORMAT_LINE, format_line
 from wheeld.core.events import (
     BallLaunched,
-    BettingClosed,
     Heartbeat,
     RotorDatum,
     WheelEvent,
+    WheelNoMoreBets,
     WinningNumber,
 )
 from wheeld.core.rules import RulesConfig
@@ -65,7 +65,7 @@ class FakeDecoder:
             case [tick, "LAUNCH"] if tick.isdigit():
                 event = BallLaunched(int(tick), "cw", "ccw", counts_revolutions=False)
             case [tick, "CLOSED"] if tick.isdigit():
-                event = BettingClosed(int(tick))
+                event = WheelNoMoreBets(int(tick))
             case [tick, "WIN", number] if tick.isdigit():
                 event = WinningNumber(int(tick), number)
             case _:

@@ -155,8 +155,9 @@ class BallRunning:
 
 
 @dataclass(frozen=True, slots=True)
-class BettingClosed:
-    """The wheel's own no-more-bets: the ball slowed to its threshold."""
+class WheelNoMoreBets:
+    """The wheel's own no more bets: the ball slowed to its threshold. The engine's
+    decision that follows is ``wheeld.core.game.NoMoreBets`` (``no_more_bets``)."""
 
     tick: int
 
@@ -280,7 +281,7 @@ WheelEvent = (
     | FrameDropped
     | BallLaunched
     | BallRunning
-    | BettingClosed
+    | WheelNoMoreBets
     | WinningNumber
     | WheelVoid
     | AlternationUnknown

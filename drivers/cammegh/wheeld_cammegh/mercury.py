@@ -35,11 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from wheeld.core.events import (
     BallLaunched,
     BallPassed,
-    BettingClosed,
     Direction,
     Heartbeat,
     ReasonCode,
     WheelEvent,
+    WheelNoMoreBets,
     WheelReply,
     WheelVerdict,
     WheelVoid,
@@ -398,7 +398,7 @@ class MercuryDecoder(CammeghDecoder):
                 out.append(
                     BallLaunched(tick, None, None, False, rotor_reported=False, link_judged=False)
                 )
-            out.append(BettingClosed(tick))
+            out.append(WheelNoMoreBets(tick))
             return True
         if match := _BASIC_NUMBER.fullmatch(line):
             number = number_text(match.group(1).rjust(2))
