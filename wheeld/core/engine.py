@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wheeld.core.events import (
+    WHEEL_EVENT_NAMES,
     AlternationUnknown,
     BallLaunched,
     BallPassed,
@@ -337,7 +338,7 @@ class GameEngine:
         if type(event) not in PHASE_EVENTS[phase] or (
             type(event) is BallPassed and event.period_ms == 0 and phase is not Phase.IDLE
         ):
-            self.refused[(phase.value, type(event).__name__)] += 1
+            self.refused[(phase.value, WHEEL_EVENT_NAMES[type(event)])] += 1
             self._refusals.append((phase, event))
             return out
         self._handlers[type(event)](event, now, out)  # type: ignore[operator]

@@ -11,7 +11,7 @@ rule duration is measured in it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 Direction = Literal["cw", "ccw"]
 
@@ -292,3 +292,29 @@ WheelEvent = (
     | WheelVerdict
     | WheelRecords
 )
+
+#: Each wheel event's name outside the process (``refused_events`` in ``<base>/wheel``,
+#: the metrics' ``event`` label, docs/rules.md's phase table): written out here, never
+#: read from a class's ``__name__``, so renaming a class changes nothing a consumer reads.
+WHEEL_EVENT_NAMES: Final[dict[type, str]] = {
+    WheelHello: "WheelHello",
+    Heartbeat: "Heartbeat",
+    RotorDatum: "RotorDatum",
+    BallPassed: "BallPassed",
+    PocketReading: "PocketReading",
+    WheelIncident: "WheelIncident",
+    SequenceGap: "SequenceGap",
+    FrameDropped: "FrameDropped",
+    BallLaunched: "BallLaunched",
+    BallRunning: "BallRunning",
+    WheelNoMoreBets: "WheelNoMoreBets",
+    WinningNumber: "WinningNumber",
+    WheelVoid: "WheelVoid",
+    AlternationUnknown: "AlternationUnknown",
+    WheelReply: "WheelReply",
+    DisplayMismatch: "DisplayMismatch",
+    ResultContradicted: "ResultContradicted",
+    WheelProfile: "WheelProfile",
+    WheelVerdict: "WheelVerdict",
+    WheelRecords: "WheelRecords",
+}
