@@ -58,8 +58,7 @@ def _parts(**overrides: Any) -> Parts:
     )
     pipeline = SimpleNamespace(
         settings=SimpleNamespace(base_topic="wheeld/T1"),
-        wheel_info={},
-        engine=SimpleNamespace(layout=SimpleNamespace(pockets=37)),
+        view=SimpleNamespace(pockets=37, wheel_info={}),
         statistics=None,
         status_line=lambda: "idle",
     )
@@ -153,7 +152,7 @@ def test_info_is_said_first_and_again_only_when_the_wheel_says_something_new() -
     job.applied()
     assert [m.topic for m in queued] == ["wheeld/T1/info"]
     assert queued[0].retain and json.loads(queued[0].payload)["ts"]
-    cast(Any, parts.pipeline).wheel_info = {"model": "Mk2", "firmware": "1.2", "serial": "7"}
+    cast(Any, parts.pipeline).view.wheel_info = {"model": "Mk2", "firmware": "1.2", "serial": "7"}
     job.applied()
     assert len(queued) == 2
     assert json.loads(queued[1].payload)["wheel"]["model"] == "Mk2"

@@ -300,6 +300,36 @@ def test_the_lock_names_the_other_process_and_dies_with_it(state_dir: Path) -> N
 # -- writes that fail ----------------------------------------------------------------------
 
 
+#: A wall clock stepped far from the host's: what the journal keeps is the daemon's time.
+STEPPED = 1_000_000_000.0
+
+
+def test_the_journal_stamps_with_the_time_it_is_handed_never_its_own(state_dir: Path) -> None:
+    """The daemon's clock (``HostClock``, which notices a stepped wall clock) is the one
+    time in the shell: the journal reads none of its own, so what it keeps agrees with
+    the pipeline's messages however the host's clock was stepped meanwhile."""
+    journal = Journal(state_dir / JOURNAL, boot_id="boot-a")
+    journal.record([GameRecord(1, "result", "{}", "7")], [], EngineState(2), ChainState(9))
+    journal._db.close()  # the power goes: no clean close, so the next open lost commits
+    for fd in journal._locks:
+        os.close(fd)
+    journal._locks = ()
+    journal = Journal(state_dir / JOURNAL, boot_id="boot-b", clock=lambda: STEPPED)
+    try:
+        assert journal.lost
+        journal.load_chain()  # the chain jumps past every seq reserved: a floor, at open
+        journal.record_floor(20, "digest", STEPPED + 1)  # another journal's, at its time
+        rows = journal._db.execute(
+            "SELECT at, after_id FROM anchors WHERE chain = 'messages' ORDER BY id"
+        ).fetchall()
+        assert [at for at, _ in rows] == [STEPPED, STEPPED + 1]
+        assert journal.writable(STEPPED + 2)
+        probe = journal._db.execute("SELECT value FROM state WHERE key = 'write_probe'")
+        assert probe.fetchone() == (repr(STEPPED + 2),)
+    finally:
+        journal.close()
+
+
 def test_a_full_database_loses_nothing_and_recovers(journal: Journal) -> None:
     play(journal, 1)
     before = (journal.decisions(), journal.pending())
@@ -313,7 +343,7 @@ def test_a_full_database_loses_nothing_and_recovers(journal: Journal) -> None:
     # Game 2 was decided though not journalled: its id is spent, never reused.
     assert journal.load_state() == EngineState(next_game_id=3)
     journal._db.execute(f"PRAGMA max_page_count = {pages + 1000}")
-    assert journal.writable()
+    assert journal.writable(1.0)
     play(journal, 2, payload="x" * 20_000)
     assert [game_id for game_id, _, _ in journal.decisions()] == [1, 2]
 
@@ -344,7 +374,7 @@ for game_id in range(1, 100):
         break
     recorded.append(game_id)
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-recovered = journal.writable()
+recovered = journal.writable(1.0)
 after = [game_id for game_id, _, _ in journal.decisions()]
 print(json.dumps({"recorded": recorded, "error": error,
                   "recovered": recovered, "after": after}))
@@ -400,13 +430,13 @@ def room(limit):
 game(1)
 said = {}
 room(12 * 1024)  # a page or two fit, a game does not
-said["tight"] = journal.writable()
+said["tight"] = journal.writable(1.0)
 try:
     game(2)
 except JournalWriteError as exc:
     said["game"] = str(exc)
 room(256 * 1024)
-said["roomy"] = journal.writable()
+said["roomy"] = journal.writable(1.0)
 game(2)
 print(json.dumps(said))
 """
@@ -465,9 +495,9 @@ def test_a_full_file_system_fails_writes_cleanly(small_tmpfs: Path) -> None:
                 written = game_id
         assert "\n" not in str(caught.value)
         assert [game_id for game_id, _, _ in journal.decisions()] == list(range(1, written + 1))
-        assert not journal.writable()
+        assert not journal.writable(1.0)
         filler.unlink()
-        assert journal.writable()
+        assert journal.writable(1.0)
         play(journal, written + 1)
         journal = reopen(journal)
         assert journal.load_state() == EngineState(next_game_id=written + 2)

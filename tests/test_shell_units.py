@@ -37,8 +37,7 @@ class _Pipeline:
         self.told: list[tuple[Any, ...]] = []
         self.deadline: float | None = None
         self.journal_failed = False
-        self.engine = SimpleNamespace(state=None)
-        self.signer = None
+        self.view = SimpleNamespace(engine_state=None, signed_chain=None)
 
     def _said(self, *what: Any) -> Effects:
         self.told.append(what)
@@ -315,7 +314,7 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     published: list[Outgoing] = []
     statuses: list[str] = []
     applied: list[Effects] = []
-    journal = SimpleNamespace(writable=lambda: False)
+    journal = SimpleNamespace(writable=lambda now: False)
     parts = SimpleNamespace(
         log=RecordingLog(),
         scheduler=scheduler,
@@ -335,7 +334,7 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     assert scheduler.names() == ["journal retry"]
     loop.run_until(loop.t + JOURNAL_RETRY_S)
     assert scheduler.names() == ["journal retry"] and applied == [], "still unwritable"
-    journal.writable = lambda: True
+    journal.writable = lambda now: True
     loop.run_until(loop.t + JOURNAL_RETRY_S)
     assert pipeline.told == [("recovered", 1000.0 + loop.t)] and len(applied) == 1
     assert _state(published[-1]) == "online" and statuses[-1] == "idle"
@@ -352,7 +351,7 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     parts = SimpleNamespace(
         log=log,
         scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),  # the probe fits each time
+        journal=SimpleNamespace(writable=lambda now: True),  # the probe fits each time
         pipeline=pipeline,
         publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
@@ -406,7 +405,7 @@ def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
     parts = SimpleNamespace(
         log=log,
         scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),
+        journal=SimpleNamespace(writable=lambda now: True),
         pipeline=pipeline,
         publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),
@@ -462,7 +461,7 @@ def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() 
     parts = SimpleNamespace(
         log=RecordingLog(),
         scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),
+        journal=SimpleNamespace(writable=lambda now: True),
         pipeline=pipeline,
         publisher=SimpleNamespace(publish_unjournaled=lambda message: None, wake=lambda: None),
         notifier=SimpleNamespace(status=lambda line: None),

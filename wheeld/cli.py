@@ -655,7 +655,7 @@ def _capture_statistics(
 
     capture, name, pipeline = _capture_pipeline(args, config)
     statistics = _count_replay(capture, pipeline, config, windows, arcs)
-    wheel_pockets = pipeline.engine.layout.pockets
+    wheel_pockets = pipeline.view.pockets
     shown = _capture_pockets(capture, name, pipeline)
     again = args
     if shown is not None and shown != wheel_pockets:
@@ -696,7 +696,7 @@ def _count_replay(
     for message in replay(capture, pipeline):
         if message.topic == game_topic and countable:
             if statistics is None:
-                wheel = pockets or pipeline.engine.layout.pockets
+                wheel = pockets or pipeline.view.pockets
                 # The configured custom order, for the wheel it orders (wheel.pocket_order).
                 order = pipeline.settings.pocket_order
                 if order is not None and len(order) != wheel:
@@ -711,7 +711,7 @@ def _capture_pockets(capture: Capture, name: str, pipeline: TablePipeline) -> in
     sent, else None."""
     from wheeld.drivers import driver_named
 
-    shown: int | None = pipeline.wheel_info.get("wheel_pockets")
+    shown: int | None = pipeline.view.wheel_info.get("wheel_pockets")
     if shown in (37, 38, 39, 40):
         return shown
     # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.

@@ -116,10 +116,10 @@ class EffectsApplier:
                 # Before the decisions: their durable commit makes these durable too.
                 journal.record_alarms(effects.alarms, effects.set_alerts)
             if effects.decided:
-                state = effects.state or self._pipeline.engine.state
+                view = self._pipeline.view
+                state = effects.state or view.engine_state
                 # The chain as it stands after this batch, kept in the same commit.
-                pipeline = self._pipeline
-                chain = pipeline.chain if pipeline.signer is not None else None
+                chain = view.signed_chain
                 ids = journal.record(
                     effects.games, effects.messages, state, chain=chain, alarm=effects.alarmed
                 )

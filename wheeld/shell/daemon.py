@@ -207,8 +207,9 @@ class Daemon:
         self.signer = signer
         if signer is None:
             log.warning("signing.required = false and no signing.key_file: messages unsigned")
+        self.clock = clock = HostClock()
         self.journal = journal = Journal(
-            config.state.dir / JOURNAL_FILE, on_progress=notifier.starting
+            config.state.dir / JOURNAL_FILE, clock=clock.wall, on_progress=notifier.starting
         )
         try:
             journal.claim_table(config.table.id)
@@ -217,7 +218,6 @@ class Daemon:
             raise
         self.pipeline = pipeline = build_pipeline(config, journal, signer, notifier.starting)
         self.capture = CaptureWriter(capture, config.wheel.driver) if capture is not None else None
-        self.clock = clock = HostClock()
         self.scheduler = scheduler = Scheduler(clock)
         link_timeout_s = config.rules.link_timeout_ms / 1000
         # The link's and the publisher's callbacks are late-bound (the lambdas): the

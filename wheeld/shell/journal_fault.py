@@ -79,7 +79,7 @@ class JournalFault:
 
     def _try_again(self, now: float) -> None:
         self._retry = None
-        if not self._journal.writable():
+        if not self._journal.writable(now):
             self._retry = self._scheduler.after(JOURNAL_RETRY_S, self._try_again, "journal retry")
             return
         self._settle()

@@ -174,7 +174,7 @@ class _ScrapedCollector:
             "wheeld", "The software, the table and the wheel's driver", self._info
         )
 
-        counters = pipeline.decoder.counters.as_dict()
+        counters = pipeline.view.decoder_counters()
         yield CounterMetricFamily(
             "wheeld_wheel_frames",
             "Frames the wheel's decoder accepted",
@@ -195,7 +195,7 @@ class _ScrapedCollector:
             "Wheel events refused for the phase they came in",
             labels=["phase", "event"],
         )
-        for (phase, event), count in pipeline.engine.refused.items():
+        for (phase, event), count in pipeline.view.refused_events().items():
             refused.add_metric([phase, event], count)
         yield refused
 

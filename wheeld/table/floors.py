@@ -153,7 +153,8 @@ class BrokerFloors:
                 out.log("warning", "game open here ended by another controller", game_id=forgotten)
         if move.chain is not None:
             self.record.chain = move.chain
-            out.chain_floor = move.chain_floor
+            if move.chain_floor is not None:
+                out.chain_floor = (*move.chain_floor, now)
         if move.seq_behind is not None:
             broker_seq, next_seq = move.seq_behind
             detail = {"severity": "critical", "broker_seq": broker_seq, "next_seq": next_seq}

@@ -48,6 +48,7 @@ from wheeld.table.frames import LinkLines
 from wheeld.table.operator import Operator
 from wheeld.table.session import SessionAlarms
 from wheeld.table.verdicts import VerdictCheck, contradiction, log_mismatches
+from wheeld.table.view import TableView
 from wheeld.table.wheel import WheelFacts
 
 #: A table's chain before its first message ever: seq 1, prev null.
@@ -103,8 +104,6 @@ class TablePipeline:
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
         self.wheel = WheelFacts(settings.driver, settings.port)
-        #: What the wheel said of itself (``WheelFacts.info``).
-        self.wheel_info = self.wheel.info
         self.announce = Announcer(settings.table, settings.base_topic, settings.epoch, signer)
         #: The table's own faults now set; ``alerts.book``: the alerts now set.
         self.faults = Book()
@@ -120,6 +119,8 @@ class TablePipeline:
             statistics=statistics,
             after_commit=settings.after_commit,
         )
+        #: What the shell may read of the table (never the parts above themselves).
+        self.view = TableView(self.engine, decoder, self.record, self.announce, self.wheel)
         self.lines = LinkLines(settings.alerts)
         self.floors = BrokerFloors(
             settings.table, settings.epoch, self.engine, self.record, taken_from

@@ -55,10 +55,10 @@ class InfoJob(Job):
 
     def _wheel(self) -> dict[str, Any]:
         pipeline = self.parts.pipeline
-        info = pipeline.wheel_info
+        info = pipeline.view.wheel_info
         return {
             "model": info.get("model"),
             "firmware": info.get("firmware"),
             "serial": info.get("serial"),
-            "pockets": pipeline.engine.layout.pockets,
+            "pockets": pipeline.view.pockets,
         }
