@@ -599,6 +599,30 @@ def test_a_marker_taken_over_from_is_not_taken_over_from_twice() -> None:
     assert restarted.on_broker_sequence(marker, 11.0).messages == []
 
 
+def test_an_older_marker_of_the_journal_taken_over_from_moves_nothing() -> None:
+    """Found: a broker that came back with an older database (mosquitto saves it every
+    so often) held an earlier marker of the controller a standby had taken over from;
+    the standby took over again: it voided a game that controller had ended (a second
+    end for it) and let go of its own unsent results."""
+    from wheeld.core.signing import Signer
+
+    signer = Signer.generate()
+    first = _signed_table("journal-aaaa", signer)
+    game = first.launch()
+    launched = json.dumps(_markers(first.effects)[-1]).encode()
+    first.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
+    first.wheel.drop("17")
+    first.wheel.advance(1500)
+    first.feed()
+    result = _markers(first.effects)[-1]
+    assert (result["game_id"], result["event"]) == (game, "result")
+    standby = _signed_table("journal-bbbb", signer)
+    assert standby.pipeline.on_broker_sequence(json.dumps(result).encode(), 9.0).superseded
+    # The broker forgets the last markers: the launch's is what it holds now.
+    effects = standby.pipeline.on_broker_sequence(launched, 10.0)
+    assert effects.messages == [] and effects.games == [] and not effects.superseded
+
+
 def test_a_game_our_last_run_left_open_is_forgotten_when_a_successor_went_past_it() -> None:
     """Ours was killed mid-game; a standby voided it and played on: we must not end it again."""
     from wheeld.core.engine import EngineState

@@ -187,7 +187,11 @@ class BrokerFloors:
             number < standing.chain.seq if number is not None else game < standing.next_game_id
         )
         said = (str(body["epoch"]), number if number is not None else game, str(event))
-        if ours or said == standing.taken_from:
+        taken = standing.taken_from
+        # The controller this journal took over from, at or before where it was taken
+        # from: gone past already (a broker back with an older database holds it).
+        past = taken is not None and said[0] == taken[0] and (said[1] < taken[1] or said == taken)
+        if ours or past:
             return move
         move.taken_from = said
         move.said_again = message
