@@ -7,6 +7,8 @@ publish and what is derived from it.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -17,7 +19,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 from tests.test_daemon import BASE, Table, _warm, table
 
 __all__ = ["table"]  # the fixture: a daemon on a pty (its broker conftest's)
-from wheeld.testing.rig import running
+from wheeld.shell.applier import _behind
+from wheeld.shell.journal import JOURNAL_FILE
+from wheeld.testing.rig import Subscriber, running
 
 #: JSON nested past Python's recursion limit, well under the 64 KiB a payload may have:
 #: ``json.loads`` raises RecursionError, which is no ValueError.
@@ -73,3 +77,65 @@ def test_wheeld_status_reads_a_deeply_nested_status_as_no_status(table: Table) -
     )
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert "RecursionError" not in done.stdout + done.stderr
+
+
+def test_history_and_stats_a_kill_left_underived_are_said_at_the_next_start(
+    table: Table,
+) -> None:
+    """Found: the history and statistics are derived on the loop's turn after a result
+    is journaled (and published); a kill -9 in between left ``<base>/history`` and
+    ``<base>/stats`` without that result until the next outcome, though the journal,
+    ``<base>/result`` and ``<base>/game`` had it."""
+    with running(table.daemon):
+        table.ready()
+        _warm(table)
+        table.wheel.game("17")
+        table.flush()
+        table.wait_end(1)
+        before = table.sub.wait(f"{BASE}/stats", lambda p: isinstance(p, dict))
+        table.sub.wait(f"{BASE}/history", lambda p: p["numbers"] == ["17"])
+        table.wheel.reverse_rotor()
+        table.wheel.game("0")
+        table.flush()
+        table.wait_end(2)
+        table.sub.wait(f"{BASE}/history", lambda p: p["numbers"] == ["0", "17"])
+        table.daemon.kill()
+    # As a kill between game 2's commit and its derivation leaves them: the journal
+    # and the broker hold game 1's history and statistics.
+    stale = {"numbers": ["17"], "schema_version": 1}
+    db = sqlite3.connect(table.tmp / "state" / JOURNAL_FILE)
+    with db:
+        db.execute("DELETE FROM outbox WHERE topic IN (?, ?)", (f"{BASE}/history", f"{BASE}/stats"))
+        for name, body in (("history", stale), ("stats", before)):
+            db.execute(
+                "UPDATE retained SET payload = ? WHERE topic = ?",
+                (json.dumps(body), f"{BASE}/{name}"),
+            )
+    db.close()
+    for name, body in (("history", stale), ("stats", before)):
+        publish(table.broker.port, f"{BASE}/{name}", json.dumps(body).encode(), retain=True)
+    table.sub.close()
+    table.sub = Subscriber(table.broker.port, f"{BASE}/#")
+    with running(table.daemon):
+        table.ready()
+        table.sub.wait(f"{BASE}/history", lambda p: p["numbers"] == ["0", "17"], timeout=10)
+        stats = table.sub.wait(f"{BASE}/stats", lambda p: p != before, timeout=10)
+        assert stats["games"] == 2, stats
+
+
+def test_what_a_start_says_again_of_the_history_and_the_statistics() -> None:
+    history = json.dumps({"numbers": ["0", "17"], "schema_version": 1})
+    stats = json.dumps({"pockets": 37, "games": 2, "schema_version": 1})
+    # Held as the games make them (the wheel's own figures beside them are not judged).
+    assert not _behind(history, history, unsaid=True)
+    assert not _behind(json.dumps({"games": 2, "wheel": {"x": 1}}), stats, unsaid=True)
+    # Behind: a result short, or garbage.
+    assert _behind(json.dumps({"numbers": ["17"]}), history, unsaid=True)
+    assert _behind(b'{"games": 1}', stats, unsaid=True)
+    assert _behind("[[", stats, unsaid=True)
+    # None held: said when never said (the first outcome's derivation killed), not when
+    # let go because another controller went on past this journal, nor before any game.
+    assert _behind(None, history, unsaid=True)
+    assert not _behind(None, history, unsaid=False)
+    assert not _behind(None, json.dumps({"numbers": []}), unsaid=True)
+    assert not _behind(None, json.dumps({"games": 0}), unsaid=True)

@@ -442,6 +442,7 @@ class Daemon:
             driver=self.config.wheel.driver,
         )
         now = self.clock.now()
+        self.effects.rederive()  # before the broker's memory: a takeover lets them go
         self.effects.apply(self._started(memory, now))
         self.jobs.started(now)
         self.inputs.release()
