@@ -489,6 +489,15 @@ def _markers(effects: Effects) -> list[dict[str, Any]]:
     return [json.loads(m.payload) for m in effects.messages if m.topic == f"{BASE}/sequence"]
 
 
+def _ends_with_a_result(table: Table) -> dict[str, Any]:
+    """The ball of the game launched runs and rests on 17: the result's marker."""
+    table.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
+    table.wheel.drop("17")
+    table.wheel.advance(1500)
+    table.feed()
+    return _markers(table.effects)[-1]
+
+
 def test_the_marker_names_each_game_message_before_it_goes_out() -> None:
     from wheeld.core.signing import Signer
 
@@ -520,11 +529,7 @@ def test_a_result_another_journal_announced_is_said_again_never_contradicted() -
     signer = Signer.generate()
     first = _signed_table("journal-aaaa", signer)
     game = first.launch()
-    first.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
-    first.wheel.drop("17")
-    first.wheel.advance(1500)
-    first.feed()
-    result = _markers(first.effects)[-1]
+    result = _ends_with_a_result(first)
     assert (result["game_id"], result["event"]) == (game, "result")
     standby = _signed_table("journal-bbbb", signer)
     effects = standby.pipeline.on_broker_sequence(json.dumps(result).encode(), 9.0)
@@ -610,11 +615,7 @@ def test_an_older_marker_of_the_journal_taken_over_from_moves_nothing() -> None:
     first = _signed_table("journal-aaaa", signer)
     game = first.launch()
     launched = json.dumps(_markers(first.effects)[-1]).encode()
-    first.wheel.run_ball("ccw", [700, 800, 900, 1000, 1200, 1500])
-    first.wheel.drop("17")
-    first.wheel.advance(1500)
-    first.feed()
-    result = _markers(first.effects)[-1]
+    result = _ends_with_a_result(first)
     assert (result["game_id"], result["event"]) == (game, "result")
     standby = _signed_table("journal-bbbb", signer)
     assert standby.pipeline.on_broker_sequence(json.dumps(result).encode(), 9.0).superseded
