@@ -100,6 +100,11 @@ def test_history_and_stats_a_kill_left_underived_are_said_at_the_next_start(
         table.wait_end(2)
         table.sub.wait(f"{BASE}/history", lambda p: p["numbers"] == ["0", "17"])
         table.daemon.kill()
+    # Killed after the derivation: a start has nothing to say again.
+    with running(table.daemon):
+        table.ready()
+        assert "said again at start" not in table.daemon.logs()
+        table.daemon.kill()
     # As a kill between game 2's commit and its derivation leaves them: the journal
     # and the broker hold game 1's history and statistics.
     stale = {"numbers": ["17"], "schema_version": 1}
