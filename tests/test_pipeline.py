@@ -568,6 +568,19 @@ def test_a_marker_this_table_cannot_vouch_for_moves_nothing(forge: Any) -> None:
     assert [r.fields["why"] for r in effects.logs if "ignored" in r.event]
 
 
+def test_a_marker_with_nan_is_not_said_again_at_an_unsigned_table() -> None:
+    """Found: at an unsigned table a marker whose message held NaN (Python's, not JSON's)
+    was said again as it stood: ``NaN`` on <base>/game, not JSON."""
+    first = Table(epoch="journal-aaaa")
+    first.launch()
+    text = json.dumps(_markers(first.effects)[-1])
+    text = text.replace('"schema_version": 1}, "table"', '"schema_version": 1, "x": NaN}, "table"')
+    assert "NaN" in text
+    effects = Table(epoch="journal-bbbb").pipeline.on_broker_sequence(text.encode(), 9.0)
+    assert effects.messages == [] and not effects.superseded
+    assert [r.fields["why"] for r in effects.logs if "ignored" in r.event] == ["not JSON"]
+
+
 def test_another_key_cannot_vouch_for_a_marker() -> None:
     from wheeld.core.signing import Signer
 

@@ -242,7 +242,8 @@ class BrokerFloors:
     def _retained(self, payload: bytes, name: str, move: Move) -> dict[str, Any] | None:
         """A retained payload of this table's, as JSON; None (and a log line) for anything else."""
         try:
-            body = json.loads(payload)
+            # NaN and Infinity are Python's, not JSON: said again, they would go out so.
+            body = json.loads(payload, parse_constant=_not_json)
         except (ValueError, RecursionError):
             why = "not JSON"
         else:
@@ -303,6 +304,11 @@ class BrokerFloors:
         if type(seen) is not int or not 0 < seen <= LAST_CONTINUABLE:
             return None
         return seen + 1 if seen >= next_game_id else None
+
+
+def _not_json(constant: str) -> Any:
+    """``json.loads``'s ``parse_constant``: NaN, Infinity and -Infinity refused."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _controller_restart(game_id: int, now: float) -> NoSpin:
