@@ -170,6 +170,13 @@ class EffectsApplier:
     def _derive_due(self, now: float) -> None:
         self.settle()
 
+    def apply_start(self, started: Effects) -> None:
+        """The start's effects (the broker's memory acted on, a game left open voided),
+        after what the last run may have left underived (``rederive``): a takeover among
+        them lets that go again."""
+        self.rederive()
+        self.apply(started)
+
     def rederive(self) -> None:
         """At start, before the broker's memory is acted on: the history and the statistics
         the journal's games make, said again where the journal holds other ones.
