@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -18,6 +19,7 @@ from wheeld.core.signing import ChainState
 from wheeld.shell.journal import (
     GAME_IDS_FILE,
     Journal,
+    JournalCorrupt,
     JournalError,
     JournalFrame,
     JournalView,
@@ -115,6 +117,34 @@ def test_a_corrupt_page_is_refused_naming_where_game_ids_continue(journal: Journ
     message = error_of(path)
     assert message.startswith(f"{path}: journal is corrupt (")
     assert message.endswith("move it aside to start a new one; game ids continue from 40")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
+def test_a_full_disk_at_open_is_no_corrupt_journal(tmp_path: Path, existing: bool) -> None:
+    """Found: opened on a full file system, an intact (or new) journal was refused as
+    "journal is corrupt (...); move it aside to start a new one"."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], check=True)
+    try:
+        path = disk / "state" / JOURNAL
+        if existing:
+            journal = Journal(path)
+            play(journal, 1)
+            journal.close()
+        with contextlib.suppress(OSError), (disk / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        with pytest.raises(JournalError) as caught:
+            Journal(path).close()
+        assert not isinstance(caught.value, JournalCorrupt)
+        message = str(caught.value)
+        assert "corrupt" not in message and "move it aside" not in message, message
+        assert f"free space in {path.parent}" in message
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
 
 
 def test_a_foreign_sqlite_database_is_refused(state_dir: Path) -> None:

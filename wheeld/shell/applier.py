@@ -15,6 +15,7 @@ the pipeline as if it had been derived at once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +170,38 @@ class EffectsApplier:
     def _derive_due(self, now: float) -> None:
         self.settle()
 
+    def apply_start(self, started: Effects) -> None:
+        """The start's effects (the broker's memory acted on, a game left open voided),
+        after what the last run may have left underived (``rederive``): a takeover among
+        them lets that go again."""
+        self.rederive()
+        self.apply(started)
+
+    def rederive(self) -> None:
+        """At start, before the broker's memory is acted on: the history and the statistics
+        the journal's games make, said again where the journal holds other ones.
+
+        They are derived a turn of the loop after a result's commit (``settle``): a
+        daemon killed in between left them without it, and nothing said them until
+        the next outcome. A journal another went on past lets them go again
+        (``superseded``), as it does what else it held of games.
+        """
+        record = self._pipeline.record
+        wanted = [record.announce.history(record.history)]
+        if record.statistics is not None:
+            wanted.append(record.announce.stats(record.statistics, record.wheel_figures))
+        held = last_said(self._journal, {message.topic for message in wanted})
+        # None held: never said (the first outcome's, killed), or let go when another
+        # controller went on past this journal: the broker's are that one's then.
+        unsaid = self._journal.taken_from() is None
+        stale = [m for m in wanted if _behind(held.get(m.topic), m.payload, unsaid=unsaid)]
+        if stale:
+            self._log.warning(
+                "said again at start: the last run stopped before it derived them",
+                topics=[message.topic for message in stale],
+            )
+            self.apply(Effects(messages=stale))
+
     def enqueue_best_effort(self, message: Outgoing) -> None:
         """Into the outbox; said outside it when the journal cannot write."""
         try:
@@ -190,3 +223,32 @@ class EffectsApplier:
         self._deadline = None
         self.settle()
         self.apply(self._pipeline.on_timer(now))
+
+
+def last_said(journal: Journal, topics: set[str]) -> dict[str, str]:
+    """The newest payload the journal holds for each of ``topics``: waiting in the
+    outbox, else the last the broker acknowledged."""
+    said = {m.topic: m.payload for m in journal.retained() if m.topic in topics}
+    after = 0
+    while entries := journal.pending(after, 500):
+        for entry in entries:
+            if entry.message.topic in topics:
+                said[entry.message.topic] = entry.message.payload
+        after = entries[-1].id
+    return said
+
+
+def _behind(held: str | bytes | None, derived: str, *, unsaid: bool) -> bool:
+    """Whether ``held`` (a history or statistics payload the journal holds, None: none) is
+    not what the games make, ``derived``: another history, or statistics of another
+    number of games (the wheel's own figures beside them are not the games' to judge).
+    None held is behind only when ``unsaid`` (never said, rather than let go)."""
+    new: dict[str, Any] = json.loads(derived)
+    key = "numbers" if "numbers" in new else "games"
+    if held is None:
+        return unsaid and bool(new.get(key))  # no game yet: nothing to say
+    try:
+        old = json.loads(held)
+    except (ValueError, RecursionError):
+        return True
+    return not isinstance(old, dict) or old.get(key) != new.get(key)
