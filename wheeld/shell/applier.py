@@ -186,10 +186,7 @@ class EffectsApplier:
         the next outcome. A journal another went on past lets them go again
         (``superseded``), as it does what else it held of games.
         """
-        record = self._pipeline.record
-        wanted = [record.announce.history(record.history)]
-        if record.statistics is not None:
-            wanted.append(record.announce.stats(record.statistics, record.wheel_figures))
+        wanted = self._pipeline.view.derived_messages()
         held = last_said(self._journal, {message.topic for message in wanted})
         # None held: never said (the first outcome's, killed), or let go when another
         # controller went on past this journal: the broker's are that one's then.

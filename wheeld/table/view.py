@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from wheeld.drivers import WheelDecoder
     from wheeld.table.announcements import Announcer
     from wheeld.table.decisions import Recorder
+    from wheeld.table.effects import Outgoing
     from wheeld.table.wheel import WheelFacts
 
 
@@ -71,3 +72,12 @@ class TableView:
     def refused_events(self) -> dict[tuple[str, str], int]:
         """Wheel events refused for the phase they came in: (phase, event) -> count, a copy."""
         return dict(self._engine.refused)
+
+    def derived_messages(self) -> list[Outgoing]:
+        """``<base>/history`` and (when kept) ``<base>/stats`` as the table's games make them
+        now: what a start compares with what its journal last said."""
+        record = self._record
+        wanted = [record.announce.history(record.history)]
+        if record.statistics is not None:
+            wanted.append(record.announce.stats(record.statistics, record.wheel_figures))
+        return wanted
