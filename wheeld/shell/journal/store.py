@@ -286,16 +286,17 @@ class Journal:
         """Keep the lines that crossed the link (``FrameTail.keep``)."""
         self._tail.keep(frames)
 
-    def writable(self) -> bool:
+    def writable(self, probe_bytes: int = PROBE_BYTES) -> bool:
         """Whether durable writes work again: tries a write of each kind, as large as a
         game's commit.
 
         For the daemon to poll while writes are failing. A tiny write is no proof: under
         a file-size limit (``ulimit -f``) the write-ahead log had room for one page and
         not for the next game, and the fault cleared and came back every few seconds. So
-        the probe writes ``PROBE_BYTES`` in its commit and takes them back in the same
-        one: it leaves only a ``write_probe`` row (the time of the last success) in the
-        state table.
+        the probe writes ``probe_bytes`` (``PROBE_BYTES`` unless the daemon's fault asks
+        for more: ``JournalFault``) in its commit and takes them back in the same one: it
+        leaves only a ``write_probe`` row (the time of the last success) in the state
+        table.
         """
         db = self._db
         # Freed pages zeroed, so written: without it SQLite may skip pages a commit
@@ -307,7 +308,7 @@ class Journal:
                 self._sql.put("write_probe", repr(time.time()))
                 db.execute(
                     "INSERT INTO state (key, value) VALUES ('write_probe_room', zeroblob(?))",
-                    (PROBE_BYTES,),
+                    (probe_bytes,),
                 )
                 db.execute("DELETE FROM state WHERE key = 'write_probe_room'")
             self._ids.file.write(self._ids.file.high_water)
