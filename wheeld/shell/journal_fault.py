@@ -4,7 +4,8 @@ The fault's alarm and ``<base>/status`` go out outside the journal (it cannot
 keep them); once a write succeeds the pipeline voids the games it could not
 record and the status says ``online`` again. While the journal stays unwritable
 it is tried after 1 s, then twice as long each time, up to ``JOURNAL_RETRY_MAX_S``:
-a full disk nobody frees is one fault, probed twice a minute, not a write a second.
+a full disk nobody frees is one fault probed every 10 s, not a write a second, and a
+freed one is back within those 10 s.
 
 A fault that comes back soon after it cleared (a file-size limit the write-ahead
 log outgrows between checkpoints, a disk that fills again) is held: the first
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 #: How soon an unwritable journal is first tried again.
 JOURNAL_RETRY_S = 1.0
 #: The longest wait between two tries of a journal that stays unwritable.
-JOURNAL_RETRY_MAX_S = 30.0
+JOURNAL_RETRY_MAX_S = 10.0
 #: A fault back within this long of its clear is a flapping one: its hold doubles.
 JOURNAL_FLAP_WINDOW_S = 300.0
 #: The longest a flapping fault is held before the journal is tried again.
