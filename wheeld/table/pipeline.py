@@ -102,7 +102,7 @@ class TablePipeline:
         )
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
-        self.wheel = WheelFacts(settings.driver, settings.port)
+        self.wheel = WheelFacts(settings.driver, settings.port, settings.pocket_order)
         #: What the wheel said of itself (``WheelFacts.info``).
         self.wheel_info = self.wheel.info
         self.announce = Announcer(settings.table, settings.base_topic, settings.epoch, signer)
