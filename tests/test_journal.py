@@ -467,6 +467,8 @@ except JournalWriteError as exc:
     said["game"] = str(exc)
 room(256 * 1024)
 said["roomy"] = journal.writable(1.0)
+# What a flapping fault asks for (wheeld/shell/journal_fault.py): more than the limit.
+said["larger"] = journal.writable(1.0, 4 * 128 * 1024)
 game(2)
 print(json.dumps(said))
 """
@@ -480,6 +482,7 @@ def test_the_write_probe_needs_room_for_a_game(state_dir: Path) -> None:
     assert "(ulimit -f)" in said["game"] and "\n" not in said["game"]
     assert said["tight"] is False, "room for a page is no room for a game"
     assert said["roomy"] is True
+    assert said["larger"] is False, "a larger probe finds the limit a game's did not"
 
 
 @pytest.fixture

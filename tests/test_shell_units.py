@@ -16,9 +16,12 @@ from wheeld.shell.command_desk import CommandDesk
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
 from wheeld.shell.journal import JournalWriteError
+from wheeld.shell.journal.store import PROBE_BYTES
 from wheeld.shell.journal_fault import (
     JOURNAL_FLAP_WINDOW_S,
     JOURNAL_HOLD_MAX_S,
+    JOURNAL_PROBE_MAX_BYTES,
+    JOURNAL_RETRY_MAX_S,
     JOURNAL_RETRY_S,
     JournalFault,
 )
@@ -308,23 +311,59 @@ async def test_a_command_reaches_the_pipeline_after_a_derived_step_pending() -> 
     assert order == ["settled", "close", "applied"]
 
 
-def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second() -> None:
+def _fault_parts(
+    scheduler: Any,
+    pipeline: _Pipeline,
+    writable: Callable[[int], bool],
+    *,
+    log: RecordingLog | None = None,
+    published: list[Outgoing] | None = None,
+    statuses: list[str] | None = None,
+    apply: Callable[[Effects], None] = lambda effects: None,
+    settle: Callable[[], None] = lambda: None,
+) -> Any:
+    """What a ``JournalFault`` is built from: the journal's probe and the publisher's,
+    the notifier's and the applier's calls kept where the test says."""
+    return SimpleNamespace(
+        log=RecordingLog() if log is None else log,
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda now, probe_bytes: writable(probe_bytes)),
+        pipeline=pipeline,
+        publisher=SimpleNamespace(
+            publish_unjournaled=(published if published is not None else []).append,
+            wake=lambda: None,
+        ),
+        notifier=SimpleNamespace(status=(statuses if statuses is not None else []).append),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=apply,
+        settle=settle,
+    )
+
+
+def test_an_unwritable_journal_is_said_outside_it_and_tried_again_less_often() -> None:
+    """A full disk nobody frees is one fault, tried after 1, 2, 4 and 8 s, then every
+    10 s (one line says so): not a 128 KiB probe a second for as long as it lasts."""
     scheduler, loop, _ = hand_scheduler()
     pipeline = _Pipeline()
     published: list[Outgoing] = []
     statuses: list[str] = []
     applied: list[Effects] = []
-    journal = SimpleNamespace(writable=lambda now: False)
-    parts = SimpleNamespace(
-        log=RecordingLog(),
-        scheduler=scheduler,
-        journal=journal,
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
-        notifier=SimpleNamespace(status=statuses.append),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
+    log = RecordingLog()
+    tries: list[float] = []
+    disk = {"full": True}
+
+    def writable(probe_bytes: int) -> bool:
+        tries.append(loop.t)
+        return not disk["full"]
+
+    parts = _fault_parts(
+        scheduler,
+        pipeline,
+        writable,
+        log=log,
+        published=published,
+        statuses=statuses,
         apply=applied.append,
-        settle=lambda: None,
     )
     fault = JournalFault(cast(Any, parts))
     fault.failed(Effects(), "disk full")
@@ -332,13 +371,22 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     assert [_state(m) for m in published] == ["fault", "fault"]
     assert statuses[-1] == "fault: journal_unwritable"
     assert scheduler.names() == ["journal retry"]
-    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    start = loop.t
+    loop.run_until(start + 70)
     assert scheduler.names() == ["journal retry"] and applied == [], "still unwritable"
-    journal.writable = lambda now: True
-    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    waits = [round(b - a, 3) for a, b in zip([start, *tries], tries, strict=False)]
+    assert waits == [1, 2, 4, 8, 10, 10, 10, 10, 10]
+    assert [event for _, event, _ in log.lines].count(
+        "journal still unwritable: tried again less often"
+    ) == 1
+    assert [_state(m) for m in published] == ["fault", "fault"], "one fault, said once"
+    disk["full"] = False
+    loop.run_until(tries[-1] + JOURNAL_RETRY_MAX_S)
     assert pipeline.told == [("recovered", 1000.0 + loop.t)] and len(applied) == 1
     assert _state(published[-1]) == "online" and statuses[-1] == "idle"
     assert scheduler.names() == []
+    fault.failed(Effects(), "disk full")  # a new fault: tried after a second again
+    assert fault.retry_s == JOURNAL_RETRY_S
 
 
 def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_time() -> None:
@@ -348,16 +396,8 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     pipeline = _Pipeline()
     published: list[Outgoing] = []
     log = RecordingLog()
-    parts = SimpleNamespace(
-        log=log,
-        scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda now: True),  # the probe fits each time
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
-        notifier=SimpleNamespace(status=lambda line: None),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
-        apply=lambda effects: None,
-        settle=lambda: None,
+    parts = _fault_parts(
+        scheduler, pipeline, lambda probe_bytes: True, log=log, published=published
     )
     fault = JournalFault(cast(Any, parts))
     holds: list[float] = []
@@ -372,11 +412,47 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     assert holds == [1, 2, 4, 8, 16, 32, 64, 128, 256, JOURNAL_HOLD_MAX_S]
     assert [_state(m) for m in published] == ["fault", "online"] * 10
     assert log.lines[-1][1].startswith("journal unwritable again soon after it recovered")
-    assert log.lines[-1][2] == {"recovered_s_ago": 1.0, "hold_s": JOURNAL_HOLD_MAX_S}
+    assert log.lines[-1][2] == {
+        "recovered_s_ago": 1.0,
+        "hold_s": JOURNAL_HOLD_MAX_S,
+        "probe_kib": JOURNAL_PROBE_MAX_BYTES // 1024,
+    }
     # Writable for the flap window: the one-second retry is earned back.
     loop.run_until(loop.t + JOURNAL_FLAP_WINDOW_S)
     fault.failed(Effects(), "disk full")
-    assert fault.hold_s == JOURNAL_RETRY_S
+    assert fault.hold_s == JOURNAL_RETRY_S and fault.probe_bytes == PROBE_BYTES
+
+
+def test_a_permanent_file_size_limit_settles_into_one_fault() -> None:
+    """Found under a small permanent `ulimit -f`: after each write-ahead-log checkpoint
+    the probe fitted again, the next games' commits did not, and the alarm was raised and
+    cleared once a checkpoint for as long as the daemon ran. The probe a flapping fault
+    asks for doubles, so the limit stops it after a flap or two: one fault, tried with a
+    back-off, until the limit goes (the larger probe then passes at once)."""
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    published: list[Outgoing] = []
+    room = {"bytes": 300 * 1024}  # what the write-ahead log has after its checkpoint
+    probes: list[int] = []
+
+    def writable(probe_bytes: int) -> bool:
+        probes.append(probe_bytes)
+        return probe_bytes < room["bytes"]
+
+    log = RecordingLog()
+    parts = _fault_parts(scheduler, pipeline, writable, log=log, published=published)
+    fault = JournalFault(cast(Any, parts))
+    for _ in range(20):  # the next games fill the log half a minute after each recovery
+        if not pipeline.journal_failed:
+            fault.failed(Effects(), "File too large")
+        loop.run_until(loop.t + 30)
+    assert [_state(m) for m in published] == ["fault", "online", "fault", "online", "fault"]
+    assert pipeline.journal_failed, "settled: one fault"
+    assert sorted(set(probes)) == [PROBE_BYTES, 2 * PROBE_BYTES, 4 * PROBE_BYTES]
+    assert scheduler.names() == ["journal retry"] and fault.retry_s == JOURNAL_RETRY_MAX_S
+    room["bytes"] = 1 << 30  # the limit raised, the disk freed
+    loop.run_until(loop.t + JOURNAL_RETRY_MAX_S)
+    assert not pipeline.journal_failed and _state(published[-1]) == "online"
 
 
 class _RecoveringPipeline(_Pipeline):
@@ -402,16 +478,8 @@ def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
         for record in effects.logs:
             getattr(log, record.level)(record.event, **record.fields)
 
-    parts = SimpleNamespace(
-        log=log,
-        scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda now: True),
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
-        notifier=SimpleNamespace(status=lambda line: None),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
-        apply=refused,
-        settle=lambda: None,
+    parts = _fault_parts(
+        scheduler, pipeline, lambda probe_bytes: True, log=log, published=published, apply=refused
     )
     faults.append(JournalFault(cast(Any, parts)))
     faults[0].failed(Effects(), "File too large")
@@ -420,6 +488,9 @@ def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
     assert "journal writable again" not in [event for _, event, _ in log.lines]
     assert [_state(m) for m in published] == ["fault", "fault"], "never online"
     assert scheduler.names() == ["journal retry"]
+    # Found under `ulimit -f` too: the probe passed and the recovery failed, once a
+    # minute for as long as it lasted. A probe that was no proof is a flap: larger next.
+    assert faults[0].probe_bytes == 2 * PROBE_BYTES and faults[0].hold_s == 2 * JOURNAL_RETRY_S
 
 
 def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
@@ -458,15 +529,10 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
 def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() -> None:
     scheduler, loop, _ = hand_scheduler()
     pipeline = _Pipeline()
-    parts = SimpleNamespace(
-        log=RecordingLog(),
-        scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda now: True),
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=lambda message: None, wake=lambda: None),
-        notifier=SimpleNamespace(status=lambda line: None),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
-        apply=lambda effects: None,
+    parts = _fault_parts(
+        scheduler,
+        pipeline,
+        lambda probe_bytes: True,
         settle=lambda: pipeline.told.append(("settled",)),
     )
     fault = JournalFault(cast(Any, parts))

@@ -241,6 +241,12 @@ class Wheel(Published):
     firmware: str | None
     serial: str | None
     pockets: Literal[37, 38, 39, 40]
+    pocket_order: list[Pocket] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="wheel.pocket_order: the wheel's custom pocket order, clockwise (a Cammegh "
+        "wheel set up with *Z), which the statistics' arcs and sectors follow; absent: the "
+        "standard order",
+    )
     output_level: Literal["basic", "advanced", "extended"] | SkipJsonSchema[None] = Field(
         default=None, description="Cammegh drivers: the output level the wheel speaks"
     )

@@ -103,7 +103,7 @@ class TablePipeline:
         )
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
-        self.wheel = WheelFacts(settings.driver, settings.port)
+        self.wheel = WheelFacts(settings.driver, settings.port, settings.pocket_order)
         self.announce = Announcer(settings.table, settings.base_topic, settings.epoch, signer)
         #: The table's own faults now set; ``alerts.book``: the alerts now set.
         self.faults = Book()

@@ -164,14 +164,14 @@ class StateTable:
         """Store where the chain stands (inside the commit of the messages that moved it)."""
         self._sql.put("chain", json.dumps(chain.to_dict(), sort_keys=True))
 
-    def writable(self, now: float) -> bool:
+    def writable(self, now: float, probe_bytes: int = PROBE_BYTES) -> bool:
         """Whether durable writes work again (at host time ``now``): tries a write of
         each kind, as large as a game's commit.
 
         For the daemon to poll while writes are failing. A tiny write is no proof: under
         a file-size limit (``ulimit -f``) the write-ahead log had room for one page and
         not for the next game, and the fault cleared and came back every few seconds. So
-        the probe writes ``PROBE_BYTES`` in its commit and takes them back in the same
+        the probe writes ``probe_bytes`` (more when ``JournalFault`` asks) in its commit and takes them back in the same
         one: it leaves only a ``write_probe`` row (the time of the last success) in the
         state table.
         """
@@ -185,7 +185,7 @@ class StateTable:
                 self._sql.put("write_probe", repr(now))
                 db.execute(
                     "INSERT INTO state (key, value) VALUES ('write_probe_room', zeroblob(?))",
-                    (PROBE_BYTES,),
+                    (probe_bytes,),
                 )
                 db.execute("DELETE FROM state WHERE key = 'write_probe_room'")
             self._ids.file.write(self._ids.file.high_water)

@@ -43,7 +43,7 @@ from wheeld.shell.journal.marks import GameIds, lock_state_dir, read_boot_id
 from wheeld.shell.journal.outbox import Outbox, OutboxEntry, enqueue
 from wheeld.shell.journal.retention import Pruner, Retention
 from wheeld.shell.journal.schema import Schema, tables
-from wheeld.shell.journal.state import StateTable
+from wheeld.shell.journal.state import PROBE_BYTES, StateTable
 from wheeld.table.effects import Effects, GameRecord, Outgoing
 
 if TYPE_CHECKING:
@@ -285,9 +285,10 @@ class Journal:
         """Keep the lines that crossed the link (``FrameTail.keep``)."""
         self._tail.keep(frames)
 
-    def writable(self, now: float) -> bool:
-        """Whether durable writes work again (``StateTable.writable``, the write probe)."""
-        return self._state.writable(now)
+    def writable(self, now: float, probe_bytes: int = PROBE_BYTES) -> bool:
+        """Whether durable writes work again (``StateTable.writable``, the write probe of
+        ``probe_bytes``)."""
+        return self._state.writable(now, probe_bytes)
 
     # -- what a start resumes from (``state.StateTable``) -------------------------------
 
