@@ -16,7 +16,7 @@ from wheeld.shell.command_desk import CommandDesk
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
 from wheeld.shell.journal import JournalWriteError
-from wheeld.shell.journal.store import PROBE_BYTES
+from wheeld.shell.journal.state import PROBE_BYTES
 from wheeld.shell.journal_fault import (
     JOURNAL_FLAP_WINDOW_S,
     JOURNAL_HOLD_MAX_S,

@@ -1,7 +1,10 @@
 """wheeld: the controller daemon for electronic roulette wheels."""
 
+# ``_signal``, not ``signal``: the C module is built in and loads at once, where
+# ``signal`` imports ``enum`` and ``functools`` first, and a Ctrl-C in those was a
+# traceback through this file.
+import _signal  # type: ignore[import-not-found]  # typeshed stubs only `signal`
 import os as _os
-import signal as _signal
 import sys as _sys
 
 

@@ -171,9 +171,9 @@ class StateTable:
         For the daemon to poll while writes are failing. A tiny write is no proof: under
         a file-size limit (``ulimit -f``) the write-ahead log had room for one page and
         not for the next game, and the fault cleared and came back every few seconds. So
-        the probe writes ``probe_bytes`` (more when ``JournalFault`` asks) in its commit and takes them back in the same
-        one: it leaves only a ``write_probe`` row (the time of the last success) in the
-        state table.
+        the probe writes ``probe_bytes`` (more when ``JournalFault`` asks) in its commit
+        and takes them back in the same one: it leaves only a ``write_probe`` row (the
+        time of the last success) in the state table.
         """
         db = self._sql.db
         # Freed pages zeroed, so written: without it SQLite may skip pages a commit

@@ -286,8 +286,7 @@ class Journal:
         self._tail.keep(frames)
 
     def writable(self, now: float, probe_bytes: int = PROBE_BYTES) -> bool:
-        """Whether durable writes work again (``StateTable.writable``, the write probe of
-        ``probe_bytes``)."""
+        """Whether durable writes work again (``StateTable.writable``'s probe)."""
         return self._state.writable(now, probe_bytes)
 
     # -- what a start resumes from (``state.StateTable``) -------------------------------
