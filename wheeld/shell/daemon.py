@@ -231,7 +231,7 @@ class Daemon:
             silence_s=max(5.0, 3 * link_timeout_s),
             capture=self.capture,
             usb_reset=config.wheel.usb_reset,
-            clock=clock.now,
+            scheduler=scheduler,
             log=log,
         )
         self.metrics, self._metrics_endpoint = _metrics(config, pipeline, self.readings, log)
