@@ -12,7 +12,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -372,14 +371,6 @@ class _Log:
 
 
 # -- a running daemon ----------------------------------------------------------------------
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()
 
 
 def _scrape(port: int) -> Samples:
