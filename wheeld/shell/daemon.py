@@ -250,7 +250,7 @@ class Daemon:
             ),
             on_rival=self._stand_down,
             alarm_message=pipeline.unjournaled_alarm,
-            clock=clock,
+            scheduler=scheduler,
             **publisher_hooks,
         )
         self.condition = condition = TableCondition(
