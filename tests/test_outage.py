@@ -36,7 +36,6 @@ from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import in_words
 from wheeld.shell.outage import Outage
 from wheeld.shell.publisher import Publisher
-from wheeld.shell.scheduler import Scheduler
 from wheeld.testing.rig import Broker, DaemonProcess, PtyWheel, running, wait_for, write_config
 
 
@@ -143,17 +142,12 @@ async def test_no_broker_reached_is_loud_and_names_the_next_try(
     monkeypatch.setattr(outage_module, "OUTAGE_SAY_FIRST_S", 0.5)
     journal = Journal(tmp_path / "journal.sqlite")
     log = Log()
-    scheduler = Scheduler(HostClock())
-    publisher = Publisher(
-        config(refusing_port), journal, on_command=no_command, log=log, scheduler=scheduler
-    )
+    publisher = Publisher(config(refusing_port), journal, on_command=no_command, log=log)
     try:
         async with publishing(publisher):
             await until(
                 lambda: len(log.at("error", "no broker reached since start")) >= 2, "said twice"
             )
-            # The backoff between tries is a timer on the scheduler it was given.
-            await until(lambda: "broker reconnect" in scheduler.names(), "the backoff's timer")
             said = log.at("error", "no broker reached since start")
             assert publisher.unreachable and not publisher.reached
     finally:

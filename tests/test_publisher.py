@@ -28,12 +28,10 @@ from wheeld.core.signing import Signer, signature_problem
 from wheeld.drivers.wrp import WrpDecoder
 from wheeld.shell import broker_memory, drain, mqtt_client, takeover
 from wheeld.shell.broker_memory import read_broker_memory
-from wheeld.shell.clock import HostClock
 from wheeld.shell.command_listener import MAX_SENDER, reply_topic_refusal
 from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import MAX_PACKET_BYTES
 from wheeld.shell.publisher import Publisher
-from wheeld.shell.scheduler import Scheduler
 from wheeld.shell.stop import stop_tasks
 from wheeld.table.effects import Outgoing
 from wheeld.table.pipeline import TablePipeline, TableSettings
@@ -324,7 +322,6 @@ async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_
             ]
         )
         log = Log()
-        scheduler = Scheduler(HostClock())
         signer = Signer.generate()
         pipeline = TablePipeline(
             TableSettings(table="T9", base_topic=BASE, driver="wrp", epoch="e"),
@@ -337,15 +334,12 @@ async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_
             on_command=no_command,
             log=log,
             alarm_message=pipeline.unjournaled_alarm,  # as the daemon wires it
-            scheduler=scheduler,
         )
         try:
             async with running(publisher):
                 alarm = await until(lambda: watcher.on(f"{BASE}/alarm"), "the alarm")
                 await until(lambda: watcher.on(f"{BASE}/wheel"), "the other topic, not held")
                 await until(lambda: publisher.refusals >= 3, "retries")
-                # The retry is a timer on the daemon's scheduler, not a wait of its own.
-                await until(lambda: "refused retry" in scheduler.names(), "the retry's timer")
                 # Both game messages wait: the second behind the refused first.
                 assert [e.message.topic for e in journal.pending()] == [GAME, GAME]
                 assert publisher.stuck_since is not None
@@ -356,7 +350,6 @@ async def test_a_refused_message_stays_raises_one_alarm_and_holds_back_only_its_
                 await until(lambda: not journal.pending(), "the outbox drained", timeout=15)
                 games = await until(lambda: len(watcher.on(GAME)) == 2 and watcher.on(GAME), "2")
                 assert publisher.stuck_since is None
-                assert "refused retry" not in scheduler.names()
         finally:
             watcher.close()
             journal.close()

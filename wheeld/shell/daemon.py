@@ -250,7 +250,7 @@ class Daemon:
             ),
             on_rival=self._stand_down,
             alarm_message=pipeline.unjournaled_alarm,
-            scheduler=scheduler,
+            clock=clock,
             **publisher_hooks,
         )
         self.condition = condition = TableCondition(

@@ -12,6 +12,7 @@ while other topics flow on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,6 @@ from wheeld.core.messages import SCHEMA_VERSION, iso_utc
 from wheeld.shell.clock import HostClock
 from wheeld.shell.journal import JournalWriteError, OutboxEntry
 from wheeld.shell.properties import json_properties, status_properties
-from wheeld.shell.scheduler import Scheduler
 from wheeld.table.effects import Outgoing
 
 if TYPE_CHECKING:
@@ -84,11 +84,9 @@ class OutboxDrain:
         *,
         alarm_message: AlarmBuilder,
         on_acknowledged: Callable[[OutboxEntry], None] | None = None,
-        scheduler: Scheduler | None = None,
+        clock: HostClock | None = None,
     ) -> None:
-        #: A refused entry's retry is a timer on it; its clock times the refusals.
-        self._scheduler = scheduler = scheduler or Scheduler(HostClock())
-        self._clock = scheduler.clock
+        self._clock = clock or HostClock()
         self._protocol = config.mqtt.protocol
         self._status = f"{config.base_topic}/status"
         self._journal = journal
@@ -125,14 +123,10 @@ class OutboxDrain:
             if next_retry is None:
                 await self._wake.wait()
                 continue
-            # Woken by new entries, or by a refused one falling due again (a timer).
-            due = self._scheduler.after(
-                next_retry - self._clock.monotonic(), lambda now: self._wake.set(), "refused retry"
-            )
-            try:
-                await self._wake.wait()
-            finally:
-                due.cancel()
+            # Woken by new entries, or by a refused one falling due again.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(0.0, next_retry - self._clock.monotonic())):
+                    await self._wake.wait()
 
     async def _drain_once(self, client: Client) -> None:
         """Offer every pending entry once, in order, but none behind a refusal on its topic."""

@@ -34,7 +34,6 @@ from wheeld.shell.journal import Journal, OutboxEntry
 from wheeld.shell.outage import Outage
 from wheeld.shell.presence import Presence
 from wheeld.shell.properties import json_properties, status_properties
-from wheeld.shell.scheduler import Scheduler
 from wheeld.shell.takeover import SessionTakeover, causes
 from wheeld.table.effects import Outgoing
 
@@ -69,12 +68,10 @@ class Publisher:
         on_acknowledged: Callable[[OutboxEntry], None] | None = None,
         on_rival: Callable[[str], None] | None = None,
         alarm_message: AlarmBuilder | None = None,
-        scheduler: Scheduler | None = None,
+        clock: HostClock | None = None,
     ) -> None:
-        #: The daemon's scheduler and its one clock (its own when run alone, in tests):
-        #: the reconnect backoff and the drain's retry of a refused entry are its timers.
-        self._scheduler = scheduler = scheduler or Scheduler(HostClock())
-        self._clock = scheduler.clock
+        #: The daemon's one clock (its own when run alone, in tests).
+        self._clock = clock = clock or HostClock()
         self._config = config
         self._journal = journal
         #: Told the retained <base>/result the broker holds: the daemon checks its
@@ -93,7 +90,7 @@ class Publisher:
             # bare payload when the publisher runs without a pipeline (its tests).
             alarm_message=alarm_message or unsigned_alarm(config),
             on_acknowledged=on_acknowledged,
-            scheduler=scheduler,
+            clock=clock,
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self.commands = CommandListener(
@@ -211,7 +208,7 @@ class Publisher:
             if taken_over:
                 # Slower each time, so two daemons with one id stop flapping every
                 # second; on the same broker, which is up.
-                await self._scheduler.sleep(takeover.backed_off(), "broker reconnect")
+                await asyncio.sleep(takeover.backed_off())
                 continue
             connected_at = takeover.connected_at
             held_s = None if connected_at is None else self._clock.monotonic() - connected_at
@@ -219,7 +216,7 @@ class Publisher:
             self.unreachable = not self.reached
             said = {"server": server, "error": error, "detail": detail, "next": failover.server}
             outage.say(self._log, said, held_s=held_s, delay=delay, reached=self.reached)
-            await self._scheduler.sleep(delay, "broker reconnect")
+            await asyncio.sleep(delay)
 
     async def _serve(self, client: Client) -> None:
         # Before saying anything, what the broker holds for the table now: its status

@@ -2,8 +2,7 @@
 
 The pipeline's next deadline, the journal's write batches, the command-rate
 summary, the periodic jobs (``wheeld.shell.jobs``), the journal's retry, the
-link's silence check and reopen backoff, the publisher's reconnect backoff, the
-drain's retry of a refused entry, each HTTP connection's head and write
+link's silence check and reopen backoff, each HTTP connection's head and write
 deadlines: each is a ``Timer`` here. The scheduler keeps one ``loop.call_at``
 for the earliest of them, never polls and never sleeps; when it fires, the
 host time is read once (``HostClock.now``, which notices a stepped clock) and
