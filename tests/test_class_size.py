@@ -16,13 +16,10 @@ LIMIT = 300
 
 # "path::Class": lines today. Lower a figure when a class shrinks; never raise one.
 ALLOWED: dict[str, int] = {
-    # Split (issue 18): it routes; the session's connect and deadline handling could
-    # still leave it for wheeld/table/session.py (open point).
-    "wheeld/table/pipeline.py::TablePipeline": 315,
     # The archive's ledger and service came in whole from the archive work and were
     # not part of the restructuring; each holds several judgements (open point).
     "wheeld/archive/ledger.py::Ledger": 638,
-    "wheeld/archive/service.py::Archive": 543,
+    "wheeld/archive/service.py::Archive": 541,
     # The table's statistics: the running figures (_Tally) and the judgements over
     # them (Statistics); the alerts' judgements leave with the alerts as units.
     # (448 and 437 with the custom pocket order, merged beside the review.)

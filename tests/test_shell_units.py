@@ -570,3 +570,45 @@ def test_what_was_refused_is_journaled_at_a_stop() -> None:
     assert len(applied) == 1 and scheduler.names() == []
     gate.stopping(1002.0)
     assert len(applied) == 1, "nothing refused since: nothing said"
+
+
+# -- stopping a task that owns an MQTT client (wheeld.shell.stop) ---------------------------
+
+
+async def test_a_task_that_swallows_a_cancellation_is_cancelled_again_until_it_ends() -> None:
+    import asyncio
+    import contextlib
+
+    from wheeld.shell.stop import stop_tasks
+
+    swallowed = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.append(1)  # as aiomqtt's connect can, on Python 3.11
+        await asyncio.sleep(3600)
+
+    async def failing() -> None:
+        raise RuntimeError("gone")
+
+    tasks = [asyncio.create_task(stubborn()), asyncio.create_task(failing())]
+    await asyncio.sleep(0)
+    await asyncio.wait_for(stop_tasks(*tasks), timeout=10)
+    assert swallowed == [1] and all(task.done() for task in tasks)
+
+    released = False
+
+    async def deaf() -> None:
+        while not released:  # deaf to every cancellation until released
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    never = asyncio.create_task(deaf())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(stop_tasks(never, patience_s=0.05), timeout=10)  # bounded
+    assert not never.done()
+    released = True
+    await asyncio.wait_for(stop_tasks(never), timeout=10)
+    assert never.done()

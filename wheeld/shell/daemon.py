@@ -50,6 +50,7 @@ from wheeld.shell.publisher import Publisher
 from wheeld.shell.readiness import KEY_NOT_SET
 from wheeld.shell.recall_desk import RecallDesk
 from wheeld.shell.scheduler import Scheduler
+from wheeld.shell.stop import stop_tasks
 from wheeld.table.effects import Effects
 from wheeld.table.pipeline import TablePipeline, TableSettings
 
@@ -231,7 +232,7 @@ class Daemon:
             silence_s=max(5.0, 3 * link_timeout_s),
             capture=self.capture,
             usb_reset=config.wheel.usb_reset,
-            clock=clock.now,
+            scheduler=scheduler,
             log=log,
         )
         self.metrics, self._metrics_endpoint = _metrics(config, pipeline, self.readings, log)
@@ -397,9 +398,8 @@ class Daemon:
         if self._metrics_endpoint is not None:
             await self._metrics_endpoint.close()
         await self.publisher.stop()
-        publisher_task.cancel()
-        # Bounded: a task that swallowed its cancellation must not keep the daemon up.
-        await asyncio.wait([publisher_task], timeout=PUBLISHER_PATIENCE_S)
+        # Bounded: a task that swallowed every cancellation must not keep the daemon up.
+        await stop_tasks(publisher_task, patience_s=PUBLISHER_PATIENCE_S)
         await _cancelled(preflight)
         if self.capture is not None:
             self.capture.close()

@@ -230,7 +230,7 @@ class _ScrapedCollector:
         faults = GaugeMetricFamily(
             "wheeld_fault_active", "Faults and alerts set now (1 each)", labels=["fault"]
         )
-        for fault in condition.faults:
+        for fault in (*condition.faults, *condition.alerts):
             faults.add_metric([fault], 1)
         yield faults
         health = GaugeMetricFamily(
