@@ -171,7 +171,11 @@ def _payloads(decisions: Iterator[tuple[int, str, str]]) -> Iterator[dict[str, A
 
 
 def _metrics(
-    config: Config, pipeline: TablePipeline, readings: Callable[[], Readings], log: Any
+    config: Config,
+    pipeline: TablePipeline,
+    readings: Callable[[], Readings],
+    log: Any,
+    scheduler: Scheduler,
 ) -> tuple[TableMetrics | None, MetricsEndpoint | None]:
     """``[metrics] listen``'s endpoint; prometheus_client is imported only when one is asked for."""
     if not config.metrics.listen:
@@ -187,7 +191,8 @@ def _metrics(
             "driver": config.wheel.driver,
         },
     )
-    return metrics, MetricsEndpoint(config.metrics.listen, metrics, log=log)
+    endpoint = MetricsEndpoint(config.metrics.listen, metrics, log=log, scheduler=scheduler)
+    return metrics, endpoint
 
 
 class Daemon:
@@ -235,7 +240,7 @@ class Daemon:
             scheduler=scheduler,
             log=log,
         )
-        self.metrics, self._metrics_endpoint = _metrics(config, pipeline, self.readings, log)
+        self.metrics, self._scrapes = _metrics(config, pipeline, self.readings, log, scheduler)
         publisher_hooks: dict[str, Any] = {}
         if self.metrics is not None:
             publisher_hooks["on_acknowledged"] = self.metrics.acknowledged
@@ -320,10 +325,10 @@ class Daemon:
         # A worker thread (a recall, a checkpoint) gives the GIL back to the event loop
         # within a millisecond, not the default five: a launch is never kept waiting.
         sys.setswitchinterval(0.001)
-        if self._metrics_endpoint is not None:
+        if self._scrapes is not None:
             # First: a port in use is a configuration problem, said before the broker is asked.
             try:
-                await self._metrics_endpoint.start()
+                await self._scrapes.start()
             except OSError:
                 self.journal.close()
                 raise
@@ -395,8 +400,8 @@ class Daemon:
         link_task.cancel()
         await asyncio.gather(link_task, stopper, return_exceptions=True)
         self.link.close()
-        if self._metrics_endpoint is not None:
-            await self._metrics_endpoint.close()
+        if self._scrapes is not None:
+            await self._scrapes.close()
         await self.publisher.stop()
         # Bounded: a task that swallowed every cancellation must not keep the daemon up.
         await stop_tasks(publisher_task, patience_s=PUBLISHER_PATIENCE_S)
