@@ -226,6 +226,28 @@ def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
     assert loop.armed == [], "no deadline after it: no timer"
 
 
+def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes() -> None:
+    # Every line from the wheel moves the link's deadline on: the timer is not replaced
+    # after each one (a cancel and a new event-loop timer a line), it re-arms when it fires.
+    applier, _, pipeline, loop, _ = _applier()
+    start = loop.t
+    pipeline.deadline = 1000.0 + start + 2.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 3.0
+    applier.apply(Effects())
+    assert loop.armed == [start + 2.0], "a later deadline: the timer set stays"
+    loop.run_until(start + 2.0)
+    assert pipeline.told == [], "not due yet: re-armed, the pipeline not called"
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("timer", 1000.0 + start + 3.0)]
+    pipeline.deadline = 1000.0 + start + 9.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 5.0
+    applier.apply(Effects())
+    assert loop.armed == [start + 5.0], "an earlier deadline replaces the timer"
+
+
 def _game() -> Effects:
     game = cast(Any, SimpleNamespace(event="result"))
     return Effects(games=[game], messages=[Outgoing("wheeld/T1/result", "{}")])

@@ -67,6 +67,8 @@ class EffectsApplier:
         #: The periodic jobs, told of decisions and of effects applied (set once built).
         self.jobs: Jobs | None = None
         self._deadline: Timer | None = None
+        #: The pipeline's deadline (host time) ``_deadline`` was set for.
+        self._deadline_for = 0.0
         #: Games kept whose history, statistics and alerts are still to be derived.
         self._derived: Timer | None = None
 
@@ -179,14 +181,30 @@ class EffectsApplier:
         self._publisher.wake()
 
     def _rearm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
         deadline = self._pipeline.next_deadline()
-        if deadline is not None:
-            self._deadline = self._scheduler.at(deadline, self._deadline_due, "deadline")
+        if deadline is None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            return
+        if self._deadline is not None:
+            if self._deadline_for <= deadline:
+                # Every line from the wheel moves the link's deadline on: the timer set
+                # stays, and re-arms for the later one when it fires (``_deadline_due``),
+                # rather than being replaced after each line.
+                return
+            self._deadline.cancel()
+        self._arm_deadline(deadline)
+
+    def _arm_deadline(self, deadline: float) -> None:
+        self._deadline = self._scheduler.at(deadline, self._deadline_due, "deadline")
+        self._deadline_for = deadline
 
     def _deadline_due(self, now: float) -> None:
         self._deadline = None
         self.settle()
+        deadline = self._pipeline.next_deadline()
+        if deadline is not None and deadline > self._deadline_for:
+            self._arm_deadline(deadline)  # it moved on since it was set: not due yet
+            return
         self.apply(self._pipeline.on_timer(now))

@@ -390,4 +390,6 @@ class TablePipeline:
     def _session_alarms(self, now: float, out: Effects) -> None:
         """Commands the session gave up on, and alarms of its own: each raised once."""
         if self._session_alarms_ is not None:
-            self.record.decide(self._session_alarms_.take(now), out)
+            alarms = self._session_alarms_.take(now)
+            if alarms:
+                self.record.decide(alarms, out)

@@ -28,6 +28,8 @@ class SessionAlarms:
         unanswered = self.session.unanswered
         raised: list[tuple[str, dict[str, Any]]] = getattr(self.session, "alarms", [])
         said_unanswered, said_raised = self._said
+        if len(unanswered) == said_unanswered and len(raised) == said_raised:
+            return []  # nothing new (asked after every line from the wheel)
         self._said = (len(unanswered), len(raised))
         alarms: list[Decision] = [
             Alarm(now, "wheel_not_answering", {"command": silent})
