@@ -4,6 +4,7 @@ command rate, and the unwritable journal's fault and retry."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -476,6 +477,59 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     ((topic, payload),) = sent
     assert topic == f"{config.base_topic}/status"
     assert json.loads(payload)["state"] == "fault"
+
+
+def test_what_the_broker_acknowledged_leaves_the_outbox_in_one_commit_even_when_cut() -> None:
+    """A game's messages (its marker, the message, the history, the statistics) each
+    cost a commit of their own to leave the outbox; now one for those drained together,
+    and what the broker acknowledged still leaves it when the connection goes."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.journal.outbox import OutboxEntry
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    entries = [OutboxEntry(i, Outgoing(f"t/{i}", "{}")) for i in range(1, 5)]
+    commits: list[list[int]] = []
+
+    class _Journal:
+        def __init__(self) -> None:
+            self.outbox = list(entries)
+
+        def pending(self, after: int = 0) -> list[OutboxEntry]:
+            return [entry for entry in self.outbox if entry.id > after]
+
+        def acknowledge(self, *gone: OutboxEntry) -> None:
+            commits.append([entry.id for entry in gone])
+            self.outbox = [entry for entry in self.outbox if entry not in gone]
+
+    class _Client:
+        def __init__(self, cut_at: int | None = None) -> None:
+            self.cut_at = cut_at
+
+        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> Any:
+            if topic == f"t/{self.cut_at}":
+                raise ConnectionError("the broker went")
+            return SimpleNamespace(is_failure=False)
+
+    acknowledged: list[int] = []
+    journal = _Journal()
+    drain = OutboxDrain(
+        config,
+        cast(Any, journal),
+        Presence(config, "host:/var/lib/wheeld", RecordingLog()),
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+        on_acknowledged=lambda entry: acknowledged.append(entry.id),
+    )
+    with contextlib.suppress(ConnectionError):
+        asyncio.run(drain._drain_once(cast(Any, _Client(cut_at=3))))
+    assert commits == [[1, 2]], "what the broker took before the cut left the outbox"
+    asyncio.run(drain._drain_once(cast(Any, _Client())))
+    assert commits == [[1, 2], [3, 4]] and journal.outbox == []
+    assert acknowledged == [1, 2, 3, 4]
 
 
 def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() -> None:
