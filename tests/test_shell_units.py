@@ -249,6 +249,26 @@ def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes
     assert loop.armed == [start + 5.0], "an earlier deadline replaces the timer"
 
 
+def test_a_deadline_moved_later_is_not_called_early_when_a_derived_step_waits() -> None:
+    # The derived step settled when the timer fires sets a timer for the deadline as it
+    # is then: the pipeline is still not told of a deadline that has not come.
+    applier, _, pipeline, loop, _ = _applier()
+    start = loop.t
+    pipeline.deadline = 1000.0 + start + 2.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 3.0
+    applier.apply(_game())  # a derived step waits
+    # The timer fires (the scheduler lets go of it) before the step's turn has come.
+    timer = applier._deadline
+    assert timer is not None
+    timer.cancel()
+    applier._deadline_due(1000.0 + start + 2.0)
+    assert pipeline.told == [("derived",)]
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("derived",), ("timer", 1000.0 + start + 3.0)]
+
+
 def _game() -> Effects:
     game = cast(Any, SimpleNamespace(event="result"))
     return Effects(games=[game], messages=[Outgoing("wheeld/T1/result", "{}")])

@@ -202,9 +202,12 @@ class EffectsApplier:
 
     def _deadline_due(self, now: float) -> None:
         self._deadline = None
-        self.settle()
+        armed_for = self._deadline_for
+        self.settle()  # may apply, and so set a timer for the deadline as it is now
         deadline = self._pipeline.next_deadline()
-        if deadline is not None and deadline > self._deadline_for:
-            self._arm_deadline(deadline)  # it moved on since it was set: not due yet
+        if deadline is not None and deadline > armed_for:
+            # It moved on since the timer was set: not due yet.
+            if self._deadline is None:
+                self._arm_deadline(deadline)
             return
         self.apply(self._pipeline.on_timer(now))
