@@ -227,15 +227,23 @@ def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
     assert loop.armed == [], "no deadline after it: no timer"
 
 
-def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes() -> None:
-    # Every line from the wheel moves the link's deadline on: the timer is not replaced
-    # after each one (a cancel and a new event-loop timer a line), it re-arms when it fires.
+def _deadline_moved_later(
+    effects: Effects,
+) -> tuple[EffectsApplier, _Pipeline, Any, float]:
+    """A deadline 2 s on, then moved to 3 s on by ``effects`` applied."""
     applier, _, pipeline, loop, _ = _applier()
     start = loop.t
     pipeline.deadline = 1000.0 + start + 2.0
     applier.apply(Effects())
     pipeline.deadline = 1000.0 + start + 3.0
-    applier.apply(Effects())
+    applier.apply(effects)
+    return applier, pipeline, loop, start
+
+
+def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes() -> None:
+    # Every line from the wheel moves the link's deadline on: the timer is not replaced
+    # after each one (a cancel and a new event-loop timer a line), it re-arms when it fires.
+    applier, pipeline, loop, start = _deadline_moved_later(Effects())
     assert loop.armed == [start + 2.0], "a later deadline: the timer set stays"
     loop.run_until(start + 2.0)
     assert pipeline.told == [], "not due yet: re-armed, the pipeline not called"
@@ -252,12 +260,7 @@ def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes
 def test_a_deadline_moved_later_is_not_called_early_when_a_derived_step_waits() -> None:
     # The derived step settled when the timer fires sets a timer for the deadline as it
     # is then: the pipeline is still not told of a deadline that has not come.
-    applier, _, pipeline, loop, _ = _applier()
-    start = loop.t
-    pipeline.deadline = 1000.0 + start + 2.0
-    applier.apply(Effects())
-    pipeline.deadline = 1000.0 + start + 3.0
-    applier.apply(_game())  # a derived step waits
+    applier, pipeline, loop, start = _deadline_moved_later(_game())  # a derived step waits
     # The timer fires (the scheduler lets go of it) before the step's turn has come.
     timer = applier._deadline
     assert timer is not None
