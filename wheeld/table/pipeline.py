@@ -389,7 +389,5 @@ class TablePipeline:
 
     def _session_alarms(self, now: float, out: Effects) -> None:
         """Commands the session gave up on, and alarms of its own: each raised once."""
-        if self._session_alarms_ is not None:
-            alarms = self._session_alarms_.take(now)
-            if alarms:
-                self.record.decide(alarms, out)
+        if self._session_alarms_ is not None and (alarms := self._session_alarms_.take(now)):
+            self.record.decide(alarms, out)
