@@ -215,6 +215,14 @@ def test_engine_state_round_trips() -> None:
     assert EngineState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
 
 
+def test_engine_state_is_stored_whole() -> None:
+    # Written by hand (it is stored with every decision): a field added is stored too.
+    from dataclasses import asdict
+
+    for state in (EngineState(), EngineState(7, "cw", 6, 3)):
+        assert state.to_dict() == asdict(state)
+
+
 # -- game ids are never reused ---------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ command rate, and the unwritable journal's fault and retry."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -226,6 +227,51 @@ def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
     loop.run_until(loop.t + 2.5)
     assert pipeline.told == [("timer", 1000.0 + loop.t)]
     assert loop.armed == [], "no deadline after it: no timer"
+
+
+def _deadline_moved_later(
+    effects: Effects,
+) -> tuple[EffectsApplier, _Pipeline, Any, float]:
+    """A deadline 2 s on, then moved to 3 s on by ``effects`` applied."""
+    applier, _, pipeline, loop, _ = _applier()
+    start = loop.t
+    pipeline.deadline = 1000.0 + start + 2.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 3.0
+    applier.apply(effects)
+    return applier, pipeline, loop, start
+
+
+def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes() -> None:
+    # Every line from the wheel moves the link's deadline on: the timer is not replaced
+    # after each one (a cancel and a new event-loop timer a line), it re-arms when it fires.
+    applier, pipeline, loop, start = _deadline_moved_later(Effects())
+    assert loop.armed == [start + 2.0], "a later deadline: the timer set stays"
+    loop.run_until(start + 2.0)
+    assert pipeline.told == [], "not due yet: re-armed, the pipeline not called"
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("timer", 1000.0 + start + 3.0)]
+    pipeline.deadline = 1000.0 + start + 9.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 5.0
+    applier.apply(Effects())
+    assert loop.armed == [start + 5.0], "an earlier deadline replaces the timer"
+
+
+def test_a_deadline_moved_later_is_not_called_early_when_a_derived_step_waits() -> None:
+    # The derived step settled when the timer fires sets a timer for the deadline as it
+    # is then: the pipeline is still not told of a deadline that has not come.
+    applier, pipeline, loop, start = _deadline_moved_later(_game())  # a derived step waits
+    # The timer fires (the scheduler lets go of it) before the step's turn has come.
+    timer = applier._deadline
+    assert timer is not None
+    timer.cancel()
+    applier._deadline_due(1000.0 + start + 2.0)
+    assert pipeline.told == [("derived",)]
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("derived",), ("timer", 1000.0 + start + 3.0)]
 
 
 def _game() -> Effects:
@@ -524,6 +570,59 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     ((topic, payload),) = sent
     assert topic == f"{config.base_topic}/status"
     assert json.loads(payload)["state"] == "fault"
+
+
+def test_what_the_broker_acknowledged_leaves_the_outbox_in_one_commit_even_when_cut() -> None:
+    """A game's messages (its marker, the message, the history, the statistics) each
+    cost a commit of their own to leave the outbox; now one for those drained together,
+    and what the broker acknowledged still leaves it when the connection goes."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.journal.outbox import OutboxEntry
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    entries = [OutboxEntry(i, Outgoing(f"t/{i}", "{}")) for i in range(1, 5)]
+    commits: list[list[int]] = []
+
+    class _Journal:
+        def __init__(self) -> None:
+            self.outbox = list(entries)
+
+        def pending(self, after: int = 0) -> list[OutboxEntry]:
+            return [entry for entry in self.outbox if entry.id > after]
+
+        def acknowledge(self, *gone: OutboxEntry) -> None:
+            commits.append([entry.id for entry in gone])
+            self.outbox = [entry for entry in self.outbox if entry not in gone]
+
+    class _Client:
+        def __init__(self, cut_at: int | None = None) -> None:
+            self.cut_at = cut_at
+
+        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> Any:
+            if topic == f"t/{self.cut_at}":
+                raise ConnectionError("the broker went")
+            return SimpleNamespace(is_failure=False)
+
+    acknowledged: list[int] = []
+    journal = _Journal()
+    drain = OutboxDrain(
+        config,
+        cast(Any, journal),
+        Presence(config, "host:/var/lib/wheeld", RecordingLog()),
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+        on_acknowledged=lambda entry: acknowledged.append(entry.id),
+    )
+    with contextlib.suppress(ConnectionError):
+        asyncio.run(drain._drain_once(cast(Any, _Client(cut_at=3))))
+    assert commits == [[1, 2]], "what the broker took before the cut left the outbox"
+    asyncio.run(drain._drain_once(cast(Any, _Client())))
+    assert commits == [[1, 2], [3, 4]] and journal.outbox == []
+    assert acknowledged == [1, 2, 3, 4]
 
 
 def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() -> None:

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 #: A refused outbox entry is tried again after 1 s, 2 s, 4 s ... at most a minute apart.
 REFUSED_RETRY_FIRST_S = 1.0
 REFUSED_RETRY_MAX_S = 60.0
+#: Entries the broker acknowledged leave the outbox in one commit, at most this many
+#: (a crash before it sends them again: consumers drop repeats).
+ACKNOWLEDGED_TOGETHER = 16
 
 #: Builds the alarm said when the broker refuses an entry: (when, code, detail).
 AlarmBuilder = Callable[[float, str, dict[str, Any]], Outgoing]
@@ -134,30 +137,54 @@ class OutboxDrain:
         blocked: set[str] = set()
         after = 0
         while entries := self._journal.pending(after):
-            for entry in entries:
-                after = entry.id
-                topic = entry.message.topic
-                refusal = self._refused.get(entry.id)
-                if topic in blocked or (refusal and refusal.retry_at > self._clock.monotonic()):
-                    blocked.add(topic)
-                    continue
-                code = await self.deliver(client, entry.message)
-                if code.is_failure:
-                    await self._refuse(client, entry, code)
-                    blocked.add(topic)
-                    continue
+            #: Acknowledged by the broker, not yet in the journal: one commit for several.
+            delivered: list[OutboxEntry] = []
+            try:
+                for entry in entries:
+                    after = entry.id
+                    topic = entry.message.topic
+                    refusal = self._refused.get(entry.id)
+                    if topic in blocked or (refusal and refusal.retry_at > self._clock.monotonic()):
+                        blocked.add(topic)
+                        continue
+                    code = await self.deliver(client, entry.message)
+                    if code.is_failure:
+                        await self._refuse(client, entry, code)
+                        blocked.add(topic)
+                        continue
+                    delivered.append(entry)
+                    if len(delivered) >= ACKNOWLEDGED_TOGETHER and not self._acknowledge(delivered):
+                        return
+            finally:
+                # Even when the connection goes, or a stop cancels the drain: what the
+                # broker acknowledged leaves the outbox.
+                kept = self._acknowledge(delivered)
+            if not kept:
+                return
+
+    def _acknowledge(self, delivered: list[OutboxEntry]) -> bool:
+        """Entries the broker acknowledged out of the outbox, in one commit (``delivered``
+        emptied); False when the journal cannot write (they are sent again once it can;
+        consumers drop repeats by game id)."""
+        if not delivered:
+            return True
+        try:
+            self._journal.acknowledge(*delivered)
+        except JournalWriteError:
+            delivered.clear()
+            return False
+        for entry in delivered:
+            if self._on_acknowledged is not None:
                 try:
-                    self._journal.acknowledge(entry)
-                except JournalWriteError:
-                    # Sent again once the journal can write; consumers drop repeats by game id.
-                    return
-                if self._on_acknowledged is not None:
-                    try:
-                        self._on_acknowledged(entry)
-                    except Exception as exc:  # a counter's bug must not cut the connection
-                        self._log.error("on_acknowledged failed", error=repr(exc))
-                if self._refused.pop(entry.id, None) is not None:
-                    self._log.info("broker accepted a message it had refused", topic=topic)
+                    self._on_acknowledged(entry)
+                except Exception as exc:  # a counter's bug must not cut the connection
+                    self._log.error("on_acknowledged failed", error=repr(exc))
+            if self._refused.pop(entry.id, None) is not None:
+                self._log.info(
+                    "broker accepted a message it had refused", topic=entry.message.topic
+                )
+        delivered.clear()
+        return True
 
     async def deliver(self, client: Client, message: Outgoing) -> ReasonCode:
         """One message at QoS 1 (the outbox's promise rests on a PUBACK): the broker's answer."""

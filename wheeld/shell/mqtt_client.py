@@ -183,6 +183,8 @@ class Client(aiomqtt.Client):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pubacks: dict[int, asyncio.Future[ReasonCode]] = {}
+        #: In ``publish_acknowledged``, which writes the packet itself right after.
+        self._writing_now = False
 
     async def publish_acknowledged(
         self,
@@ -200,7 +202,11 @@ class Client(aiomqtt.Client):
         PUBACK arrives within the client's timeout.
         """
         # paho's publish, not aiomqtt's: only paho's answer carries the message id.
-        info = self._client.publish(topic, payload, 1, retain, properties)
+        self._writing_now = True
+        try:
+            info = self._client.publish(topic, payload, 1, retain, properties)
+        finally:
+            self._writing_now = False
         if info.rc != paho.MQTT_ERR_SUCCESS:
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
         self._write_now()
@@ -231,6 +237,12 @@ class Client(aiomqtt.Client):
         except Exception as exc:
             if not self._disconnected.done():
                 self._disconnected.set_exception(exc)
+            return
+        sock = self._client.socket()
+        if sock is not None and self._client.want_write():
+            # What the socket did not take waits for it to be writable (the registration
+            # ``publish_acknowledged`` put off, which paho believes made).
+            self._loop.add_writer(sock.fileno(), self._write_now)
 
     def _on_socket_register_write(
         self, client: paho.Client, userdata: Any, sock: socket.socket | Any
@@ -245,6 +257,11 @@ class Client(aiomqtt.Client):
             here = False
         if not here:
             super()._on_socket_register_write(client, userdata, sock)
+            return
+        if self._writing_now:
+            # Written at once by ``publish_acknowledged``: a writer registered now would
+            # be removed by that write (two epoll_ctl calls a publish); ``_write_now``
+            # registers one only for what the socket does not take.
             return
         self._loop.add_writer(sock.fileno(), self._write_now)
 

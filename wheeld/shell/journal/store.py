@@ -339,8 +339,8 @@ class Journal:
     def pending(self, after: int = 0, limit: int = 100) -> list[OutboxEntry]:
         return self._outbox.pending(after, limit)
 
-    def acknowledge(self, entry: OutboxEntry) -> None:
-        self._outbox.acknowledge(entry)
+    def acknowledge(self, *entries: OutboxEntry) -> None:
+        self._outbox.acknowledge(*entries)
 
     def supersede(self, topics: Sequence[str]) -> int:
         return self._outbox.supersede(topics)
