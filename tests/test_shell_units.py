@@ -561,8 +561,11 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     sent: list[tuple[str, str]] = []
 
     class _Client:
-        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
             sent.append((topic, payload))
+
+        async def acknowledgement(self, pending: None) -> None:
+            return None
 
     presence.payload = '{"state": "fault", "fault": "journal_unwritable"}'  # said since
     queued = Outgoing(f"{config.base_topic}/status", '{"state": "online"}', retain=True)
@@ -570,6 +573,21 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     ((topic, payload),) = sent
     assert topic == f"{config.base_topic}/status"
     assert json.loads(payload)["state"] == "fault"
+
+
+class _Outbox:
+    """A journal's outbox for the drain: its entries, and each commit that let some go."""
+
+    def __init__(self, entries: list[Any]) -> None:
+        self.outbox = list(entries)
+        self.commits: list[list[int]] = []
+
+    def pending(self, after: int = 0) -> list[Any]:
+        return [entry for entry in self.outbox if entry.id > after]
+
+    def acknowledge(self, *gone: Any) -> None:
+        self.commits.append([entry.id for entry in gone])
+        self.outbox = [entry for entry in self.outbox if entry not in gone]
 
 
 def test_what_the_broker_acknowledged_leaves_the_outbox_in_one_commit_even_when_cut() -> None:
@@ -585,30 +603,24 @@ def test_what_the_broker_acknowledged_leaves_the_outbox_in_one_commit_even_when_
 
     config = Config()
     entries = [OutboxEntry(i, Outgoing(f"t/{i}", "{}")) for i in range(1, 5)]
-    commits: list[list[int]] = []
-
-    class _Journal:
-        def __init__(self) -> None:
-            self.outbox = list(entries)
-
-        def pending(self, after: int = 0) -> list[OutboxEntry]:
-            return [entry for entry in self.outbox if entry.id > after]
-
-        def acknowledge(self, *gone: OutboxEntry) -> None:
-            commits.append([entry.id for entry in gone])
-            self.outbox = [entry for entry in self.outbox if entry not in gone]
 
     class _Client:
         def __init__(self, cut_at: int | None = None) -> None:
             self.cut_at = cut_at
 
-        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> Any:
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> str:
             if topic == f"t/{self.cut_at}":
                 raise ConnectionError("the broker went")
+            return topic
+
+        async def acknowledgement(self, pending: str) -> Any:
             return SimpleNamespace(is_failure=False)
 
+        def forget(self, pending: str) -> None:
+            pass
+
     acknowledged: list[int] = []
-    journal = _Journal()
+    journal = _Outbox(entries)
     drain = OutboxDrain(
         config,
         cast(Any, journal),
@@ -619,9 +631,9 @@ def test_what_the_broker_acknowledged_leaves_the_outbox_in_one_commit_even_when_
     )
     with contextlib.suppress(ConnectionError):
         asyncio.run(drain._drain_once(cast(Any, _Client(cut_at=3))))
-    assert commits == [[1, 2]], "what the broker took before the cut left the outbox"
+    assert journal.commits == [[1, 2]], "what the broker took before the cut left the outbox"
     asyncio.run(drain._drain_once(cast(Any, _Client())))
-    assert commits == [[1, 2], [3, 4]] and journal.outbox == []
+    assert journal.commits == [[1, 2], [3, 4]] and journal.outbox == []
     assert acknowledged == [1, 2, 3, 4]
 
 
@@ -711,3 +723,48 @@ async def test_a_task_that_swallows_a_cancellation_is_cancelled_again_until_it_e
     released = True
     await asyncio.wait_for(stop_tasks(never), timeout=10)
     assert never.done()
+
+
+def test_a_games_marker_and_message_go_on_the_wire_before_either_puback() -> None:
+    """Intent first holds by the connection's order (the broker takes the marker first);
+    the message no longer waits a round trip for the marker's PUBACK. Two entries on one
+    topic still go one answer apart: a refusal must hold back the later one."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.journal.outbox import OutboxEntry
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    topics = ["b/sequence", "b/game", "b/result", "b/sequence", "b/game"]
+    entries = [OutboxEntry(i, Outgoing(topic, "{}")) for i, topic in enumerate(topics, 1)]
+    wire: list[str] = []
+
+    class _Client:
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> str:
+            wire.append(f"PUBLISH {topic}")
+            return topic
+
+        async def acknowledgement(self, pending: str) -> Any:
+            wire.append(f"PUBACK {pending}")
+            return SimpleNamespace(is_failure=False)
+
+        def forget(self, pending: str) -> None:
+            pass
+
+    journal = _Outbox(entries)
+    drain = OutboxDrain(
+        config,
+        cast(Any, journal),
+        Presence(config, "host:/var/lib/wheeld", RecordingLog()),
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+    )
+    asyncio.run(drain._drain_once(cast(Any, _Client())))
+    assert wire == [
+        *("PUBLISH b/sequence", "PUBLISH b/game", "PUBLISH b/result"),
+        *("PUBACK b/sequence", "PUBACK b/game", "PUBACK b/result"),
+        *("PUBLISH b/sequence", "PUBLISH b/game", "PUBACK b/sequence", "PUBACK b/game"),
+    ]
+    assert journal.outbox == []
