@@ -954,7 +954,30 @@ def _status(args: argparse.Namespace) -> int:
     return status.main(config, args.timeout)
 
 
+def _collect_from_now() -> None:
+    """``wheeld run`` is READY: what start-up built is frozen out of the cyclic
+    collector's reach (``gc.freeze``: no later collection walks it again, nor holds
+    the loop that long), and the collector, paused since the start, runs again."""
+    import gc
+
+    gc.freeze()
+    gc.enable()
+
+
 def _run(args: argparse.Namespace) -> int:
+    import gc
+
+    # Start-up builds some 80,000 objects the daemon keeps all its life (modules,
+    # models, the pipeline): the cyclic collector would walk them again and again
+    # on the way to READY, about a tenth of start-up's CPU. Paused until READY.
+    gc.disable()
+    try:
+        return _run_daemon(args)
+    finally:
+        gc.enable()
+
+
+def _run_daemon(args: argparse.Namespace) -> int:
     import asyncio
 
     from wheeld import logs
@@ -976,7 +999,7 @@ def _run(args: argparse.Namespace) -> int:
     from wheeld.shell.presence import EX_CONFIG, RivalDaemon
 
     try:
-        return asyncio.run(Daemon(config, capture=args.capture).run())
+        return asyncio.run(Daemon(config, capture=args.capture, on_ready=_collect_from_now).run())
     except RivalDaemon as exc:
         raise CommandError(str(exc), EX_CONFIG) from None
     except SigningError as exc:
