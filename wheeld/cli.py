@@ -954,16 +954,6 @@ def _status(args: argparse.Namespace) -> int:
     return status.main(config, args.timeout)
 
 
-def _collect_from_now() -> None:
-    """``wheeld run`` is READY: what start-up built is frozen out of the cyclic
-    collector's reach (``gc.freeze``: no later collection walks it again, nor holds
-    the loop that long), and the collector, paused since the start, runs again."""
-    import gc
-
-    gc.freeze()
-    gc.enable()
-
-
 def _run(args: argparse.Namespace) -> int:
     import gc
 
@@ -979,6 +969,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _run_daemon(args: argparse.Namespace) -> int:
     import asyncio
+    import gc
 
     from wheeld import logs
     from wheeld.config import ConfigError
@@ -996,10 +987,20 @@ def _run_daemon(args: argparse.Namespace) -> int:
     from wheeld.shell.daemon import Daemon
     from wheeld.shell.journal import JournalCorrupt, JournalError
     from wheeld.shell.link import LinkOpenError
+    from wheeld.shell.notify import Notifier
     from wheeld.shell.presence import EX_CONFIG, RivalDaemon
 
+    class _Ready(Notifier):
+        def ready(self, status: str) -> None:
+            """Once READY is said, what start-up built is frozen out of the cyclic
+            collector's reach (``gc.freeze``: no later collection walks it again, nor
+            holds the loop that long), and the collector, paused since the start, runs."""
+            super().ready(status)
+            gc.freeze()
+            gc.enable()
+
     try:
-        return asyncio.run(Daemon(config, capture=args.capture, on_ready=_collect_from_now).run())
+        return asyncio.run(Daemon(config, capture=args.capture, notifier=_Ready()).run())
     except RivalDaemon as exc:
         raise CommandError(str(exc), EX_CONFIG) from None
     except SigningError as exc:

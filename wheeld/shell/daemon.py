@@ -198,11 +198,8 @@ class Daemon:
         *,
         capture: Path | None = None,
         notifier: Notifier | None = None,
-        on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
-        #: Called once READY is said (the command line resumes the cyclic collector).
-        self._on_ready = on_ready
         self.notifier = notifier = notifier or Notifier()
         self.log = log = logs.get().bind(table=config.table.id)
         # The key first: without one (when required) nothing else is touched.
@@ -438,8 +435,6 @@ class Daemon:
             return
         # Ready only now: a second daemon for a running table never says it is.
         self.notifier.ready(self.condition.status_line())
-        if self._on_ready is not None:
-            self._on_ready()
         self.log.info(
             "wheeld ready",
             base_topic=self.config.base_topic,
