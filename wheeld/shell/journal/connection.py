@@ -30,6 +30,8 @@ from wheeld.shell.journal.schema import rollback, transaction
 
 #: The write-ahead log is cut back to this after a checkpoint.
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
+#: How long a write on a second connection waits for the write lock (SQLite's busy timeout).
+BUSY_WAIT_S = 5.0
 #: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
 _DAMAGE = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 #: ... and those it says with a generic code: a header's format bytes overwritten.
@@ -82,6 +84,23 @@ def connect(path: Path, continuation: Callable[[], str]) -> tuple[Connection, bo
         db.close()
         raise sql.corrupt(str(exc), exc) from None
     return sql, fresh
+
+
+def connect_beside(path: Path, continuation: Callable[[], str]) -> Connection:
+    """The open journal at ``path`` opened again, on a connection of its own: for a
+    worker thread that writes beside the daemon's connection (retention). A write
+    waits (``BUSY_WAIT_S`` at most) while the other connection holds the write lock."""
+    try:
+        db = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=BUSY_WAIT_S
+        )
+        db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+        db.execute("PRAGMA synchronous=FULL")
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path}: cannot open journal: {exc}") from None
+    sql = Connection(db, path, continuation)
+    sql.opened = True
+    return sql
 
 
 def _forget_stale_log(path: Path) -> None:

@@ -9,9 +9,11 @@ is where what is kept verifies from. A game's decisions go together.
 
 ``Pruner.step`` deletes at most one batch of one table in one transaction,
 then gives the freed pages back to the file system (a journal made with
-``auto_vacuum = INCREMENTAL``): a few milliseconds, so the daemon runs it
-between the events of its loop and a year's backlog never holds the loop,
-nor the watchdog, for long.
+``auto_vacuum = INCREMENTAL``): a few milliseconds of work, on a connection
+of its own, so the daemon runs it in a worker thread (SQLite lets the GIL
+go while it works) and the loop never waits on it; a year's backlog never
+holds the loop, nor the watchdog. The loop's own commits wait only while a
+step's short write transaction holds the journal's one write lock.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from wheeld.shell.journal.chain import RETENTION, hex_hash
 from wheeld.shell.journal.codec import unpack_payload
 from wheeld.shell.journal.errors import JournalError
+
+if TYPE_CHECKING:
+    from wheeld.shell.journal.connection import Connection
 
 DAY_S = 86_400.0
 #: Rows deleted per step, by table: each batch a few milliseconds.
@@ -52,25 +58,42 @@ class Retention:
 
 
 class Pruner:
-    """One batch at a time: ``step`` until it returns 0."""
+    """One batch at a time: ``step`` until it returns 0; ``close`` at the end.
+
+    Its connection is its own, opened (by ``connect``) at the first step, in
+    the thread that steps; one thread steps at a time.
+    """
 
     def __init__(
-        self,
-        db: sqlite3.Connection,
-        retention: Retention,
-        write: Callable[[], AbstractContextManager[None]],
-        legacy_frames: bool,
+        self, connect: Callable[[], Connection], retention: Retention, legacy_frames: bool
     ) -> None:
-        self._db = db
+        self._connect = connect
+        self._sql: Connection | None = None
         self._retention = retention
-        #: The journal's transaction (a context manager): failures become JournalWriteError.
-        self._write = write
         self._tables = (("frames",) if legacy_frames else ()) + (
             "frame_blocks",
             "decisions",
             "commands",
             "alarms",
         )
+
+    def _connection(self) -> Connection:
+        if self._sql is None:
+            self._sql = self._connect()
+        return self._sql
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._connection().db
+
+    def _write(self) -> AbstractContextManager[None]:
+        """A transaction, not fsync'd; a failure becomes JournalWriteError."""
+        return self._connection().writing(durable=False)
+
+    def close(self) -> None:
+        sql, self._sql = self._sql, None
+        if sql is not None:
+            sql.db.close()
 
     def step(self, now: float) -> int:
         """Delete one batch of the first table with something to let go; rows deleted.
