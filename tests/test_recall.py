@@ -210,10 +210,11 @@ async def test_the_daemon_s_recall_is_read_in_a_process_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not in a thread of the daemon (whose Python would hold the GIL from the loop): one
-    process, started at the first recall, kept for the next, ended after a while idle or
+    process, niced behind the daemon, started at the first recall, kept for the next, ended after a while idle or
     at a stop; the reply is the games' JSON, the same as ``recall_json`` writes here."""
     import asyncio
     import multiprocessing
+    import os
 
     from wheeld.shell import recall_desk
     from wheeld.shell.journal import JournalError
@@ -229,6 +230,10 @@ async def test_the_daemon_s_recall_is_read_in_a_process_of_its_own(
         assert [game["game_id"] for game in json.loads(text)] == [10, 11, 12]
         workers = set(multiprocessing.active_children()) - before
         assert len(workers) == 1
+        (worker,) = workers
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert worker.pid is not None
+        assert os.getpriority(os.PRIO_PROCESS, worker.pid) == min(19, ours + 10), "behind us"
         await asyncio.wait_for(reader.read(1, 4), timeout=60)
         assert set(multiprocessing.active_children()) - before == workers, "the same one"
         with pytest.raises(JournalError, match="no game 99 in the journal"):
@@ -277,7 +282,7 @@ async def test_without_a_process_recall_is_read_in_a_worker_thread(
 
     from wheeld.shell import recall_desk
 
-    def no_pool(*args: Any) -> Any:
+    def no_pool(*args: Any, **kwargs: Any) -> Any:
         raise OSError(38, "Function not implemented")
 
     monkeypatch.setattr(recall_desk, "ProcessPoolExecutor", no_pool)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
 from pathlib import Path
@@ -28,6 +29,9 @@ RECALLS_AT_ONCE = 1
 #: The recall process goes after this long without a recall (its memory given back);
 #: the next recall starts another (some 0.3 s more for that one).
 RECALL_IDLE_S = 600.0
+#: The recall process's niceness, added to the daemon's: on a busy machine the loop that
+#: decides games gets a core before a recall does.
+RECALL_NICENESS = 10
 
 
 class RecallReader:
@@ -64,7 +68,9 @@ class RecallReader:
             try:
                 # Spawned, not forked: the daemon has threads (and their locks) a fork
                 # would copy in whatever state they are.
-                self._pool = ProcessPoolExecutor(1, multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(
+                    1, multiprocessing.get_context("spawn"), initializer=_behind_the_loop
+                )
             except OSError:
                 self._in_process = False
         return self._pool
@@ -78,6 +84,12 @@ class RecallReader:
         if pool is not None:
             with contextlib.suppress(Exception):
                 pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _behind_the_loop() -> None:
+    """In the recall process, first: yield the CPU to the daemon's loop."""
+    with contextlib.suppress(OSError):
+        os.nice(RECALL_NICENESS)
 
 
 class RecallDesk:
