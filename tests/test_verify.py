@@ -538,6 +538,34 @@ def test_retention_in_a_worker_thread_beside_the_journal_s_writes_keeps_it_verif
     assert verify(capsys, "--key", public_key, "--state-dir", tmp_path)[0] == 0
 
 
+def test_the_journal_and_its_pruner_take_turns_at_one_write_lock(tmp_path: Path) -> None:
+    """A journal write that meets a step's transaction waits for it on a thread's lock (so
+    goes on as soon as it ends), not at SQLite's polls of a busy file (1, 2, 5, 10... up to
+    100 ms apart): with SQLite's own wait off it would fail at once."""
+    import threading
+
+    journal = write_journal(tmp_path, games(3))
+    journal._sql.db.execute("PRAGMA busy_timeout = 0")
+    pruner = journal.pruner(Retention())
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pruner._write():
+            pruner._db.execute("DELETE FROM alarms WHERE id < 0")
+            inside.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(10)
+    threading.Timer(0.1, release.set).start()
+    journal.checkpoint()  # a write: waits for the step's transaction, then is made
+    assert release.is_set()
+    holder.join(10)
+    pruner.close()
+    journal.close()
+
+
 def test_retention_gives_the_space_back_to_the_file_system(tmp_path: Path) -> None:
     """Each step returns the pages it freed: ``PRAGMA incremental_vacuum`` run through
     ``execute`` was stepped once, and gave back one page a step."""

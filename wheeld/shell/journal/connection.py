@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,10 +87,12 @@ def connect(path: Path, continuation: Callable[[], str]) -> tuple[Connection, bo
     return sql, fresh
 
 
-def connect_beside(path: Path, continuation: Callable[[], str]) -> Connection:
-    """The open journal at ``path`` opened again, on a connection of its own: for a
-    worker thread that writes beside the daemon's connection (retention). A write
-    waits (``BUSY_WAIT_S`` at most) while the other connection holds the write lock."""
+def connect_beside(open_: Connection) -> Connection:
+    """The open journal opened again, on a connection of its own: for a worker thread
+    that writes beside the daemon's connection (retention). The two take turns at
+    ``write_lock`` (a thread's lock: the one waiting goes on as soon as the other is
+    done, not at SQLite's next poll of a busy file, up to 100 ms later)."""
+    path, continuation = open_.path, open_.continuation
     try:
         db = sqlite3.connect(
             path, isolation_level=None, check_same_thread=False, timeout=BUSY_WAIT_S
@@ -98,7 +101,7 @@ def connect_beside(path: Path, continuation: Callable[[], str]) -> Connection:
         db.execute("PRAGMA synchronous=FULL")
     except sqlite3.Error as exc:
         raise JournalError(f"{path}: cannot open journal: {exc}") from None
-    sql = Connection(db, path, continuation)
+    sql = Connection(db, path, continuation, open_.write_lock)
     sql.opened = True
     return sql
 
@@ -117,11 +120,19 @@ def _forget_stale_log(path: Path) -> None:
 class Connection:
     """The journal's database, read and written as the journal's collaborators share it."""
 
-    def __init__(self, db: sqlite3.Connection, path: Path, continuation: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        path: Path,
+        continuation: Callable[[], str],
+        write_lock: threading.RLock | None = None,
+    ) -> None:
         self.db = db
         self.path = path
         #: Where game ids go on: the error that refuses a damaged journal says it.
-        self._continuation = continuation
+        self.continuation = continuation
+        #: Held through every write: shared with a connection ``connect_beside`` made.
+        self.write_lock = write_lock or threading.RLock()
         #: Once the journal is open, a failed read is no proof of damage.
         self.opened = False
         self._durable = True  # connected with synchronous=FULL
@@ -132,7 +143,7 @@ class Connection:
         damaged = error is None or error.sqlite_errorcode in _DAMAGE or str(error) in _DAMAGED
         return (JournalCorrupt if damaged else JournalError)(
             f"{self.path}: journal is corrupt ({what}); move it aside to start a new one;"
-            f" {self._continuation()}"
+            f" {self.continuation()}"
         )
 
     def disk_bytes(self) -> int:
@@ -169,6 +180,7 @@ class Connection:
         """One transaction, on disk when it returns if ``durable``; any failure to write
         becomes JournalWriteError."""
         try:
+            self.write_lock.acquire()
             if self.db.in_transaction:
                 rollback(self.db)  # a failed ROLLBACK earlier left one open
             if durable != self._durable:
@@ -183,3 +195,5 @@ class Connection:
             raise JournalWriteError(
                 f"{self.path}: cannot write to the journal ({said}); nothing of this write was kept"
             ) from None
+        finally:
+            self.write_lock.release()

@@ -223,7 +223,8 @@ class Pruner:
             # Through executescript: the pragma frees one page a step, and execute()
             # steps a statement that returns no row only once (one page, not 2,000).
             # The connection is in autocommit, so its implicit COMMIT commits nothing.
-            db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+            with self._connection().write_lock:  # a write: the journal's turn waits
+                db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
 
 
 def _decided_at(payload: str | bytes) -> float | None:

@@ -394,8 +394,8 @@ class Journal:
         back whole after a power cut, or not at all, and the next step goes on. It
         has a connection of its own, for a worker thread (``RetentionJob``).
         """
-        path, continuation = self.path, self._ids.continuation
-        return Pruner(lambda: connect_beside(path, continuation), retention, self._legacy_frames)
+        sql = self._sql
+        return Pruner(lambda: connect_beside(sql), retention, self._legacy_frames)
 
     def checkpoint_elsewhere(self) -> None:
         """Leave the write-ahead log's checkpoints to ``checkpoint_wal`` (another connection,
