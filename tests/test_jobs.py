@@ -225,7 +225,11 @@ async def _batch_done(job: RetentionJob) -> None:
 async def test_retention_goes_a_batch_at_a_time_and_says_the_total() -> None:
     batches = [3, 2, 0]
     closed: list[bool] = []
-    pruner = SimpleNamespace(step=lambda now: batches.pop(0), close=lambda: closed.append(True))
+    pruner = SimpleNamespace(
+        find=lambda now: batches.pop(0),
+        delete=lambda batch: batch,
+        close=lambda: closed.append(True),
+    )
     journal = SimpleNamespace(pruner=lambda retention: pruner)
     parts = _parts(journal=journal)
     job = RetentionJob(parts)
@@ -248,7 +252,7 @@ async def test_retention_goes_a_batch_at_a_time_and_says_the_total() -> None:
 
 
 async def test_a_retention_batch_runs_off_the_loop_and_a_stop_waits_for_it() -> None:
-    """The loop goes on while a batch works (in a worker thread); a tick meanwhile starts
+    """The loop goes on while a batch is found (in a worker thread); a tick meanwhile starts
     no second one; a stop lets it end, sets no next, then closes the pruner's connection."""
     import threading
 
@@ -256,13 +260,19 @@ async def test_a_retention_batch_runs_off_the_loop_and_a_stop_waits_for_it() -> 
     steps: list[str] = []
     closed: list[bool] = []
 
-    def step(now: float) -> int:
+    deleted: list[str] = []
+
+    def find(now: float) -> int:
         steps.append(threading.current_thread().name)
         running.set()
         release.wait(10)
         return 7
 
-    pruner = SimpleNamespace(step=step, close=lambda: closed.append(True))
+    def delete(batch: int) -> int:
+        deleted.append(threading.current_thread().name)
+        return batch
+
+    pruner = SimpleNamespace(find=find, delete=delete, close=lambda: closed.append(True))
     parts = _parts(journal=SimpleNamespace(pruner=lambda retention: pruner))
     job = RetentionJob(parts)
     job.tick(1000.0)
@@ -278,6 +288,7 @@ async def test_a_retention_batch_runs_off_the_loop_and_a_stop_waits_for_it() -> 
     release.set()
     await asyncio.wait_for(stopping, timeout=10)
     assert ticks == 5 and len(steps) == 1 and steps[0] != threading.current_thread().name
+    assert deleted == [], "found before the stop: deleted at the next start"
     assert cast(_Scheduler, parts.scheduler).after_calls == [], "no batch after a stop"
     assert closed == [True]
 
@@ -286,7 +297,7 @@ async def test_retention_and_the_checkpoint_are_postponed_when_the_journal_canno
     def fail(*args: Any) -> Any:
         raise JournalWriteError("disk full")
 
-    journal = SimpleNamespace(pruner=lambda retention: SimpleNamespace(step=fail), checkpoint=fail)
+    journal = SimpleNamespace(pruner=lambda retention: SimpleNamespace(find=fail), checkpoint=fail)
     parts = _parts(journal=journal)
     job = RetentionJob(parts)
     job.tick(1000.0)

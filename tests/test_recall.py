@@ -210,8 +210,9 @@ async def test_the_daemon_s_recall_is_read_in_a_process_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Not in a thread of the daemon (whose Python would hold the GIL from the loop): one
-    process, niced behind the daemon, started at the first recall, kept for the next, ended after a while idle or
-    at a stop; the reply is the games' JSON, the same as ``recall_json`` writes here."""
+    process, niced behind the daemon, started at the first recall, kept for the next,
+    ended after a while idle or at a stop; the reply is the games' JSON, the same as
+    ``recall_json`` writes here."""
     import asyncio
     import multiprocessing
     import os

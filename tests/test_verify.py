@@ -506,8 +506,8 @@ def test_retention_keeps_the_journal_verifiable(
 def test_retention_in_a_worker_thread_beside_the_journal_s_writes_keeps_it_verifiable(
     tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The daemon's way: each step in a thread, on the pruner's own connection, while the
-    journal goes on writing on its own (each waits for the other's write lock)."""
+    """Each step in a thread, on the pruner's own connection, while the journal goes on
+    writing on its own: the two take turns at the write lock."""
     import threading
 
     from wheeld.shell.journal import retention as retention_module

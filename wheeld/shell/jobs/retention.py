@@ -1,9 +1,9 @@
 """Journal retention (``[state] decisions_days``, ``frames_days``, ``keep_games``).
 
-At start and every hour, a batch at a time, each batch in a worker thread
-on a connection of its own (``Journal.pruner``): the loop never waits on a
-batch, and between two batches it has the journal's write lock to itself
-for ``RETENTION_PAUSE_S``.
+At start and every hour, a batch at a time: what a batch deletes is found
+in a worker thread (the reads, most of the work), then deleted on the loop
+(one short transaction, the loop being the journal's one writer); between
+two batches the loop is left ``RETENTION_PAUSE_S`` to the table.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ RETENTION_PATIENCE_S = 5.0
 
 
 class RetentionJob(Job):
-    """Prunes the journal by age, a batch at a time, off the loop."""
+    """Prunes the journal by age, a batch at a time, its reads off the loop."""
 
     name: ClassVar[str] = "retention"
 
@@ -50,7 +50,8 @@ class RetentionJob(Job):
         self.tick(now)
 
     def tick(self, now: float) -> None:
-        """One batch now (in a worker thread), the next once the loop has had its turn."""
+        """One batch now (found in a worker thread), the next once the loop has had its
+        turn."""
         if self._next_batch is not None:
             self._next_batch.cancel()
             self._next_batch = None
@@ -60,7 +61,8 @@ class RetentionJob(Job):
 
     async def _step(self, now: float) -> None:
         try:
-            deleted = await asyncio.to_thread(self._pruner.step, now)
+            batch = await asyncio.to_thread(self._pruner.find, now)
+            deleted = 0 if self._stopped else self._pruner.delete(batch)
         except JournalError as exc:  # cannot write, or cannot read (a damaged old page)
             self.parts.log.warning("journal retention postponed", error=str(exc))
             return

@@ -9,11 +9,13 @@ is where what is kept verifies from. A game's decisions go together.
 
 ``Pruner.step`` deletes at most one batch of one table in one transaction,
 then gives the freed pages back to the file system (a journal made with
-``auto_vacuum = INCREMENTAL``): a few milliseconds of work, on a connection
-of its own, so the daemon runs it in a worker thread (SQLite lets the GIL
-go while it works) and the loop never waits on it; a year's backlog never
-holds the loop, nor the watchdog. The loop's own commits wait only while a
-step's short write transaction holds the journal's one write lock.
+``auto_vacuum = INCREMENTAL``), on a connection of its own. A step is two
+halves: ``find`` reads what goes (most of its work: a few milliseconds, the
+decisions' times read from their payloads), in a worker thread in the
+daemon; ``delete`` deletes it (a fraction of a millisecond of CPU), on the
+loop, the journal's one writer, so that no commit of the loop ever waits
+for a lock held by a thread the machine has put aside. A year's backlog
+never holds the loop, nor the watchdog.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ class Retention:
     keep_games: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What a step deletes: ``table``'s rows up to ``last_id`` (whose hash is ``link``)."""
+
+    table: str
+    last_id: int
+    link: str
+    now: float
+
+
 class Pruner:
     """One batch at a time: ``step`` until it returns 0; ``close`` at the end.
 
@@ -96,7 +108,14 @@ class Pruner:
             sql.db.close()
 
     def step(self, now: float) -> int:
-        """Delete one batch of the first table with something to let go; rows deleted.
+        """Delete one batch of the first table with something to let go; rows deleted
+        (``find`` then ``delete``, in one thread)."""
+        return self.delete(self.find(now))
+
+    def find(self, now: float) -> Batch | None:
+        """The next batch: the first table with something to let go, and its last row to
+        go. Reads only, most of a step's work (the decisions' times read from their
+        payloads): for a worker thread.
 
         Ages are counted to ``now``, or to the newest thing the journal holds when the
         clock says later than that: a daemon back after a long stop, or a clock set a
@@ -105,15 +124,29 @@ class Pruner:
         try:
             now = min(now, self._newest() or now)
             for table in self._tables:
-                deleted = self._prune(table, now)
-                if deleted:
-                    self._give_back()
-                    return deleted
+                last = self._last_to_go(table, now)
+                if last is not None:
+                    return Batch(table, last[0], last[1], now)
         except sqlite3.Error as exc:  # a damaged page among the oldest rows, say
             raise JournalError(f"retention cannot read the journal: {exc}") from None
-        return 0
+        return None
 
-    def _prune(self, table: str, now: float) -> int:
+    def delete(self, batch: Batch | None) -> int:
+        """Delete ``batch`` (one short write transaction; its anchor moved), then give the
+        freed pages back: a fraction of a millisecond of CPU, for the thread that writes
+        the journal (the daemon's loop: no lock to wait for); rows deleted."""
+        if batch is None:
+            return 0
+        try:
+            deleted = self._delete(batch)
+            if deleted:
+                self._give_back()
+        except sqlite3.Error as exc:
+            raise JournalError(f"retention cannot write the journal: {exc}") from None
+        return deleted
+
+    def _last_to_go(self, table: str, now: float) -> tuple[int, str] | None:
+        """The id and hash of the last row of ``table``'s next batch, if any goes."""
         db = self._db
         days = self._retention.frames_days if table in ("frames", "frame_blocks") else None
         cutoff = now - DAY_S * (days if days is not None else self._retention.decisions_days)
@@ -138,9 +171,10 @@ class Pruner:
                 if not (at < cutoff or (bound is not None and row_id < bound)):
                     break
                 last = (row_id, hex_hash(link))
-        if last is None:
-            return 0
-        last_id, link = last
+        return last
+
+    def _delete(self, batch: Batch) -> int:
+        db, table, last_id, link, now = self._db, batch.table, batch.last_id, batch.link, batch.now
         with self._write():
             deleted: int = db.execute(f"DELETE FROM {table} WHERE id <= ?", (last_id,)).rowcount
             if table == "decisions":
