@@ -392,7 +392,9 @@ class Journal:
 
         Its commits are not fsync'd: what it deleted and the anchor it moved come
         back whole after a power cut, or not at all, and the next step goes on. It
-        has a connection of its own, for a worker thread (``RetentionJob``).
+        has a connection of its own: ``RetentionJob`` runs each step's ``find`` in a
+        worker thread and its ``delete`` on the loop; its writes and the journal's
+        take turns at one lock.
         """
         sql = self._sql
         return Pruner(lambda: connect_beside(sql), retention, self._legacy_frames)
