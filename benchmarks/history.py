@@ -1902,7 +1902,9 @@ def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
     loop, with no prune, for half as long after."""
     import asyncio
 
+    from wheeld.shell.jobs.wal import WAL_CHECKPOINT_S
     from wheeld.shell.journal import Retention
+    from wheeld.shell.journal.connection import checkpoint_wal
     from wheeld.shell.journal.retention import DAY_S
 
     span_days = max(last - first, 1.0) / DAY_S
@@ -1918,6 +1920,7 @@ def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
     def lowest() -> tuple[Any, ...]:
         return tuple(db.execute(f"SELECT MIN(id) FROM {t}").fetchone()[0] for t in tables)
 
+    journal.checkpoint_elsewhere()  # as the daemon's WAL job does: see loop_while
     pruner = journal.pruner(retention)
     steps: dict[str, list[float]] = {table: [] for table in tables}
     #: Each step's CPU time (its thread's): its own work, whatever the machine's load.
@@ -1975,13 +1978,19 @@ def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
                 journal.record_frames([FrameRecord(time.time(), "<", b"$H*00", None)])
                 commits.setdefault(now_doing, []).append(time.perf_counter() - started)
 
-        tasks = [asyncio.create_task(ticker()), asyncio.create_task(writer())]
+        async def checkpoints() -> None:  # the daemon's WAL job: in a thread
+            while not done.is_set():
+                await asyncio.sleep(WAL_CHECKPOINT_S)
+                await asyncio.to_thread(checkpoint_wal, path)
+
+        tasks = [asyncio.create_task(job()) for job in (ticker, writer, checkpoints)]
         started = time.perf_counter()
         try:
             await work()
         finally:
             done.set()
-            await asyncio.gather(*tasks)
+            tasks[-1].cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         return {kind: (lags[kind], commits.get(kind, [])) for kind in lags}, (
             time.perf_counter() - started
         )

@@ -566,6 +566,17 @@ def test_the_journal_and_its_pruner_take_turns_at_one_write_lock(tmp_path: Path)
     journal.close()
 
 
+def test_the_pruner_leaves_the_log_s_checkpoints_where_the_journal_does(tmp_path: Path) -> None:
+    """Its delete runs on the loop: with the checkpoints left to the WAL job's thread, none
+    of its commits may run one (fsyncs on the loop)."""
+    journal = write_journal(tmp_path, games(2))
+    journal.checkpoint_elsewhere()
+    pruner = journal.pruner(Retention())
+    assert pruner._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    pruner.close()
+    journal.close()
+
+
 def test_retention_gives_the_space_back_to_the_file_system(tmp_path: Path) -> None:
     """Each step returns the pages it freed: ``PRAGMA incremental_vacuum`` run through
     ``execute`` was stepped once, and gave back one page a step."""

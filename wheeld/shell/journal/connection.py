@@ -99,6 +99,10 @@ def connect_beside(open_: Connection) -> Connection:
         )
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         db.execute("PRAGMA synchronous=FULL")
+        # The log's checkpoints left elsewhere as the journal's are (a commit of the
+        # loop never pays for one: ``Journal.checkpoint_elsewhere``).
+        every = open_.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        db.execute(f"PRAGMA wal_autocheckpoint = {int(every)}")
     except sqlite3.Error as exc:
         raise JournalError(f"{path}: cannot open journal: {exc}") from None
     sql = Connection(db, path, continuation, open_.write_lock)
