@@ -15,7 +15,8 @@ decisions' times read from their payloads), in a worker thread in the
 daemon; ``delete`` deletes it (a fraction of a millisecond of CPU), on the
 loop, the journal's one writer, so that no commit of the loop ever waits
 for a lock held by a thread the machine has put aside. A year's backlog
-never holds the loop, nor the watchdog.
+never holds the watchdog; the delete's half, on a busy disk, can still
+hold the loop for tens of milliseconds (``benchmarks/results.md``).
 """
 
 from __future__ import annotations
