@@ -391,11 +391,8 @@ class Journal:
         """Retention, a batch at a time: ``pruner(...).step(now)`` until it returns 0.
 
         Its commits are not fsync'd: what it deleted and the anchor it moved come
-        back whole after a power cut, or not at all, and the next step goes on. It
-        has a connection of its own: ``RetentionJob`` runs each step's ``find`` in a
-        worker thread and its ``delete`` on the loop; its writes and the journal's
-        take turns at one lock.
-        """
+        back whole after a power cut, or not at all. Its connection is its own (for
+        ``RetentionJob``'s worker thread); its writes take turns with the journal's."""
         sql = self._sql
         return Pruner(lambda: connect_beside(sql), retention, self._legacy_frames)
 
