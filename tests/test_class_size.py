@@ -32,7 +32,7 @@ ALLOWED: dict[str, int] = {
     "wheeld/core/engine.py::GameEngine": 437,
     # The store after chain, outbox, frames, state, view and retention left it; the
     # write probe and fault recovery are what keeps it above the limit (open point).
-    "wheeld/shell/journal/store.py::Journal": 333,
+    "wheeld/shell/journal/store.py::Journal": 332,
 }
 
 
