@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from wheeld.shell.journal.chain import Chains, insert_chained, insert_stored, put_heads
 from wheeld.shell.journal.codec import pack_payload, unpack_payload
-from wheeld.shell.journal.connection import WAL_LIMIT_BYTES, checkpoint_wal, connect
+from wheeld.shell.journal.connection import (
+    WAL_LIMIT_BYTES,
+    checkpoint_wal,
+    connect,
+    connect_beside,
+)
 from wheeld.shell.journal.durability import fsync_due
 from wheeld.shell.journal.errors import JournalCorrupt, JournalError, JournalWriteError
 from wheeld.shell.journal.frames import FrameTail
@@ -358,11 +363,10 @@ class Journal:
         """Retention, a batch at a time: ``pruner(...).step(now)`` until it returns 0.
 
         Its commits are not fsync'd: what it deleted and the anchor it moved come
-        back whole after a power cut, or not at all, and the next step goes on.
-        """
-        return Pruner(
-            self._db, retention, lambda: self._sql.writing(durable=False), self._legacy_frames
-        )
+        back whole after a power cut, or not at all. Its connection is its own (for
+        ``RetentionJob``'s worker thread); its writes take turns with the journal's."""
+        sql = self._sql
+        return Pruner(lambda: connect_beside(sql), retention, self._legacy_frames)
 
     def checkpoint_elsewhere(self) -> None:
         """Leave the write-ahead log's checkpoints to ``checkpoint_wal`` (another connection,
