@@ -286,7 +286,7 @@ async def test_without_a_process_recall_is_read_in_a_worker_thread(
     def no_pool(*args: Any, **kwargs: Any) -> Any:
         raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(recall_desk, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_pool)
     write_journal(tmp_path, games(3)).close()
     reader = recall_desk.RecallReader(tmp_path / JOURNAL_FILE)
     text = await asyncio.wait_for(reader.read(2, None), timeout=60)
