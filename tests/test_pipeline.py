@@ -711,25 +711,27 @@ def test_without_a_retained_history_a_takeover_shows_the_result_it_said_again() 
 
 
 @pytest.mark.parametrize(
-    "retained",
+    ("retained", "why"),
     [
-        b"not json",
-        b"[" * 50_000,
-        b'{"numbers": NaN}',
-        b'["17"]',
-        b'{"numbers": "17"}',
-        b'{"numbers": []}',
-        b'{"numbers": ["17", "99"]}',
-        b'{"numbers": ["17", 3]}',
-        b'{"numbers": ["8", "17"]}',  # not the table's latest first
-        json.dumps({"numbers": ["17"] * 1001}).encode(),
+        (b"not json", "not JSON"),
+        (b"[" * 50_000, "not JSON"),
+        (b'{"numbers": NaN}', "not JSON"),
+        (b"null", "no list of numbers"),
+        (b'["17"]', "no list of numbers"),
+        (b'{"numbers": "17"}', "no list of numbers"),
+        (b'{"numbers": []}', "0 numbers"),
+        (json.dumps({"numbers": ["17"] * 1001}).encode(), "1001 numbers"),
+        (b'{"numbers": ["17", "99"]}', "not every number a pocket of this wheel"),
+        (b'{"numbers": ["17", 3]}', "not every number a pocket of this wheel"),
+        (b'{"numbers": ["8", "17"]}', "its latest is not the result taken over from"),
     ],
 )
-def test_a_garbage_retained_history_is_ignored_with_one_line(retained: bytes) -> None:
+def test_a_garbage_retained_history_is_ignored_with_one_line(retained: bytes, why: str) -> None:
     _, taken = _took_over(retained)
     assert _histories(taken) == [["17"]] and taken.taken_history == ["17"]
     (ignored,) = [line for line in taken.logs if "history" in line.event]
     assert ignored.event == "broker's retained history ignored" and ignored.level == "warning"
+    assert ignored.fields["why"] == why
 
 
 def test_a_takeover_at_a_launch_shows_none_of_the_standbys_own_numbers() -> None:

@@ -241,18 +241,14 @@ class BrokerFloors:
         latest: str = message["number"]
         if retained is None:
             return [latest]
-        numbers, why = None, "not JSON"
         try:
-            body = json.loads(retained, parse_constant=_not_json)
+            body, why = json.loads(retained, parse_constant=_not_json), "no list of numbers"
         except (ValueError, RecursionError):
-            body = None
-        else:
-            numbers = body.get("numbers") if isinstance(body, dict) else None
+            body, why = None, "not JSON"
+        numbers = body.get("numbers") if isinstance(body, dict) else None
         layout = self.engine.layout
-        if body is not None and not isinstance(numbers, list):
-            why = "no list of numbers"
-        elif numbers is None:
-            pass
+        if not isinstance(numbers, list):
+            pass  # why: said above
         elif not 0 < len(numbers) <= MOST_HISTORY:
             why = f"{len(numbers)} numbers"
         elif not all(isinstance(n, str) and layout.has_pocket(n) for n in numbers):
