@@ -59,8 +59,10 @@ class _Pipeline:
     def on_clock_step(self, step: float, wall: float) -> Effects:
         return self._said("step", step, wall)
 
-    def on_broker_sequence(self, payload: bytes, now: float) -> Effects:
-        return self._said("sequence", payload)
+    def on_broker_sequence(
+        self, payload: bytes, now: float, history: bytes | None = None
+    ) -> Effects:
+        return self._said("sequence", payload, history)
 
     def on_broker_result(self, payload: bytes, now: float) -> Effects:
         return self._said("result", payload)
@@ -135,9 +137,21 @@ def test_a_stepped_clock_is_told_to_the_capture_and_the_pipeline() -> None:
 
 def test_the_brokers_retained_result_and_sequence_go_to_the_pipeline() -> None:
     inputs, pipeline, _, _ = _inputs()
+    inputs.on_retained_result("history", b'{"numbers": []}')
     inputs.on_retained_result("sequence", b"{}")
     inputs.on_retained_result("result", b"[]")
-    assert pipeline.told == [("sequence", b"{}"), ("result", b"[]")]
+    inputs.on_retained_result("sequence", b"{}")  # the history went with the first only
+    assert pipeline.told == [
+        ("sequence", b"{}", b'{"numbers": []}'),
+        ("result", b"[]"),
+        ("sequence", b"{}", None),
+    ]
+
+
+def test_the_history_a_takeover_adopted_is_kept_with_it() -> None:
+    applier, journal, _, _, _ = _applier()
+    applier.apply(Effects(taken_from=("journal-aaaa", 7, "result"), taken_history=["17", "3"]))
+    assert journal.takeovers == [(("journal-aaaa", 7, "result"), ["17", "3"])]
 
 
 class _Journal:
@@ -146,6 +160,12 @@ class _Journal:
         self.commands: list[list[CommandRecord]] = []
         self.recorded: list[list[str]] = []
         self.failing = False
+        self.takeovers: list[tuple[tuple[str, int, str], list[str] | None]] = []
+
+    def record_takeover(
+        self, taken_from: tuple[str, int, str], history: list[str] | None = None
+    ) -> None:
+        self.takeovers.append((taken_from, history))
 
     def record_frames(self, frames: list[FrameRecord]) -> None:
         if self.failing:

@@ -114,7 +114,7 @@ class EffectsApplier:
             if effects.chain_floor is not None:
                 journal.record_floor(*effects.chain_floor)
             if effects.taken_from is not None:
-                journal.record_takeover(effects.taken_from)
+                journal.record_takeover(effects.taken_from, effects.taken_history)
             if effects.alarms or effects.set_alerts is not None:
                 # Before the decisions: their durable commit makes these durable too.
                 journal.record_alarms(effects.alarms, effects.set_alerts)

@@ -458,7 +458,7 @@ class Daemon:
         pipeline, journal = self.pipeline, self.journal
         started = Effects()
         if memory.sequence is not None:
-            started.extend(pipeline.on_broker_sequence(memory.sequence, now))
+            started.extend(pipeline.on_broker_sequence(memory.sequence, now, memory.history))
         if memory.result is not None:
             started.extend(pipeline.on_broker_result(memory.result, now))
         started.extend(pipeline.start(now))

@@ -224,9 +224,8 @@ class Journal:
         return ids
 
     def history(self, length: int) -> list[str]:
-        """The last ``length`` winning numbers, newest first."""
-        rows = self._sql.read("SELECT number FROM results ORDER BY game_id DESC LIMIT ?", (length,))
-        return [row[0] for row in rows]
+        """The last ``length`` winning numbers the table shows, newest first."""
+        return self._state.history(length)
 
     def decisions(self) -> list[tuple[int, str, str]]:
         """Every journalled game decision: (game id, event, payload), oldest first.
@@ -308,8 +307,8 @@ class Journal:
     def record_floor(self, seq: int, digest_: str, at: float) -> None:
         self._state.record_floor(seq, digest_, at)
 
-    def record_takeover(self, taken_from: tuple[str, int, str]) -> None:
-        self._state.record_takeover(taken_from)
+    def record_takeover(self, taken: tuple[str, int, str], history: list[str] | None) -> None:
+        self._state.record_takeover(taken, history)
 
     def taken_from(self) -> tuple[str, int, str] | None:
         return self._state.taken_from()
