@@ -29,7 +29,7 @@ ALLOWED: dict[str, int] = {
     "wheeld/core/engine.py::GameEngine": 437,
     # The store after chain, outbox, frames, state, view, retention and the write
     # probe (to StateTable) left it; what keeps it above the limit (open point).
-    "wheeld/shell/journal/store.py::Journal": 309,
+    "wheeld/shell/journal/store.py::Journal": 308,
 }
 
 
