@@ -541,23 +541,32 @@ class Shell:
 
 
 class _LazyStats:
-    """``Statistics.to_json`` computed only when ``real`` (the fast build's last game)."""
+    """``Statistics.to_json`` and ``to_json_text`` (what ``<base>/stats`` publishes) computed
+    only when ``real`` (the fast build's last game); before it, the message is the extra
+    members alone (acknowledged and dropped from the outbox, it never reaches the journal's
+    rows)."""
 
     real = True
     original: Callable[..., dict[str, Any]] | None = None
+    original_text: Callable[..., str] | None = None
 
     @classmethod
     def install(cls) -> None:
         from wheeld.core.stats import Statistics
 
-        cls.original = Statistics.to_json
+        cls.original, cls.original_text = Statistics.to_json, Statistics.to_json_text
         cls.real = False
 
         def to_json(self: Any) -> dict[str, Any]:
             assert cls.original is not None
             return cls.original(self) if cls.real else {}
 
+        def to_json_text(self: Any, **extra: Any) -> str:
+            assert cls.original_text is not None
+            return cls.original_text(self, **extra) if cls.real else json.dumps(extra)
+
         setattr(Statistics, "to_json", to_json)  # noqa: B010
+        setattr(Statistics, "to_json_text", to_json_text)  # noqa: B010
 
 
 class Table:
@@ -1064,9 +1073,9 @@ def build(
 
     _unsynced_sqlite()
     if epoch is not None:
-        import wheeld.shell.journal.store
+        import wheeld.shell.journal.state
 
-        wheeld.shell.journal.store.secrets.token_urlsafe = lambda n=None: epoch  # type: ignore[attr-defined]
+        wheeld.shell.journal.state.secrets.token_urlsafe = lambda n=None: epoch  # type: ignore[attr-defined]
     started, cpu = time.perf_counter(), time.process_time()
     directory.mkdir(parents=True, exist_ok=True)
     state_dir = directory / "state"
