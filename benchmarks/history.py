@@ -936,11 +936,57 @@ class _UnsyncedConnection(sqlite3.Connection):
         return super().execute(sql, *args)
 
 
-def _unsynced_sqlite() -> None:
-    connect = sqlite3.connect
+class _BatchedConnection(_UnsyncedConnection):
+    """The journal's process: between ``begin_batch`` and ``end_batch`` (a batch of items,
+    16 games), the journal's own transactions (``BEGIN IMMEDIATE`` ... ``COMMIT``) are parts
+    of one: the same statements in the same order, so the same rows, one commit instead of
+    some fifty a game (a frame flush a second, each outbox entry, each decision). A write
+    that fails fails the build, so no transaction of the journal's is ever rolled back."""
+
+    _batch = False
+    _inner = False
+
+    def begin_batch(self) -> None:
+        super().execute("BEGIN IMMEDIATE")
+        self._batch = True
+
+    def end_batch(self) -> None:
+        self._batch = False
+        super().execute("COMMIT")
+
+    @property  # type: ignore[override]
+    def in_transaction(self) -> bool:
+        return self._inner if self._batch else super().in_transaction
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if self._batch:
+            if sql == "BEGIN IMMEDIATE":
+                assert not self._inner, "a transaction of the journal's inside another"
+                self._inner = True
+                return self._noop
+            if sql == "COMMIT":
+                self._inner = False
+                return self._noop
+            if sql == "ROLLBACK" or sql.startswith("PRAGMA wal_"):
+                raise RuntimeError(f"{sql!r} inside a batch of the build's journal")
+            if sql.startswith("PRAGMA synchronous"):
+                return self._noop  # no fsync in the build whatever the journal asks
+        return super().execute(sql, *args)
+
+    @functools.cached_property
+    def _noop(self) -> sqlite3.Cursor:
+        return self.cursor()
+
+
+#: SQLite's own ``connect``, before ``_unsynced_sqlite`` replaces it.
+_CONNECT = sqlite3.connect
+
+
+def _unsynced_sqlite(factory: type[sqlite3.Connection] = _UnsyncedConnection) -> None:
+    connect = _CONNECT
 
     def unsynced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        kwargs["factory"] = _UnsyncedConnection
+        kwargs["factory"] = factory
         return cast(sqlite3.Connection, connect(*args, **kwargs))
 
     sqlite3.connect = unsynced  # type: ignore[assignment]
@@ -984,14 +1030,20 @@ def _writer(
     runs: multiprocessing.queues.Queue[Any],
 ) -> None:
     """The journal's process: items in, the daemon's writes out."""
-    _unsynced_sqlite()
+    _unsynced_sqlite(_BatchedConnection)
     journal = Journal(state_dir / JOURNAL_FILE)
+    db = cast(_BatchedConnection, journal._db)
     shell = Shell(journal, runs.get)
     while True:
         batch = pickle.loads(conn.recv_bytes())
         if batch is None:
             break
-        shell.handle(batch)
+        stops = bool(batch) and batch[-1][0] == "X"  # the journal's close: a transaction of its own
+        db.begin_batch()
+        shell.handle(batch[:-1] if stops else batch)
+        db.end_batch()
+        if stops:
+            shell.handle(batch[-1:])
     conn.send((shell.decisions, time.process_time(), runs.get()))
     conn.close()
 
