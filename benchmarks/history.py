@@ -978,6 +978,43 @@ class _BatchedConnection(_UnsyncedConnection):
         return self.cursor()
 
 
+class _TailInMemory:
+    """The journal's process: what ``FrameTail`` keeps in ``frame_tail`` rows (the open
+    block's lines, a row a line, read back and deleted when the block is sealed) kept in a
+    list instead: the daemon keeps them in the database to find them again after a crash,
+    which the build never has. Every other statement goes to the journal's connection, so
+    ``FrameTail`` cuts and seals the same blocks at the same lines (``--check``)."""
+
+    _SELECT = "SELECT t, dir, line FROM frame_tail ORDER BY id"
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._rows: list[tuple[Any, ...]] = []
+        assert not db.execute("SELECT 1 FROM frame_tail LIMIT 1").fetchall(), "a tail left"
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == self._SELECT:
+            return _Fetched([row[:3] for row in self._rows])
+        if sql == "DELETE FROM frame_tail":
+            self._rows = []
+            return None
+        return self._db.execute(sql, *args)
+
+    def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> Any:
+        if sql.startswith("INSERT INTO frame_tail "):
+            self._rows += rows
+            return None
+        return self._db.executemany(sql, rows)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    rows: list[tuple[Any, ...]]
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self.rows
+
+
 #: SQLite's own ``connect``, before ``_unsynced_sqlite`` replaces it.
 _CONNECT = sqlite3.connect
 
@@ -1033,6 +1070,7 @@ def _writer(
     _unsynced_sqlite(_BatchedConnection)
     journal = Journal(state_dir / JOURNAL_FILE)
     db = cast(_BatchedConnection, journal._db)
+    journal._tail._db = cast(sqlite3.Connection, _TailInMemory(db))
     shell = Shell(journal, runs.get)
     while True:
         batch = pickle.loads(conn.recv_bytes())
