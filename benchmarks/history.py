@@ -39,11 +39,22 @@ way, and compares every row of every table):
   block of their own past ``MAX_LEAD``);
 - ``pipeline.committed()`` (the history, the statistics, the alerts) is
   applied right after each record of games, as the daemon applies it;
-- ``<base>/stats`` (recomputed by the pipeline after every game, about 2 ms)
-  is computed for real only for the last game: the ones before it are
+- ``<base>/stats`` (recomputed by the pipeline after every game, about 2 ms:
+  ``Statistics.to_json_text``) is computed for real only for the last game: the ones before it are
   acknowledged and dropped from the outbox, and only the last is kept
   (``retained``);
+- the journal's process runs each batch of items (16 games) as one SQLite
+  transaction: the journal's own ``BEGIN IMMEDIATE`` ... ``COMMIT`` inside it
+  are no-ops (the same statements in the same order: the same rows), one
+  commit where the daemon makes some fifty a game;
+- it keeps the open block's lines in a list, not in ``frame_tail`` rows that
+  ``FrameTail.seal`` reads back and deletes (the daemon keeps them there for a
+  crash; ``FrameTail`` still decides where blocks are cut and seals them);
 - SQLite runs with ``synchronous=OFF`` (no fsync; the bytes written are the same).
+
+Rows, not files: ``--check`` compares every row; the files differ by some
+pages (the fast build's journal is 4-5 % smaller at 300 games: no
+``frame_tail`` pages, the outbox's dropped ``<base>/stats`` rows smaller).
 
 The build goes to ``--out`` (default ``/var/tmp/wheeld-history/games-N-fps-F``)
 with its signing key and a ``build.json``; a later run with the same N and F
