@@ -720,8 +720,8 @@ class Table:
         else:
             state = chain = None
             if effects.decided:
-                state = effects.state or replace(pipeline.engine.state)
-                chain = pipeline.chain if pipeline.signer is not None else None
+                state = effects.state or replace(pipeline.view.engine_state)
+                chain = pipeline.view.signed_chain
             for game in effects.games:
                 if game.event in ("result", "no_spin"):
                     self.last_game_at = at
@@ -742,12 +742,12 @@ class Table:
             if not messages and self._identity is not None:
                 return
         # The identity changes with the wheel's hello, which comes with <base>/wheel.
-        info = pipeline.wheel_info
+        info = pipeline.view.wheel_info
         wheel: tuple[Any, ...] = (
             info.get("model"),
             info.get("firmware"),
             info.get("serial"),
-            pipeline.engine.layout.pockets,
+            pipeline.view.pockets,
         )
         if wheel != self._identity:
             self._identity = wheel
@@ -1196,10 +1196,10 @@ def build(
         payload = identity.info_payload(
             config,
             wheel={
-                "model": pipeline.wheel_info.get("model"),
-                "firmware": pipeline.wheel_info.get("firmware"),
-                "serial": pipeline.wheel_info.get("serial"),
-                "pockets": pipeline.engine.layout.pockets,
+                "model": pipeline.view.wheel_info.get("model"),
+                "firmware": pipeline.view.wheel_info.get("firmware"),
+                "serial": pipeline.view.wheel_info.get("serial"),
+                "pockets": pipeline.view.pockets,
             },
             kid=signer.kid,
             public_key_pem=signer.public_pem().decode("ascii"),

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from hypothesis import settings
 
-from wheeld.testing.rig import Broker
+# The public fixtures (wheeld.testing.fixtures), as a driver's distribution takes them.
+from wheeld.testing.fixtures import broker, pty_wheel, shared_broker, table  # noqa: F401
 
 # A time per example is a limit that only a busy machine breaks (found: 261 ms against
 # Hypothesis's 200 ms beside another suite): examples are judged by what they do.
@@ -28,12 +26,3 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def long_run(request: pytest.FixtureRequest) -> bool:
     """True under ``pytest --long``."""
     return bool(request.config.getoption("--long"))
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    """A mosquitto of the test's own (a test module may define a broker of another kind)."""
-    broker = Broker(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()

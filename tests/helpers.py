@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from wheeld.core.engine import EngineState, GameEngine
 from wheeld.core.game import Alarm, Decision, GameEvent, NoSpin, Result
+from wheeld.core.messages import event_name
 from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import WrpDecoder
 from wheeld_simulators.scripted import ScriptedWheel
@@ -44,14 +45,8 @@ def outcomes(decisions: list[Decision]) -> list[tuple[int, str]]:
 
 
 def kinds(decisions: list[Decision]) -> list[str]:
-    """The event names of the game decisions, in order."""
-    names = {
-        "Spinning": "spinning",
-        "NoMoreBets": "no_more_bets",
-        "Result": "result",
-        "NoSpin": "no_spin",
-    }
-    return [names[type(d).__name__] for d in games(decisions)]
+    """The event names of the game decisions, in order (the registry's, never a class's)."""
+    return [event_name(d) for d in games(decisions)]
 
 
 def warmed_up(**kwargs: object) -> ScriptedWheel:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -164,26 +163,20 @@ def test_a_capture_of_a_device_is_one_line(tmp_path: Path) -> None:
 # -- recording: CaptureWriter -------------------------------------------------
 
 
-def test_a_line_with_no_end_is_written_in_marked_pieces_in_linear_time(tmp_path: Path) -> None:
+def test_a_line_with_no_end_is_written_in_marked_pieces(tmp_path: Path) -> None:
+    # Its cost, linear in the line's length, is measured by ``benchmarks.capture``.
     path = tmp_path / "r.cap"
     writer = CaptureWriter(path, "wrp")
     chunk = b"$WR\xff\x00\x13noise;" * 85  # line noise, a third of it escaped
-    # Linear, not quadratic: the second half of 20 MiB with no line end costs about
-    # what the first did (a writer that rescanned its buffer would take ever longer).
-    halves = []
-    for _ in range(2):
-        started = time.process_time()
-        for _ in range(10 * 1024):
-            writer.received(chunk, 1.0)
-        halves.append(time.process_time() - started)
+    for _ in range(1024):
+        writer.received(chunk, 1.0)
     writer.received(b"$WRHBT\r\n", 2.0)
     writer.close()
-    assert halves[1] < 3 * halves[0] + 0.05, halves
     capture = read(path)
     assert capture.warnings == []
-    assert b"".join(line.data for line in capture.lines) == chunk * 20 * 1024 + b"$WRHBT"
+    assert b"".join(line.data for line in capture.lines) == chunk * 1024 + b"$WRHBT"
     assert max(len(line.data) for line in capture.lines) == CUT_BYTES
-    assert writer.cut_lines >= len(chunk) * 20 * 1024 // CUT_BYTES
+    assert writer.cut_lines >= len(chunk) * 1024 // CUT_BYTES
     assert path.read_text().count(CUT_MARK) == writer.cut_lines
 
 

@@ -173,6 +173,9 @@ CASES: dict[str, Case] = {
     "a metrics port in use": _metrics_taken,
     "a password file not there": _set("mqtt", "password_file", "/nonexistent/pw"),
     "several problems at once": _several,
+    "a table name over 64 characters": _set("table", "name", "Ruleta " * 10),
+    "a table name of two lines": _set("table", "name", "Ruleta\n1"),
+    "a client id with a space": _set("mqtt", "client_id", "wheeld T1"),
 }
 
 
@@ -297,6 +300,16 @@ def test_a_wrong_section_hides_nothing_of_the_others(
         ("[state]\ndecisions_days = 30\n", "state.decisions_days: must be from 365 to 36,500"),
         ("[signing]\nrequired = 1\n", "signing.required: must be true or false"),
         ("[table]\nid = 12\n", "table.id: must be a string in quotes, not 12 (an integer)"),
+        (
+            f'[table]\nname = "{"Ruleta " * 10}"\n',
+            'table.name: must be at most 64 characters long, not "Ruleta Ruleta',
+        ),
+        ('[table]\nname = " "\n', "table.name: must not be blank or start or end with spaces"),
+        ('[table]\nname = "A\\tB"\n', "table.name: must be one line of printable text"),
+        ('[table]\ncurrency = "EURO DOLLAR"\n', "table.currency: must be at most 8 characters"),
+        ('[table]\ncurrency = "E R"\n', "table.currency: must be a code or a symbol (EUR, US$)"),
+        (f'[mqtt]\nclient_id = "{"c" * 129}"\n', "mqtt.client_id: must be 1 to 128 char"),
+        ('[mqtt]\nclient_id = "a\\u0000b"\n', "mqtt.client_id: must have no spaces or control"),
         ('[mqtt]\nservers = "a:1"\n', "mqtt.servers: must be a list in brackets"),
         ("marquee = 5\n", "marquee: must be a section ([marquee])"),
         (

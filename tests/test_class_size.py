@@ -16,13 +16,10 @@ LIMIT = 300
 
 # "path::Class": lines today. Lower a figure when a class shrinks; never raise one.
 ALLOWED: dict[str, int] = {
-    # Split (issue 18): it routes; the session's connect and deadline handling could
-    # still leave it for wheeld/table/session.py (open point).
-    "wheeld/table/pipeline.py::TablePipeline": 315,
     # The archive's ledger and service came in whole from the archive work and were
     # not part of the restructuring; each holds several judgements (open point).
     "wheeld/archive/ledger.py::Ledger": 638,
-    "wheeld/archive/service.py::Archive": 543,
+    "wheeld/archive/service.py::Archive": 541,
     # The table's statistics: the running figures (_Tally) and the judgements over
     # them (Statistics); the alerts' judgements leave with the alerts as units.
     # (448 and 437 with the custom pocket order, merged beside the review.)
@@ -30,9 +27,9 @@ ALLOWED: dict[str, int] = {
     "wheeld/core/stats.py::_Tally": 333,
     # The phase table and the rule checks could be two modules (open point).
     "wheeld/core/engine.py::GameEngine": 437,
-    # The store after chain, outbox, frames, state, view and retention left it; the
-    # write probe and fault recovery are what keeps it above the limit (open point).
-    "wheeld/shell/journal/store.py::Journal": 333,
+    # The store after chain, outbox, frames, state, view, retention and the write
+    # probe (to StateTable) left it; what keeps it above the limit (open point).
+    "wheeld/shell/journal/store.py::Journal": 310,
 }
 
 

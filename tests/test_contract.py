@@ -198,13 +198,27 @@ def test_the_event_names_are_the_payload_models_own() -> None:
     channel: list[type[BaseModel]] = [
         topics.Spinning,
         topics.NoMoreBets,
-        topics.GameResult,
+        topics.Result,
         topics.NoSpin,
     ]
     assert {get_args(model.model_fields["event"].annotation) for model in channel} == {
         (name,) for name in get_args(EventName)
     }
     assert get_args(topics.Sequence.model_fields["event"].annotation) == get_args(EventName)
+
+
+def test_each_game_event_has_one_class_name_everywhere() -> None:
+    """The decision, its payload model, its contract model and a follower's view of it
+    are named alike (``Result``, ``ResultPayload``, ``topics.Result``, ``ResultMessage``):
+    one name per event in the code, as ``EVENT_NAMES`` gives it one on the wire."""
+    from wheeld.followers import consumer
+
+    for decision, payload in PAYLOADS.items():
+        name = decision.__name__
+        assert payload.__name__ == f"{name}Payload"
+        model = getattr(topics, name)
+        assert get_args(model.model_fields["event"].annotation) == (EVENT_NAMES[decision],)
+        assert issubclass(getattr(consumer, f"{name}Message"), model)
 
 
 def test_docs_mqtt_says_what_the_registry_says_of_each_topic() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_type
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,10 +26,10 @@ from wheeld.config import ConfigError, driver_settings, load
 from wheeld.core.capture import FORMAT_LINE, format_line
 from wheeld.core.events import (
     BallLaunched,
-    BettingClosed,
     Heartbeat,
     RotorDatum,
     WheelEvent,
+    WheelNoMoreBets,
     WinningNumber,
 )
 from wheeld.core.rules import RulesConfig
@@ -65,7 +65,7 @@ class FakeDecoder:
             case [tick, "LAUNCH"] if tick.isdigit():
                 event = BallLaunched(int(tick), "cw", "ccw", counts_revolutions=False)
             case [tick, "CLOSED"] if tick.isdigit():
-                event = BettingClosed(int(tick))
+                event = WheelNoMoreBets(int(tick))
             case [tick, "WIN", number] if tick.isdigit():
                 event = WinningNumber(int(tick), number)
             case _:
@@ -91,7 +91,7 @@ def _check(settings: FakeSettings, rules: RulesConfig) -> list[tuple[str, str]]:
     return []
 
 
-FAKE_DRIVER = Driver(
+FAKE_DRIVER: Driver[FakeSettings] = Driver(
     name="fake",
     default_baudrate=4800,
     decoder=FakeDecoder,
@@ -99,6 +99,29 @@ FAKE_DRIVER = Driver(
     section="fake",
     check=_check,
 )
+
+
+def test_a_driver_is_typed_by_its_settings_model() -> None:
+    """``Driver`` is generic over its settings model: ``mypy --strict`` (tools/test.sh)
+    holds its session, check and configure to the model ``settings`` names. Without
+    it (``settings: Any``), the ignore below would be unused, which strict refuses."""
+
+    class Other(BaseModel):
+        volume: str = "loud"
+
+    def wrong(settings: Other, rules: RulesConfig) -> list[tuple[str, str]]:
+        return []
+
+    mistaken = Driver(
+        name="mistaken",
+        default_baudrate=9600,
+        decoder=FakeDecoder,
+        settings=FakeSettings,
+        check=wrong,  # type: ignore[arg-type]
+    )
+    assert_type(registry.driver_named("wrp"), Driver[Any])
+    assert mistaken.settings is FakeSettings and FAKE_DRIVER.settings is FakeSettings
+
 
 SS2 = "cammegh-ss2"
 MERCURY = "cammegh-mercury"

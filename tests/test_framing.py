@@ -130,3 +130,20 @@ def test_cut_after_line_ends_keeps_every_byte(data: bytes) -> None:
 def test_a_splitter_that_cannot_split_is_refused(shape: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="line splitter"):
         LineSplitter(**shape)  # type: ignore[arg-type]
+
+
+def test_between_lines_says_whether_a_line_is_open() -> None:
+    frames = LineSplitter(ends=b"\n", start=b"$", limit=8)
+    assert frames.between_lines
+    frames.feed(b"junk$WR")
+    assert not frames.between_lines
+    frames.feed(b"X\n")
+    assert frames.between_lines
+    frames.feed(b"$123456789")  # past the limit: a piece handed over, the line runs on
+    assert not frames.between_lines
+    lines = LineSplitter()
+    assert lines.between_lines
+    lines.feed(b"a")
+    assert not lines.between_lines
+    lines.feed(b"\n")
+    assert lines.between_lines

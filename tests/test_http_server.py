@@ -131,6 +131,21 @@ async def test_a_newcomer_takes_the_slot_of_the_idle_then_the_unread_then_the_cr
         await server.close()
 
 
+async def test_a_connections_head_deadline_is_a_timer_on_the_servers_scheduler(
+    sockets: list[socket.socket],
+) -> None:
+    server, _ = await _served()
+    try:
+        sockets.append(await siege.connect(server.port))
+        await _holding(server, 1)
+        assert server.scheduler.names() == ["http head"]
+        assert b" 200 " in await _ask(server.port, b"GET / HTTP/1.1\r\n\r\n")
+        sockets.pop().close()
+        await until(lambda: server.scheduler.names() == [], "no deadline left", 5)
+    finally:
+        await server.close()
+
+
 async def test_a_stream_asked_for_by_head_is_its_headers_alone_and_keeps_no_slot() -> None:
     server, _ = await _served()
     try:

@@ -8,7 +8,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from importlib.metadata import version
 from pathlib import Path
 
@@ -77,15 +76,11 @@ def test_the_digest_is_what_coreutils_computes(package_copy: Path) -> None:
     assert done.stdout.split()[0] == identity.package_digest(package_copy)
 
 
-def test_the_installed_digest_is_kept_and_cheap() -> None:
-    assert identity.package_digest() == identity.package_digest()
-    # Uncached, the best of three: reading the package must stay well under 50 ms.
-    spent = []
-    for _ in range(3):
-        start = time.perf_counter()
-        identity.package_digest(INSTALLED)
-        spent.append(time.perf_counter() - start)
-    assert min(spent) < 0.050
+def test_the_installed_digest_is_read_once_and_kept() -> None:
+    """Its cost is a figure of benchmarks.daemon (READY), not a timing asserted here."""
+    first = identity.package_digest()
+    assert identity.package_digest() is first
+    assert first == identity.package_digest(INSTALLED)
 
 
 def test_the_installed_drivers_name_their_distributions() -> None:

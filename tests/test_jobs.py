@@ -14,6 +14,7 @@ import pytest
 from tests.shell_fakes import RecordingLog
 from wheeld.config import Config
 from wheeld.core.health import Condition, Readings
+from wheeld.shell import identity
 from wheeld.shell.jobs import JOBS, Job, Jobs, Parts
 from wheeld.shell.jobs.checkpoint import CHECKPOINT_EVERY_S, CheckpointJob
 from wheeld.shell.jobs.health import HEALTH_CHECK_S, HealthJob
@@ -58,8 +59,7 @@ def _parts(**overrides: Any) -> Parts:
     )
     pipeline = SimpleNamespace(
         settings=SimpleNamespace(base_topic="wheeld/T1"),
-        wheel_info={},
-        engine=SimpleNamespace(layout=SimpleNamespace(pockets=37)),
+        view=SimpleNamespace(pockets=37, wheel_info={}),
         statistics=None,
         status_line=lambda: "idle",
     )
@@ -153,10 +153,35 @@ def test_info_is_said_first_and_again_only_when_the_wheel_says_something_new() -
     job.applied()
     assert [m.topic for m in queued] == ["wheeld/T1/info"]
     assert queued[0].retain and json.loads(queued[0].payload)["ts"]
-    cast(Any, parts.pipeline).wheel_info = {"model": "Mk2", "firmware": "1.2", "serial": "7"}
+    cast(Any, parts.pipeline).view.wheel_info = {"model": "Mk2", "firmware": "1.2", "serial": "7"}
     job.applied()
     assert len(queued) == 2
     assert json.loads(queued[1].payload)["wheel"]["model"] == "Mk2"
+
+
+def test_info_reads_the_package_at_its_first_message_not_when_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading the package's files (its digest, the drivers') is no part of start → READY:
+    the job is built before READY, its first message is applied after it."""
+    read: list[str] = []
+
+    def digest(root: Path | None = None) -> str:
+        read.append("sha")
+        return "0"
+
+    def drivers() -> tuple[()]:
+        read.append("drivers")
+        return ()
+
+    monkeypatch.setattr(identity, "package_digest", digest)
+    monkeypatch.setattr(identity, "installed_drivers", drivers)
+    queued: list[Outgoing] = []
+    job = InfoJob(_parts(enqueue=queued.append, config=Config()))
+    assert read == []
+    job.applied()
+    assert sorted(read) == ["drivers", "sha"]
+    assert json.loads(queued[0].payload)["software"]["sha256"] == "0"
 
 
 def test_the_wheel_state_is_refreshed_with_the_status_line() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -18,6 +19,7 @@ from wheeld.core.signing import ChainState
 from wheeld.shell.journal import (
     GAME_IDS_FILE,
     Journal,
+    JournalCorrupt,
     JournalError,
     JournalFrame,
     JournalView,
@@ -117,6 +119,34 @@ def test_a_corrupt_page_is_refused_naming_where_game_ids_continue(journal: Journ
     assert message.endswith("move it aside to start a new one; game ids continue from 40")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs: needs root")
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "existing"])
+def test_a_full_disk_at_open_is_no_corrupt_journal(tmp_path: Path, existing: bool) -> None:
+    """Found: opened on a full file system, an intact (or new) journal was refused as
+    "journal is corrupt (...); move it aside to start a new one"."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], check=True)
+    try:
+        path = disk / "state" / JOURNAL
+        if existing:
+            journal = Journal(path)
+            play(journal, 1)
+            journal.close()
+        with contextlib.suppress(OSError), (disk / "filler").open("wb") as filler:
+            while True:
+                filler.write(b"\0" * 4096)
+                filler.flush()
+        with pytest.raises(JournalError) as caught:
+            Journal(path).close()
+        assert not isinstance(caught.value, JournalCorrupt)
+        message = str(caught.value)
+        assert "corrupt" not in message and "move it aside" not in message, message
+        assert f"free space in {path.parent}" in message
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
 def test_a_foreign_sqlite_database_is_refused(state_dir: Path) -> None:
     state_dir.mkdir()
     with sqlite3.connect(state_dir / JOURNAL) as db:
@@ -183,6 +213,14 @@ def test_engine_state_refuses_inexact_integers(data: dict[str, object]) -> None:
 def test_engine_state_round_trips() -> None:
     state = EngineState(2**53 - 1, "ccw", 2**53 - 2, 0)
     assert EngineState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_engine_state_is_stored_whole() -> None:
+    # Written by hand (it is stored with every decision): a field added is stored too.
+    from dataclasses import asdict
+
+    for state in (EngineState(), EngineState(7, "cw", 6, 3)):
+        assert state.to_dict() == asdict(state)
 
 
 # -- game ids are never reused ---------------------------------------------------------
@@ -300,6 +338,36 @@ def test_the_lock_names_the_other_process_and_dies_with_it(state_dir: Path) -> N
 # -- writes that fail ----------------------------------------------------------------------
 
 
+#: A wall clock stepped far from the host's: what the journal keeps is the daemon's time.
+STEPPED = 1_000_000_000.0
+
+
+def test_the_journal_stamps_with_the_time_it_is_handed_never_its_own(state_dir: Path) -> None:
+    """The daemon's clock (``HostClock``, which notices a stepped wall clock) is the one
+    time in the shell: the journal reads none of its own, so what it keeps agrees with
+    the pipeline's messages however the host's clock was stepped meanwhile."""
+    journal = Journal(state_dir / JOURNAL, boot_id="boot-a")
+    journal.record([GameRecord(1, "result", "{}", "7")], [], EngineState(2), ChainState(9))
+    journal._db.close()  # the power goes: no clean close, so the next open lost commits
+    for fd in journal._locks:
+        os.close(fd)
+    journal._locks = ()
+    journal = Journal(state_dir / JOURNAL, boot_id="boot-b", clock=lambda: STEPPED)
+    try:
+        assert journal.lost
+        journal.load_chain()  # the chain jumps past every seq reserved: a floor, at open
+        journal.record_floor(20, "digest", STEPPED + 1)  # another journal's, at its time
+        rows = journal._db.execute(
+            "SELECT at, after_id FROM anchors WHERE chain = 'messages' ORDER BY id"
+        ).fetchall()
+        assert [at for at, _ in rows] == [STEPPED, STEPPED + 1]
+        assert journal.writable(STEPPED + 2)
+        probe = journal._db.execute("SELECT value FROM state WHERE key = 'write_probe'")
+        assert probe.fetchone() == (repr(STEPPED + 2),)
+    finally:
+        journal.close()
+
+
 def test_a_full_database_loses_nothing_and_recovers(journal: Journal) -> None:
     play(journal, 1)
     before = (journal.decisions(), journal.pending())
@@ -313,7 +381,7 @@ def test_a_full_database_loses_nothing_and_recovers(journal: Journal) -> None:
     # Game 2 was decided though not journalled: its id is spent, never reused.
     assert journal.load_state() == EngineState(next_game_id=3)
     journal._db.execute(f"PRAGMA max_page_count = {pages + 1000}")
-    assert journal.writable()
+    assert journal.writable(1.0)
     play(journal, 2, payload="x" * 20_000)
     assert [game_id for game_id, _, _ in journal.decisions()] == [1, 2]
 
@@ -344,7 +412,7 @@ for game_id in range(1, 100):
         break
     recorded.append(game_id)
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-recovered = journal.writable()
+recovered = journal.writable(1.0)
 after = [game_id for game_id, _, _ in journal.decisions()]
 print(json.dumps({"recorded": recorded, "error": error,
                   "recovered": recovered, "after": after}))
@@ -400,13 +468,15 @@ def room(limit):
 game(1)
 said = {}
 room(12 * 1024)  # a page or two fit, a game does not
-said["tight"] = journal.writable()
+said["tight"] = journal.writable(1.0)
 try:
     game(2)
 except JournalWriteError as exc:
     said["game"] = str(exc)
 room(256 * 1024)
-said["roomy"] = journal.writable()
+said["roomy"] = journal.writable(1.0)
+# What a flapping fault asks for (wheeld/shell/journal_fault.py): more than the limit.
+said["larger"] = journal.writable(1.0, 4 * 128 * 1024)
 game(2)
 print(json.dumps(said))
 """
@@ -420,6 +490,7 @@ def test_the_write_probe_needs_room_for_a_game(state_dir: Path) -> None:
     assert "(ulimit -f)" in said["game"] and "\n" not in said["game"]
     assert said["tight"] is False, "room for a page is no room for a game"
     assert said["roomy"] is True
+    assert said["larger"] is False, "a larger probe finds the limit a game's did not"
 
 
 @pytest.fixture
@@ -465,9 +536,9 @@ def test_a_full_file_system_fails_writes_cleanly(small_tmpfs: Path) -> None:
                 written = game_id
         assert "\n" not in str(caught.value)
         assert [game_id for game_id, _, _ in journal.decisions()] == list(range(1, written + 1))
-        assert not journal.writable()
+        assert not journal.writable(1.0)
         filler.unlink()
-        assert journal.writable()
+        assert journal.writable(1.0)
         play(journal, written + 1)
         journal = reopen(journal)
         assert journal.load_state() == EngineState(next_game_id=written + 2)

@@ -12,7 +12,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -113,6 +112,7 @@ def test_the_health_state_is_judged_from_link_broker_and_faults() -> None:
     assert Condition("silent", "connected", ()).state == "fault"
     assert Condition("down", "connected", ("wheel_link_lost",)).state == "fault"
     assert Condition("up", "connected", ("journal_unwritable",)).state == "fault"
+    assert Condition("up", "connected", (), ("deviation",)).state == "degraded"
 
 
 def test_the_heartbeat_is_due_on_a_change_and_every_interval() -> None:
@@ -138,6 +138,7 @@ def test_the_health_payload() -> None:
         "journal_bytes": 4096,
         "last_frame_age_s": 2.5,
         "faults": ["wheel_link_lost"],
+        "alerts": [],
         "table": "T9",
         "ts": "1970-01-01T00:00:00.000Z",
         "schema_version": SCHEMA_VERSION,
@@ -372,14 +373,6 @@ class _Log:
 # -- a running daemon ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    broker = Broker(tmp_path)
-    broker.start()
-    yield broker
-    broker.stop()
-
-
 def _scrape(port: int) -> Samples:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         return _samples(answer.read().decode())
@@ -521,8 +514,18 @@ def test_the_daemon_reads_the_link_the_broker_and_the_journal(tmp_path: Path) ->
         # A port reopened because the wheel went quiet is no sign of the wheel.
         link.last_data = time.monotonic()
         assert table.readings().condition.link == "silent"
+        # A fault (the table's own health) and an alert (a judgement of its figures)
+        # each in its own list; the metrics gauge shows both.
+        table.pipeline.faults.set("cover_open", 1.0)
+        table.pipeline.alerts.book.set("deviation", 1.0)
+        condition = table.readings().condition
+        assert (condition.faults, condition.alerts) == (("cover_open",), ("deviation",))
+        payload = health_payload(table.readings(), table="T", now=0.0)
+        assert (payload.faults, payload.alerts) == (["cover_open"], ["deviation"])
         assert table.metrics is not None
         samples = _samples(table.metrics.exposition("")[0].decode())
+        assert _value(samples, "wheeld_fault_active", fault="deviation") == 1
+        assert _value(samples, "wheeld_fault_active", fault="cover_open") == 1
         assert _value(samples, "wheeld_wheel_link", state="silent") == 1
         assert _value(samples, "wheeld_broker_connected") == 0
         assert _value(samples, "wheeld_health", state="fault") == 1

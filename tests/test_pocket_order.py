@@ -101,3 +101,23 @@ def test_wheeld_stats_counts_by_the_configured_order(
         figures.append(json.loads(capsys.readouterr().out))
     assert figures[0]["counts"] == figures[1]["counts"]
     assert figures[0]["arcs"] != figures[1]["arcs"]  # neighbours by the order configured
+
+
+def test_the_wheel_topic_says_the_custom_order_and_the_contract_takes_it() -> None:
+    """Issue 19's leftover: `<base>/wheel` did not say which order the statistics' arcs
+    and sectors were taken by; it does when one is configured, and only then."""
+    import json
+
+    from wheeld.contract.topics import Wheel
+
+    payloads = []
+    for order in (MIRRORED, None):
+        settings = TableSettings(table="T1", base_topic="w/T1", driver="wrp", pocket_order=order)
+        message = TablePipeline(settings, WRP.new_decoder()).wheel_message(1_700_000_000.0)
+        assert message.topic == "w/T1/wheel"
+        payloads.append(json.loads(message.payload))
+    custom, standard = payloads
+    assert custom["pocket_order"] == list(MIRRORED)
+    assert "pocket_order" not in standard
+    for payload in payloads:
+        Wheel.model_validate(payload)

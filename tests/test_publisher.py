@@ -32,6 +32,7 @@ from wheeld.shell.command_listener import MAX_SENDER, reply_topic_refusal
 from wheeld.shell.journal import Journal
 from wheeld.shell.mqtt_client import MAX_PACKET_BYTES
 from wheeld.shell.publisher import Publisher
+from wheeld.shell.stop import stop_tasks
 from wheeld.table.effects import Outgoing
 from wheeld.table.pipeline import TablePipeline, TableSettings
 from wheeld.testing.rig import Broker, Subscriber
@@ -122,16 +123,10 @@ async def running(publisher: Publisher) -> AsyncIterator[Publisher]:
     try:
         yield publisher
     finally:
-        # Asked again until it ends: Python 3.11's asyncio.wait_for, which aiomqtt
-        # awaits its CONNACK and its disconnection with, swallows a cancellation that
-        # comes as the awaited future completes. The session-takeover test's publisher,
-        # cancelled while its rival knocked it off, then went on backing off and
-        # reconnecting, and this waited until pytest's timeout (1 run in 20 under load).
-        while not task.done():
-            task.cancel()
-            await asyncio.wait({task}, timeout=1)
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        # Cancelled again until it ends (``stop_tasks``): the session-takeover test's
+        # publisher, cancelled while its rival knocked it off, swallowed one and went
+        # on reconnecting until pytest's timeout (1 run in 20 under load).
+        await stop_tasks(task)
 
 
 async def no_command(command: OperatorCommand) -> dict[str, Any]:

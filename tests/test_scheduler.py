@@ -149,6 +149,8 @@ def test_the_daemon_reads_the_host_time_only_through_its_clock() -> None:
     shell = Path(clock_module.__file__).parent
     units = [
         "daemon.py",
+        "link.py",
+        "http_server.py",
         "applier.py",
         "inputs.py",
         "write_batches.py",
@@ -176,4 +178,19 @@ async def test_a_task_waits_on_a_timer_and_a_cancelled_wait_leaves_none() -> Non
     assert scheduler.names() == []
     with pytest.raises(TimeoutError):  # cancelled by wait_for: its timer goes with it
         await asyncio.wait_for(scheduler.sleep(3600.0, "long backoff"), timeout=0.05)
+    assert scheduler.names() == []
+
+
+def test_many_timers_set_and_cancelled_cost_a_heap_not_a_scan() -> None:
+    # An HTTP server's hundreds of connections each hold a head deadline, most
+    # cancelled within milliseconds: the heap drops them, and fires the rest in order.
+    scheduler, loop, _ = hand_scheduler()
+    fired: list[float] = []
+    kept = [scheduler.after(float(i % 7) + 1.0, fired.append, f"kept {i}") for i in range(20)]
+    for i in range(5000):
+        scheduler.after(0.5 + i / 10_000, fired.append, "head").cancel()
+    assert len(scheduler._heap) <= 64 + 2 * len(kept)
+    assert loop.armed == [101.0]
+    loop.run_until(110.0)
+    assert fired == sorted(fired) and len(fired) == len(kept)
     assert scheduler.names() == []

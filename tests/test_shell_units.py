@@ -4,6 +4,7 @@ command rate, and the unwritable journal's fault and retry."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -16,9 +17,12 @@ from wheeld.shell.command_desk import CommandDesk
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
 from wheeld.shell.inputs import TableInputs
 from wheeld.shell.journal import JournalWriteError
+from wheeld.shell.journal.state import PROBE_BYTES
 from wheeld.shell.journal_fault import (
     JOURNAL_FLAP_WINDOW_S,
     JOURNAL_HOLD_MAX_S,
+    JOURNAL_PROBE_MAX_BYTES,
+    JOURNAL_RETRY_MAX_S,
     JOURNAL_RETRY_S,
     JournalFault,
 )
@@ -37,8 +41,7 @@ class _Pipeline:
         self.told: list[tuple[Any, ...]] = []
         self.deadline: float | None = None
         self.journal_failed = False
-        self.engine = SimpleNamespace(state=None)
-        self.signer = None
+        self.view = SimpleNamespace(engine_state=None, signed_chain=None)
 
     def _said(self, *what: Any) -> Effects:
         self.told.append(what)
@@ -226,6 +229,51 @@ def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
     assert loop.armed == [], "no deadline after it: no timer"
 
 
+def _deadline_moved_later(
+    effects: Effects,
+) -> tuple[EffectsApplier, _Pipeline, Any, float]:
+    """A deadline 2 s on, then moved to 3 s on by ``effects`` applied."""
+    applier, _, pipeline, loop, _ = _applier()
+    start = loop.t
+    pipeline.deadline = 1000.0 + start + 2.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 3.0
+    applier.apply(effects)
+    return applier, pipeline, loop, start
+
+
+def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes() -> None:
+    # Every line from the wheel moves the link's deadline on: the timer is not replaced
+    # after each one (a cancel and a new event-loop timer a line), it re-arms when it fires.
+    applier, pipeline, loop, start = _deadline_moved_later(Effects())
+    assert loop.armed == [start + 2.0], "a later deadline: the timer set stays"
+    loop.run_until(start + 2.0)
+    assert pipeline.told == [], "not due yet: re-armed, the pipeline not called"
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("timer", 1000.0 + start + 3.0)]
+    pipeline.deadline = 1000.0 + start + 9.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 5.0
+    applier.apply(Effects())
+    assert loop.armed == [start + 5.0], "an earlier deadline replaces the timer"
+
+
+def test_a_deadline_moved_later_is_not_called_early_when_a_derived_step_waits() -> None:
+    # The derived step settled when the timer fires sets a timer for the deadline as it
+    # is then: the pipeline is still not told of a deadline that has not come.
+    applier, pipeline, loop, start = _deadline_moved_later(_game())  # a derived step waits
+    # The timer fires (the scheduler lets go of it) before the step's turn has come.
+    timer = applier._deadline
+    assert timer is not None
+    timer.cancel()
+    applier._deadline_due(1000.0 + start + 2.0)
+    assert pipeline.told == [("derived",)]
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("derived",), ("timer", 1000.0 + start + 3.0)]
+
+
 def _game() -> Effects:
     game = cast(Any, SimpleNamespace(event="result"))
     return Effects(games=[game], messages=[Outgoing("wheeld/T1/result", "{}")])
@@ -309,23 +357,59 @@ async def test_a_command_reaches_the_pipeline_after_a_derived_step_pending() -> 
     assert order == ["settled", "close", "applied"]
 
 
-def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second() -> None:
+def _fault_parts(
+    scheduler: Any,
+    pipeline: _Pipeline,
+    writable: Callable[[int], bool],
+    *,
+    log: RecordingLog | None = None,
+    published: list[Outgoing] | None = None,
+    statuses: list[str] | None = None,
+    apply: Callable[[Effects], None] = lambda effects: None,
+    settle: Callable[[], None] = lambda: None,
+) -> Any:
+    """What a ``JournalFault`` is built from: the journal's probe and the publisher's,
+    the notifier's and the applier's calls kept where the test says."""
+    return SimpleNamespace(
+        log=RecordingLog() if log is None else log,
+        scheduler=scheduler,
+        journal=SimpleNamespace(writable=lambda now, probe_bytes: writable(probe_bytes)),
+        pipeline=pipeline,
+        publisher=SimpleNamespace(
+            publish_unjournaled=(published if published is not None else []).append,
+            wake=lambda: None,
+        ),
+        notifier=SimpleNamespace(status=(statuses if statuses is not None else []).append),
+        condition=SimpleNamespace(status_line=pipeline.status_line),
+        apply=apply,
+        settle=settle,
+    )
+
+
+def test_an_unwritable_journal_is_said_outside_it_and_tried_again_less_often() -> None:
+    """A full disk nobody frees is one fault, tried after 1, 2, 4 and 8 s, then every
+    10 s (one line says so): not a 128 KiB probe a second for as long as it lasts."""
     scheduler, loop, _ = hand_scheduler()
     pipeline = _Pipeline()
     published: list[Outgoing] = []
     statuses: list[str] = []
     applied: list[Effects] = []
-    journal = SimpleNamespace(writable=lambda: False)
-    parts = SimpleNamespace(
-        log=RecordingLog(),
-        scheduler=scheduler,
-        journal=journal,
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
-        notifier=SimpleNamespace(status=statuses.append),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
+    log = RecordingLog()
+    tries: list[float] = []
+    disk = {"full": True}
+
+    def writable(probe_bytes: int) -> bool:
+        tries.append(loop.t)
+        return not disk["full"]
+
+    parts = _fault_parts(
+        scheduler,
+        pipeline,
+        writable,
+        log=log,
+        published=published,
+        statuses=statuses,
         apply=applied.append,
-        settle=lambda: None,
     )
     fault = JournalFault(cast(Any, parts))
     fault.failed(Effects(), "disk full")
@@ -333,13 +417,22 @@ def test_an_unwritable_journal_is_said_outside_it_and_tried_again_every_second()
     assert [_state(m) for m in published] == ["fault", "fault"]
     assert statuses[-1] == "fault: journal_unwritable"
     assert scheduler.names() == ["journal retry"]
-    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    start = loop.t
+    loop.run_until(start + 70)
     assert scheduler.names() == ["journal retry"] and applied == [], "still unwritable"
-    journal.writable = lambda: True
-    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    waits = [round(b - a, 3) for a, b in zip([start, *tries], tries, strict=False)]
+    assert waits == [1, 2, 4, 8, 10, 10, 10, 10, 10]
+    assert [event for _, event, _ in log.lines].count(
+        "journal still unwritable: tried again less often"
+    ) == 1
+    assert [_state(m) for m in published] == ["fault", "fault"], "one fault, said once"
+    disk["full"] = False
+    loop.run_until(tries[-1] + JOURNAL_RETRY_MAX_S)
     assert pipeline.told == [("recovered", 1000.0 + loop.t)] and len(applied) == 1
     assert _state(published[-1]) == "online" and statuses[-1] == "idle"
     assert scheduler.names() == []
+    fault.failed(Effects(), "disk full")  # a new fault: tried after a second again
+    assert fault.retry_s == JOURNAL_RETRY_S
 
 
 def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_time() -> None:
@@ -349,16 +442,8 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     pipeline = _Pipeline()
     published: list[Outgoing] = []
     log = RecordingLog()
-    parts = SimpleNamespace(
-        log=log,
-        scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),  # the probe fits each time
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
-        notifier=SimpleNamespace(status=lambda line: None),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
-        apply=lambda effects: None,
-        settle=lambda: None,
+    parts = _fault_parts(
+        scheduler, pipeline, lambda probe_bytes: True, log=log, published=published
     )
     fault = JournalFault(cast(Any, parts))
     holds: list[float] = []
@@ -373,11 +458,47 @@ def test_a_journal_that_fails_again_soon_after_it_recovers_is_held_longer_each_t
     assert holds == [1, 2, 4, 8, 16, 32, 64, 128, 256, JOURNAL_HOLD_MAX_S]
     assert [_state(m) for m in published] == ["fault", "online"] * 10
     assert log.lines[-1][1].startswith("journal unwritable again soon after it recovered")
-    assert log.lines[-1][2] == {"recovered_s_ago": 1.0, "hold_s": JOURNAL_HOLD_MAX_S}
+    assert log.lines[-1][2] == {
+        "recovered_s_ago": 1.0,
+        "hold_s": JOURNAL_HOLD_MAX_S,
+        "probe_kib": JOURNAL_PROBE_MAX_BYTES // 1024,
+    }
     # Writable for the flap window: the one-second retry is earned back.
     loop.run_until(loop.t + JOURNAL_FLAP_WINDOW_S)
     fault.failed(Effects(), "disk full")
-    assert fault.hold_s == JOURNAL_RETRY_S
+    assert fault.hold_s == JOURNAL_RETRY_S and fault.probe_bytes == PROBE_BYTES
+
+
+def test_a_permanent_file_size_limit_settles_into_one_fault() -> None:
+    """Found under a small permanent `ulimit -f`: after each write-ahead-log checkpoint
+    the probe fitted again, the next games' commits did not, and the alarm was raised and
+    cleared once a checkpoint for as long as the daemon ran. The probe a flapping fault
+    asks for doubles, so the limit stops it after a flap or two: one fault, tried with a
+    back-off, until the limit goes (the larger probe then passes at once)."""
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    published: list[Outgoing] = []
+    room = {"bytes": 300 * 1024}  # what the write-ahead log has after its checkpoint
+    probes: list[int] = []
+
+    def writable(probe_bytes: int) -> bool:
+        probes.append(probe_bytes)
+        return probe_bytes < room["bytes"]
+
+    log = RecordingLog()
+    parts = _fault_parts(scheduler, pipeline, writable, log=log, published=published)
+    fault = JournalFault(cast(Any, parts))
+    for _ in range(20):  # the next games fill the log half a minute after each recovery
+        if not pipeline.journal_failed:
+            fault.failed(Effects(), "File too large")
+        loop.run_until(loop.t + 30)
+    assert [_state(m) for m in published] == ["fault", "online", "fault", "online", "fault"]
+    assert pipeline.journal_failed, "settled: one fault"
+    assert sorted(set(probes)) == [PROBE_BYTES, 2 * PROBE_BYTES, 4 * PROBE_BYTES]
+    assert scheduler.names() == ["journal retry"] and fault.retry_s == JOURNAL_RETRY_MAX_S
+    room["bytes"] = 1 << 30  # the limit raised, the disk freed
+    loop.run_until(loop.t + JOURNAL_RETRY_MAX_S)
+    assert not pipeline.journal_failed and _state(published[-1]) == "online"
 
 
 class _RecoveringPipeline(_Pipeline):
@@ -403,16 +524,8 @@ def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
         for record in effects.logs:
             getattr(log, record.level)(record.event, **record.fields)
 
-    parts = SimpleNamespace(
-        log=log,
-        scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=published.append, wake=lambda: None),
-        notifier=SimpleNamespace(status=lambda line: None),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
-        apply=refused,
-        settle=lambda: None,
+    parts = _fault_parts(
+        scheduler, pipeline, lambda probe_bytes: True, log=log, published=published, apply=refused
     )
     faults.append(JournalFault(cast(Any, parts)))
     faults[0].failed(Effects(), "File too large")
@@ -421,6 +534,9 @@ def test_a_recovery_whose_own_commit_fails_is_no_recovery() -> None:
     assert "journal writable again" not in [event for _, event, _ in log.lines]
     assert [_state(m) for m in published] == ["fault", "fault"], "never online"
     assert scheduler.names() == ["journal retry"]
+    # Found under `ulimit -f` too: the probe passed and the recovery failed, once a
+    # minute for as long as it lasted. A probe that was no proof is a flap: larger next.
+    assert faults[0].probe_bytes == 2 * PROBE_BYTES and faults[0].hold_s == 2 * JOURNAL_RETRY_S
 
 
 def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
@@ -445,8 +561,11 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     sent: list[tuple[str, str]] = []
 
     class _Client:
-        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
             sent.append((topic, payload))
+
+        async def acknowledgement(self, pending: None) -> None:
+            return None
 
     presence.payload = '{"state": "fault", "fault": "journal_unwritable"}'  # said since
     queued = Outgoing(f"{config.base_topic}/status", '{"state": "online"}', retain=True)
@@ -456,18 +575,75 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     assert json.loads(payload)["state"] == "fault"
 
 
+class _Outbox:
+    """A journal's outbox for the drain: its entries, and each commit that let some go."""
+
+    def __init__(self, entries: list[Any]) -> None:
+        self.outbox = list(entries)
+        self.commits: list[list[int]] = []
+
+    def pending(self, after: int = 0) -> list[Any]:
+        return [entry for entry in self.outbox if entry.id > after]
+
+    def acknowledge(self, *gone: Any) -> None:
+        self.commits.append([entry.id for entry in gone])
+        self.outbox = [entry for entry in self.outbox if entry not in gone]
+
+
+def test_what_the_broker_acknowledged_leaves_the_outbox_in_one_commit_even_when_cut() -> None:
+    """A game's messages (its marker, the message, the history, the statistics) each
+    cost a commit of their own to leave the outbox; now one for those drained together,
+    and what the broker acknowledged still leaves it when the connection goes."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.journal.outbox import OutboxEntry
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    entries = [OutboxEntry(i, Outgoing(f"t/{i}", "{}")) for i in range(1, 5)]
+
+    class _Client:
+        def __init__(self, cut_at: int | None = None) -> None:
+            self.cut_at = cut_at
+
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> str:
+            if topic == f"t/{self.cut_at}":
+                raise ConnectionError("the broker went")
+            return topic
+
+        async def acknowledgement(self, pending: str) -> Any:
+            return SimpleNamespace(is_failure=False)
+
+        def forget(self, pending: str) -> None:
+            pass
+
+    acknowledged: list[int] = []
+    journal = _Outbox(entries)
+    drain = OutboxDrain(
+        config,
+        cast(Any, journal),
+        Presence(config, "host:/var/lib/wheeld", RecordingLog()),
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+        on_acknowledged=lambda entry: acknowledged.append(entry.id),
+    )
+    with contextlib.suppress(ConnectionError):
+        asyncio.run(drain._drain_once(cast(Any, _Client(cut_at=3))))
+    assert journal.commits == [[1, 2]], "what the broker took before the cut left the outbox"
+    asyncio.run(drain._drain_once(cast(Any, _Client())))
+    assert journal.commits == [[1, 2], [3, 4]] and journal.outbox == []
+    assert acknowledged == [1, 2, 3, 4]
+
+
 def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() -> None:
     scheduler, loop, _ = hand_scheduler()
     pipeline = _Pipeline()
-    parts = SimpleNamespace(
-        log=RecordingLog(),
-        scheduler=scheduler,
-        journal=SimpleNamespace(writable=lambda: True),
-        pipeline=pipeline,
-        publisher=SimpleNamespace(publish_unjournaled=lambda message: None, wake=lambda: None),
-        notifier=SimpleNamespace(status=lambda line: None),
-        condition=SimpleNamespace(status_line=pipeline.status_line),
-        apply=lambda effects: None,
+    parts = _fault_parts(
+        scheduler,
+        pipeline,
+        lambda probe_bytes: True,
         settle=lambda: pipeline.told.append(("settled",)),
     )
     fault = JournalFault(cast(Any, parts))
@@ -505,3 +681,90 @@ def test_what_was_refused_is_journaled_at_a_stop() -> None:
     assert len(applied) == 1 and scheduler.names() == []
     gate.stopping(1002.0)
     assert len(applied) == 1, "nothing refused since: nothing said"
+
+
+# -- stopping a task that owns an MQTT client (wheeld.shell.stop) ---------------------------
+
+
+async def test_a_task_that_swallows_a_cancellation_is_cancelled_again_until_it_ends() -> None:
+    import asyncio
+    import contextlib
+
+    from wheeld.shell.stop import stop_tasks
+
+    swallowed = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.append(1)  # as aiomqtt's connect can, on Python 3.11
+        await asyncio.sleep(3600)
+
+    async def failing() -> None:
+        raise RuntimeError("gone")
+
+    tasks = [asyncio.create_task(stubborn()), asyncio.create_task(failing())]
+    await asyncio.sleep(0)
+    await asyncio.wait_for(stop_tasks(*tasks), timeout=10)
+    assert swallowed == [1] and all(task.done() for task in tasks)
+
+    released = False
+
+    async def deaf() -> None:
+        while not released:  # deaf to every cancellation until released
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(3600)
+
+    never = asyncio.create_task(deaf())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(stop_tasks(never, patience_s=0.05), timeout=10)  # bounded
+    assert not never.done()
+    released = True
+    await asyncio.wait_for(stop_tasks(never), timeout=10)
+    assert never.done()
+
+
+def test_a_games_marker_and_message_go_on_the_wire_before_either_puback() -> None:
+    """Intent first holds by the connection's order (the broker takes the marker first);
+    the message no longer waits a round trip for the marker's PUBACK. Two entries on one
+    topic still go one answer apart: a refusal must hold back the later one."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.journal.outbox import OutboxEntry
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    topics = ["b/sequence", "b/game", "b/result", "b/sequence", "b/game"]
+    entries = [OutboxEntry(i, Outgoing(topic, "{}")) for i, topic in enumerate(topics, 1)]
+    wire: list[str] = []
+
+    class _Client:
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> str:
+            wire.append(f"PUBLISH {topic}")
+            return topic
+
+        async def acknowledgement(self, pending: str) -> Any:
+            wire.append(f"PUBACK {pending}")
+            return SimpleNamespace(is_failure=False)
+
+        def forget(self, pending: str) -> None:
+            pass
+
+    journal = _Outbox(entries)
+    drain = OutboxDrain(
+        config,
+        cast(Any, journal),
+        Presence(config, "host:/var/lib/wheeld", RecordingLog()),
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+    )
+    asyncio.run(drain._drain_once(cast(Any, _Client())))
+    assert wire == [
+        *("PUBLISH b/sequence", "PUBLISH b/game", "PUBLISH b/result"),
+        *("PUBACK b/sequence", "PUBACK b/game", "PUBACK b/result"),
+        *("PUBLISH b/sequence", "PUBLISH b/game", "PUBACK b/sequence", "PUBACK b/game"),
+    ]
+    assert journal.outbox == []

@@ -175,6 +175,8 @@ def test_a_stopped_wheel_takes_its_link_with_it(
         simulate.wait()
     assert not os.path.lexists(link)
     assert "Traceback" not in err and "never awaited" not in err
+    # Ctrl-C is said in one line; SIGTERM is a stop asked for, said by nobody.
+    assert ("wheeld simulate: interrupted" in err) == (stop == signal.SIGINT), err
 
 
 def test_a_wheel_without_a_link_named_leaves_no_directory_behind() -> None:

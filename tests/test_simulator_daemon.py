@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,14 +12,6 @@ from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, running, wait_
 from wheeld_simulators.faults import FAULTS
 
 BASE = "wheeld/T9"
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    broker = Broker(tmp_path_factory.mktemp("broker"))
-    broker.start()
-    yield broker
-    broker.stop()
 
 
 #: Every fault is decided in-process by tests/test_simulator.py; through a real
@@ -33,7 +24,8 @@ def test_the_daemon_faults_are_simulator_faults() -> None:
 
 
 @pytest.mark.parametrize("fault", THROUGH_THE_DAEMON)
-def test_fault_through_pty_and_daemon(fault: str, tmp_path: Path, broker: Broker) -> None:
+def test_fault_through_pty_and_daemon(fault: str, tmp_path: Path, shared_broker: Broker) -> None:
+    broker = shared_broker
     link = tmp_path / "wheel"
     games = 4 if fault == "early_respin" else 3
     simulate = subprocess.Popen(

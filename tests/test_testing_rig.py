@@ -1,12 +1,34 @@
-"""The public rig's configuration serves any installed driver, not only WRP/1."""
+"""The public rig's configuration serves any installed driver, not only WRP/1; its
+pytest fixtures run a real daemon on a pty against a broker."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from wheeld.config import load
+from wheeld.drivers.wrp import encode
+from wheeld.testing.fixtures import TableFactory
 from wheeld.testing.golden import golden_pairs, regenerate, replay_output
-from wheeld.testing.rig import write_config
+from wheeld.testing.rig import Broker, PtyWheel, running, wait_for, write_config
+
+
+def test_the_fixtures_run_a_table_on_a_pty_wheel_against_a_broker(
+    broker: Broker, pty_wheel: PtyWheel, table: TableFactory
+) -> None:
+    wheel = table(broker, pty_wheel.link, driver="wrp")
+    assert load(wheel.config, {}).wheel.port == str(pty_wheel.link)
+    with running(wheel.daemon):
+        wheel.subscriber.wait(f"{wheel.base}/status", lambda said: said["state"] == "online")
+        # The daemon asks the head who it is (WRP/1's QRY) on the pty it opened.
+        asked = bytearray()
+
+        def queried() -> bool:
+            asked.extend(pty_wheel.read())
+            return b"$WRQRY" in asked
+
+        wait_for(queried, 30, "the daemon's QRY")
+        pty_wheel.write(encode("HEL", 0, 0, "37", "Ref", "1.0", "SN1"))
+        wheel.subscriber.wait(f"{wheel.base}/wheel", lambda said: said.get("model") == "Ref")
 
 
 def test_write_config_names_the_driver_asked_for(tmp_path: Path) -> None:

@@ -24,7 +24,9 @@ from structlog.testing import capture_logs
 
 from wheeld.config import ConfigError, load
 from wheeld.shell import link as link_module
+from wheeld.shell.clock import HostClock
 from wheeld.shell.link import WheelLink
+from wheeld.shell.scheduler import Scheduler
 from wheeld.shell.usb_reset import (
     ResetPolicy,
     UsbAdapter,
@@ -311,6 +313,7 @@ def _link(
     *,
     silence_s: float = 30.0,
     on_data: Callable[[bytes, float], None] = lambda data, at: None,
+    scheduler: Scheduler | None = None,
 ) -> WheelLink:
     return WheelLink(
         port,
@@ -320,6 +323,7 @@ def _link(
         on_down=lambda why: None,
         silence_s=silence_s,
         usb_reset=True,
+        scheduler=scheduler,
         log=structlog.get_logger(),
     )
 
@@ -405,6 +409,30 @@ async def test_a_silent_pty_is_never_reset(
     finally:
         os.close(wheel.master)
     assert resets.reasons == []
+
+
+async def test_the_links_silence_check_and_reopen_backoff_are_the_schedulers_timers(
+    tmp_path: Path,
+) -> None:
+    scheduler = Scheduler(HostClock())
+    missing = _link(str(tmp_path / "ttyUSB9"), scheduler=scheduler)
+    task = asyncio.create_task(missing.run())
+    try:
+        await _until(lambda: "link reopen" in scheduler.names(), "the reopen backoff")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        missing.close()
+    assert "link reopen" not in scheduler.names(), "a cancelled wait leaves no timer"
+    wheel = PtyWheel(tmp_path / "wheel0")
+    try:
+        link = _link(str(wheel.link), silence_s=30.0, scheduler=scheduler)
+        await _run_until(
+            link, lambda: link.connected and "link silence" in scheduler.names(), "link up"
+        )
+    finally:
+        os.close(wheel.master)
+    assert "link silence" not in scheduler.names(), "a closed link leaves no timer"
 
 
 async def test_a_url_port_is_never_reset(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -727,7 +727,7 @@ def test_a_journal_that_took_a_table_over_verifies(
     journal = write_journal(tmp_path, ours)
     void = {"event": "no_spin", "game_id": 2, "table": "T1", "reason": "controller_restart"}
     elsewhere = signed(_in_epoch([void], "epoch-elsewhere"), ChainState(5, digest(ours[-1])))
-    journal.record_floor(5, digest(elsewhere[-1]))
+    journal.record_floor(5, digest(elsewhere[-1]), 1.0)
     for message in signed(game_events(3), ChainState(6, digest(elsewhere[-1]))):
         body = json.dumps(message)
         journal.record(

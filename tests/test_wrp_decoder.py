@@ -16,6 +16,7 @@ from wheeld.core.events import (
     WheelHello,
     WheelIncident,
 )
+from wheeld.core.framing import Line
 from wheeld.drivers.wrp import MAX_FRAME, WrpDecoder, checksum, encode, encode_event, encode_query
 
 VECTORS = b"""$WRHEL,0,0,37,RefWheel,1.0.0,SN0001*6F\r
@@ -265,3 +266,31 @@ def test_checksum_is_the_xor_of_every_byte(body: bytes) -> None:
     for byte in body:
         expected ^= byte
     assert checksum(body) == expected
+
+
+@settings(max_examples=300)
+@given(noisy_bytes)
+def test_whole_frames_matched_in_place_decode_as_the_splitter_cuts_them(data: bytes) -> None:
+    # Fed whole, usual frames between candidates skip the splitter; fed a byte at a
+    # time, every frame goes through it: the same events and counters either way.
+    assert _decode_all([data]) == _decode_all([data[i : i + 1] for i in range(len(data))])
+
+
+def test_usual_frames_between_candidates_never_reach_the_splitter() -> None:
+    decoder = WrpDecoder()
+    fed: list[bytes] = []
+    splitter_feed = decoder._frames.feed
+
+    def spy(data: bytes) -> list[Line]:
+        fed.append(data)
+        return splitter_feed(data)
+
+    decoder._frames.feed = spy  # type: ignore[method-assign]
+    usual = b"".join(encode("HBT", seq, seq * 250) for seq in range(50))
+    cut = encode("HBT", 50, 12500)
+    assert len(frames(decoder.feed(usual + cut[:5]))) == 50
+    more = b"".join(encode("HBT", seq, seq * 250) for seq in range(51, 60))
+    assert len(frames(decoder.feed(cut[5:] + more))) == 10
+    # Only the frame the read cut went through the splitter, up to its LF.
+    assert fed == [cut[:5], cut[5:]]
+    assert decoder.counters.sequence_gaps == 0

@@ -1,7 +1,10 @@
 """wheeld: the controller daemon for electronic roulette wheels."""
 
+# ``_signal``, not ``signal``: the C module is built in and loads at once, where
+# ``signal`` imports ``enum`` and ``functools`` first, and a Ctrl-C in those was a
+# traceback through this file.
+import _signal  # type: ignore[import-not-found]  # typeshed stubs only `signal`
 import os as _os
-import signal as _signal
 import sys as _sys
 
 
@@ -12,12 +15,26 @@ def _interrupted(signum: int, frame: object) -> None:
     _os._exit(130)
 
 
-# The console script imports this package first. A Ctrl-C while the command is
-# still being imported would otherwise print Python's KeyboardInterrupt traceback
-# from whatever module was loading; ``main`` hands SIGINT back to Python once it
-# can catch it. Only for the ``wheeld`` command: a program importing wheeld keeps
-# its own handling.
-if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "wheeld" and (
-    _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
-):
+def _a_wheeld_command() -> bool:
+    """Whether this process is the ``wheeld`` command: the console script, or
+    ``python -m wheeld`` (its package is imported while ``sys.argv[0]`` is still "-m")."""
+    if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "wheeld":
+        return True
+    words = iter(getattr(_sys, "orig_argv", [])[1:])
+    for word in words:  # the interpreter's options, up to the first that names a program
+        if word in ("-X", "-W"):
+            next(words, None)  # its argument
+        elif word.startswith("-m"):
+            return (word[2:] or next(words, "")) == "wheeld"
+        elif word == "-c" or not word.startswith("-"):
+            return False
+    return False
+
+
+# The console script and ``python -m wheeld`` import this package first. A Ctrl-C
+# while the command is still being imported would otherwise print Python's
+# KeyboardInterrupt traceback from whatever module was loading; ``main`` hands SIGINT
+# back to Python once it can catch it. Only for the ``wheeld`` command: a program
+# importing wheeld keeps its own handling.
+if _a_wheeld_command() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
     _signal.signal(_signal.SIGINT, _interrupted)

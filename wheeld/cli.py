@@ -655,7 +655,7 @@ def _capture_statistics(
 
     capture, name, pipeline = _capture_pipeline(args, config)
     statistics = _count_replay(capture, pipeline, config, windows, arcs)
-    wheel_pockets = pipeline.engine.layout.pockets
+    wheel_pockets = pipeline.view.pockets
     shown = _capture_pockets(capture, name, pipeline)
     again = args
     if shown is not None and shown != wheel_pockets:
@@ -696,7 +696,7 @@ def _count_replay(
     for message in replay(capture, pipeline):
         if message.topic == game_topic and countable:
             if statistics is None:
-                wheel = pockets or pipeline.engine.layout.pockets
+                wheel = pockets or pipeline.view.pockets
                 # The configured custom order, for the wheel it orders (wheel.pocket_order).
                 order = pipeline.settings.pocket_order
                 if order is not None and len(order) != wheel:
@@ -711,7 +711,7 @@ def _capture_pockets(capture: Capture, name: str, pipeline: TablePipeline) -> in
     sent, else None."""
     from wheeld.drivers import driver_named
 
-    shown: int | None = pipeline.wheel_info.get("wheel_pockets")
+    shown: int | None = pipeline.view.wheel_info.get("wheel_pockets")
     if shown in (37, 38, 39, 40):
         return shown
     # A 00 a 37-pocket replay voided is no result there: the wheel's own frames tell.
@@ -955,7 +955,21 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import gc
+
+    # Start-up builds some 80,000 objects the daemon keeps all its life (modules,
+    # models, the pipeline): the cyclic collector would walk them again and again
+    # on the way to READY, about a tenth of start-up's CPU. Paused until READY.
+    gc.disable()
+    try:
+        return _run_daemon(args)
+    finally:
+        gc.enable()
+
+
+def _run_daemon(args: argparse.Namespace) -> int:
     import asyncio
+    import gc
 
     from wheeld import logs
     from wheeld.config import ConfigError
@@ -973,10 +987,20 @@ def _run(args: argparse.Namespace) -> int:
     from wheeld.shell.daemon import Daemon
     from wheeld.shell.journal import JournalCorrupt, JournalError
     from wheeld.shell.link import LinkOpenError
+    from wheeld.shell.notify import Notifier
     from wheeld.shell.presence import EX_CONFIG, RivalDaemon
 
+    class _Ready(Notifier):
+        def ready(self, status: str) -> None:
+            """Once READY is said, what start-up built is frozen out of the cyclic
+            collector's reach (``gc.freeze``: no later collection walks it again, nor
+            holds the loop that long), and the collector, paused since the start, runs."""
+            super().ready(status)
+            gc.freeze()
+            gc.enable()
+
     try:
-        return asyncio.run(Daemon(config, capture=args.capture).run())
+        return asyncio.run(Daemon(config, capture=args.capture, notifier=_Ready()).run())
     except RivalDaemon as exc:
         raise CommandError(str(exc), EX_CONFIG) from None
     except SigningError as exc:

@@ -44,6 +44,11 @@ MQTT_MAX_BYTES = 65_535
 #: wheeld adds, and short enough for a broker's ACL.
 MAX_TOPIC_CHARS = 200
 MAX_TABLE_ID_CHARS = 64
+#: The longest ``table.name``: one line for patrons. The board cuts a name wider than
+#: its title bar with an ellipsis, checked with 62 characters (tests/test_marquee_strip.py).
+MAX_TABLE_NAME_CHARS = 64
+#: The longest ``table.currency``: a code (`EUR`) or a symbol (`US$`), beside the limits.
+MAX_CURRENCY_CHARS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +118,17 @@ def check_topic(value: str) -> str:
                 "must be MQTT topic levels joined by '/', none empty, without '+', '#' "
                 "or control characters"
             )
+    return value
+
+
+def check_text(value: str | None) -> str | None:
+    """Free text people read (a name on the board): printable, one line, not blank."""
+    if value is None:
+        return None
+    if _CONTROL.search(value):
+        raise ValueError("must be one line of printable text (no control characters)")
+    if not value.strip() or value != value.strip():
+        raise ValueError("must not be blank or start or end with spaces")
     return value
 
 
@@ -214,8 +230,11 @@ class TableConfig(_Section):
     )
     name: str | None = Field(
         default=None,
+        max_length=MAX_TABLE_NAME_CHARS,
         description="The table's name for patrons (`Ruleta 1`): the marquee shows it large, "
-        "and the id small in a corner, for staff. Unset: the marquee shows the id.",
+        "and the id small in a corner, for staff. Unset: the marquee shows the id. At most "
+        "64 characters, one line without control characters, not blank; the board cuts a "
+        "name wider than its title bar with an ellipsis.",
     )
     #: Table limits, shown on the marquee.
     min_bet: float | None = Field(
@@ -225,8 +244,20 @@ class TableConfig(_Section):
         default=None, ge=0, description="The table's maximum bet, shown on the marquee."
     )
     currency: str = Field(
-        default="", description="The currency the bets are in, shown beside them (`EUR`)."
+        default="",
+        max_length=MAX_CURRENCY_CHARS,
+        description="The currency the bets are in, shown beside them (`EUR`, `US$`): at "
+        "most 8 characters, no spaces or control characters.",
     )
+
+    _text = field_validator("name")(check_text)
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        if _CONTROL.search(value) or any(char.isspace() for char in value):
+            raise ValueError("must be a code or a symbol (EUR, US$), without spaces")
+        return value
 
     @field_validator("id")
     @classmethod
@@ -440,7 +471,9 @@ class MqttConfig(_Section):
         default=None,
         min_length=1,
         max_length=128,
-        description="The MQTT client id: stable, so the broker keeps the session.",
+        description="The MQTT client id: stable, so the broker keeps the session. At most "
+        "128 characters, no spaces or control characters (it is named in the log and in "
+        "the systemd STATUS line).",
         json_schema_extra={"shown_default": '"wheeld-<table.id>"'},
     )
     protocol: Literal["5", "3.1.1"] = Field(
@@ -510,6 +543,13 @@ class MqttConfig(_Section):
         return list(self.servers) if self.servers else [join_server(self.host, self.port)]
 
     _strings = field_validator("username", "password")(check_mqtt_string)
+
+    @field_validator("client_id")
+    @classmethod
+    def _client_id(cls, value: str | None) -> str | None:
+        if value is not None and (_CONTROL.search(value) or any(c.isspace() for c in value)):
+            raise ValueError("must have no spaces or control characters")
+        return value
 
     @field_validator("base_topic")
     @classmethod

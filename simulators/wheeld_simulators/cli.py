@@ -193,8 +193,10 @@ def run(args: argparse.Namespace) -> int:
     simulation = _simulate(args)
     try:
         return asyncio.run(simulation)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         simulation.close()  # stopped before it began: no "never awaited" warning
+        if not isinstance(exc, _Terminated):  # Ctrl-C: one line; SIGTERM is a stop asked for
+            print("wheeld simulate: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
         print(f"wheeld simulate: {exc}", file=sys.stderr)
@@ -203,8 +205,12 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM: the simulation stopped as Ctrl-C stops it, without saying "interrupted"."""
+
+
 def _stop(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    raise _Terminated
 
 
 async def _simulate_ss2(args: argparse.Namespace) -> int:

@@ -651,6 +651,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_demo(args))
     except KeyboardInterrupt:
+        # Ctrl-C before the demo took it over (while it starts): what it started is
+        # stopped on the way out; one line says why it ended.
+        print("wheeld demo: interrupted", file=sys.stderr)
         return 130
     except DemoError as exc:
         print(f"wheeld demo: {exc}", file=sys.stderr)

@@ -25,7 +25,6 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -43,7 +42,15 @@ from paho.mqtt.properties import Properties
 from wheeld.core.signing import load_public_key, signature_problem
 from wheeld.shell.journal import JOURNAL_FILE, Journal
 from wheeld.shell.journal.codec import unpack_payload
-from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, make_signing_key, wait_for
+from wheeld.testing.rig import (
+    Broker,
+    DaemonProcess,
+    Subscriber,
+    kill_process,
+    make_signing_key,
+    simulated_wheel,
+    wait_for,
+)
 
 TABLE = "CHAOS"
 BASE = f"wheeld/{TABLE}"
@@ -430,30 +437,17 @@ class ChaosRig:
     def start_wheel(self) -> None:
         """A fresh simulated wheel on the link (a new seed each time, drawn from the rig's)."""
         self.wheels_started += 1
-        self.wheel = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "wheeld",
-                "simulate",
-                "--link",
-                str(self.link),
-                "--speed",
-                str(self.speed),
-                "--seed",
-                str(self.rng.randrange(2**31)),
-                "--quiet",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.workdir / "simulate.log").open("ab"),
+        self.wheel = simulated_wheel(
+            self.link,
+            speed=self.speed,
+            seed=self.rng.randrange(2**31),
+            log=self.workdir / "simulate.log",
         )
 
     def kill_wheel(self) -> None:
         """The wheel's end of the link vanishes: SIGKILL, its pty closes under the daemon."""
-        if self.wheel is not None:
-            self.wheel.kill()
-            self.wheel.wait(10)
-            self.wheel = None
+        kill_process(self.wheel)
+        self.wheel = None
 
     def kill_daemon(self) -> None:
         """SIGKILL the daemon: no clean stop, whatever it was doing is cut short."""

@@ -31,7 +31,6 @@ import random
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -63,7 +62,13 @@ from tests.takeover.checks import (
 from tests.takeover.proxy import Cut, Mode, MqttProxy, Publish, Record
 from wheeld.core.signing import load_public_key
 from wheeld.shell.journal import JOURNAL_FILE
-from wheeld.testing.rig import DaemonProcess, Subscriber, wait_for
+from wheeld.testing.rig import (
+    DaemonProcess,
+    Subscriber,
+    kill_process,
+    simulated_wheel,
+    wait_for,
+)
 
 SEQUENCE_TOPIC = f"{BASE}/sequence"
 WHEEL_TOPIC = f"{BASE}/wheel"
@@ -495,29 +500,16 @@ class TakeoverRig:
 
     def start_wheel(self) -> None:
         """The simulated wheel on the link, playing forever."""
-        self.wheel = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "wheeld",
-                "simulate",
-                "--link",
-                str(self.link),
-                "--speed",
-                str(self.speed),
-                "--seed",
-                str(self.rng.randrange(2**31)),
-                "--quiet",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.workdir / "simulate.log").open("ab"),
+        self.wheel = simulated_wheel(
+            self.link,
+            speed=self.speed,
+            seed=self.rng.randrange(2**31),
+            log=self.workdir / "simulate.log",
         )
 
     def kill_wheel(self) -> None:
-        if self.wheel is not None:
-            self.wheel.kill()
-            self.wheel.wait(10)
-            self.wheel = None
+        kill_process(self.wheel)
+        self.wheel = None
 
     def launch(self, daemon: Daemon, *, journal: str, after: CutRecord | None) -> Segment:
         """Start ``daemon`` as the next run, and wait until it has played a whole game."""

@@ -54,6 +54,7 @@ from wheeld.archive.ledger import (
 from wheeld.config import ARCHIVE_KINDS
 from wheeld.core.signing import load_public_key
 from wheeld.shell.mqtt_client import Failover, make_client
+from wheeld.shell.stop import stop_tasks
 
 if TYPE_CHECKING:
     import psycopg
@@ -201,9 +202,7 @@ class Archive:
             notifier.stopping()
             self.log.info("archive stopped", **self.figures())
             waiting.cancel()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await stop_tasks(*tasks)
             if self.conn is not None:
                 await self.conn.close()
             notifier.close()

@@ -69,7 +69,7 @@ def replay(
             continue
         summary.from_wheel += 1
         yield from _messages(pipeline.on_bytes(line.data + b"\r\n", line.at), base, summary)
-    summary.counters = pipeline.decoder.counters.as_dict()
+    summary.counters = pipeline.view.decoder_counters()
 
 
 def _messages(effects: Effects, base: str, summary: ReplaySummary) -> Iterator[Outgoing]:

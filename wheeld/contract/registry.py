@@ -180,8 +180,9 @@ TOPICS: dict[TopicName, Topic] = {
             "Health",
             retain=True,
             doc="The table's health in one word (ok, degraded, fault) with the link, the"
-            " broker, the outbox and the journal: on every change and every"
-            " metrics.health_interval_s (docs/metrics.md). Not journaled.",
+            " broker, the outbox, the journal, the faults set (its own health) and the"
+            " alerts set (statistical judgements), each in its own list: on every change"
+            " and every metrics.health_interval_s (docs/metrics.md). Not journaled.",
         ),
         Topic(
             "preflight",

@@ -131,7 +131,7 @@ class NoMoreBets(_GameEvent, NoMoreBetsPayload):
     event: Literal["no_more_bets"]
 
 
-class GameResult(_GameEvent, ResultPayload):
+class Result(_GameEvent, ResultPayload):
     """The winning number and what it wins; the even chances are null for 0 and 00."""
 
     event: Literal["result"]
@@ -167,13 +167,13 @@ class NoSpin(_GameEvent, NoSpinPayload):
     note: str | None = Field(description="the operator's note for declared, else null")
 
 
-class GameEvent(RootModel[Spinning | NoMoreBets | GameResult | NoSpin]):
+class GameEvent(RootModel[Spinning | NoMoreBets | Result | NoSpin]):
     """``<base>/game``: one message per game event, signed and chained when the daemon signs."""
 
-    root: Annotated[Spinning | NoMoreBets | GameResult | NoSpin, Field(discriminator="event")]
+    root: Annotated[Spinning | NoMoreBets | Result | NoSpin, Field(discriminator="event")]
 
 
-class LatestResult(GameResult):
+class LatestResult(Result):
     """``<base>/result`` (retained): the latest result, the very message ``<base>/game`` carried."""
 
 
@@ -241,6 +241,12 @@ class Wheel(Published):
     firmware: str | None
     serial: str | None
     pockets: Literal[37, 38, 39, 40]
+    pocket_order: list[Pocket] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="wheel.pocket_order: the wheel's custom pocket order, clockwise (a Cammegh "
+        "wheel set up with *Z), which the statistics' arcs and sectors follow; absent: the "
+        "standard order",
+    )
     output_level: Literal["basic", "advanced", "extended"] | SkipJsonSchema[None] = Field(
         default=None, description="Cammegh drivers: the output level the wheel speaks"
     )

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wheeld.core.events import (
+    WHEEL_EVENT_NAMES,
     AlternationUnknown,
     BallLaunched,
     BallPassed,
     BallRunning,
-    BettingClosed,
     Direction,
     DisplayMismatch,
     FrameDropped,
@@ -31,6 +31,7 @@ from wheeld.core.events import (
     WheelEvent,
     WheelHello,
     WheelIncident,
+    WheelNoMoreBets,
     WheelProfile,
     WheelRecords,
     WheelReply,
@@ -109,7 +110,7 @@ PHASE_EVENTS: dict[Phase, dict[type, str]] = {
         BallLaunched: "the wheel reports a launch: -> betting",
         PocketReading: "the ball rests or is picked up between games",
         BallRunning: "a voided spin's ball, still running",
-        BettingClosed: "a voided spin's phases go on",
+        WheelNoMoreBets: "a voided spin's phases go on",
         WinningNumber: "a voided spin's pocket: never a result",
     },
     Phase.BETTING: {
@@ -117,21 +118,21 @@ PHASE_EVENTS: dict[Phase, dict[type, str]] = {
         **_IN_GAME,
         BallPassed: "a revolution; slow enough: -> no_more_bets",
         PocketReading: "the ball dropped into a pocket: -> settling (betting closes)",
-        BettingClosed: "the wheel's own no more bets: -> no_more_bets",
+        WheelNoMoreBets: "the wheel's own no more bets: -> no_more_bets",
     },
     Phase.NO_MORE_BETS: {
         **ANY_PHASE,
         **_IN_GAME,
         BallPassed: "a revolution",
         PocketReading: "the ball dropped into a pocket: -> settling",
-        BettingClosed: "the wheel confirms no more bets (it vouches for the run)",
+        WheelNoMoreBets: "the wheel confirms no more bets (it vouches for the run)",
     },
     Phase.SETTLING: {
         **ANY_PHASE,
         **_IN_GAME,
         BallPassed: "the ball jumped out and runs on: a revolution",
         PocketReading: "another pocket: settling afresh; none: -> no_more_bets",
-        BettingClosed: "the wheel confirms no more bets (it vouches for the run)",
+        WheelNoMoreBets: "the wheel confirms no more bets (it vouches for the run)",
     },
 }
 
@@ -156,8 +157,14 @@ class EngineState:
     rotor_revolutions_since_no_spin: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The state as a JSON-ready mapping."""
-        return asdict(self)
+        """The state as a JSON-ready mapping (stored with every decision: by hand, not
+        ``asdict``, which copies each field deeply and costs ten times as much)."""
+        return {
+            "next_game_id": self.next_game_id,
+            "last_result_rotor": self.last_result_rotor,
+            "open_game": self.open_game,
+            "rotor_revolutions_since_no_spin": self.rotor_revolutions_since_no_spin,
+        }
 
     @classmethod
     def from_dict(cls, data: object) -> EngineState:
@@ -260,7 +267,7 @@ class GameEngine:
             FrameDropped: self._on_loss,
             BallLaunched: self._on_launched,
             BallRunning: self._on_running,
-            BettingClosed: self._on_betting_closed,
+            WheelNoMoreBets: self._on_no_more_bets,
             WinningNumber: self._on_winning_number,
             WheelVoid: self._on_wheel_void,
             AlternationUnknown: self._on_alternation_unknown,
@@ -337,7 +344,7 @@ class GameEngine:
         if type(event) not in PHASE_EVENTS[phase] or (
             type(event) is BallPassed and event.period_ms == 0 and phase is not Phase.IDLE
         ):
-            self.refused[(phase.value, type(event).__name__)] += 1
+            self.refused[(phase.value, WHEEL_EVENT_NAMES[type(event)])] += 1
             self._refusals.append((phase, event))
             return out
         self._handlers[type(event)](event, now, out)  # type: ignore[operator]
@@ -572,7 +579,7 @@ class GameEngine:
         if self._game is not None:
             self._game.last_ball_tick = event.tick
 
-    def _on_betting_closed(self, event: BettingClosed, now: float, out: list[Decision]) -> None:
+    def _on_no_more_bets(self, event: WheelNoMoreBets, now: float, out: list[Decision]) -> None:
         if self._game is not None:
             self._game.wheel_closed_betting = True
             self._close_betting(self._game, now, out)

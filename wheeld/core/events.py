@@ -11,7 +11,7 @@ rule duration is measured in it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 Direction = Literal["cw", "ccw"]
 
@@ -155,8 +155,9 @@ class BallRunning:
 
 
 @dataclass(frozen=True, slots=True)
-class BettingClosed:
-    """The wheel's own no-more-bets: the ball slowed to its threshold."""
+class WheelNoMoreBets:
+    """The wheel's own no more bets: the ball slowed to its threshold. The engine's
+    decision that follows is ``wheeld.core.game.NoMoreBets`` (``no_more_bets``)."""
 
     tick: int
 
@@ -280,7 +281,7 @@ WheelEvent = (
     | FrameDropped
     | BallLaunched
     | BallRunning
-    | BettingClosed
+    | WheelNoMoreBets
     | WinningNumber
     | WheelVoid
     | AlternationUnknown
@@ -291,3 +292,29 @@ WheelEvent = (
     | WheelVerdict
     | WheelRecords
 )
+
+#: Each wheel event's name outside the process (``refused_events`` in ``<base>/wheel``,
+#: the metrics' ``event`` label, docs/rules.md's phase table): written out here, never
+#: read from a class's ``__name__``, so renaming a class changes nothing a consumer reads.
+WHEEL_EVENT_NAMES: Final[dict[type, str]] = {
+    WheelHello: "WheelHello",
+    Heartbeat: "Heartbeat",
+    RotorDatum: "RotorDatum",
+    BallPassed: "BallPassed",
+    PocketReading: "PocketReading",
+    WheelIncident: "WheelIncident",
+    SequenceGap: "SequenceGap",
+    FrameDropped: "FrameDropped",
+    BallLaunched: "BallLaunched",
+    BallRunning: "BallRunning",
+    WheelNoMoreBets: "WheelNoMoreBets",
+    WinningNumber: "WinningNumber",
+    WheelVoid: "WheelVoid",
+    AlternationUnknown: "AlternationUnknown",
+    WheelReply: "WheelReply",
+    DisplayMismatch: "DisplayMismatch",
+    ResultContradicted: "ResultContradicted",
+    WheelProfile: "WheelProfile",
+    WheelVerdict: "WheelVerdict",
+    WheelRecords: "WheelRecords",
+}

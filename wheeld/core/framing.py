@@ -64,6 +64,13 @@ class LineSplitter:
         """What has come of the line not ended yet."""
         return bytes(self._partial)
 
+    @property
+    def between_lines(self) -> bool:
+        """No line is open: the next byte fed begins a line (or, with a start byte, is
+        junk unless it is one). A caller that recognises a whole line itself may skip it
+        here, and these lines are still the same however the bytes were cut."""
+        return not self._partial and not self._over and (not self._start or not self._open)
+
     def take_junk(self) -> int:
         """Bytes that fell outside every line since last asked (only with a start byte)."""
         junk, self._junk = self._junk, 0

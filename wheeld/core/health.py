@@ -2,7 +2,8 @@
 
 ``ok``: the wheel is heard, the journal writes and the broker takes what is
 published. ``degraded``: games are still decided and kept, but something wants
-an engineer (the broker away or refusing, a fault or alert set). ``fault``:
+an engineer (the broker away or refusing, a fault or alert set: each in its
+own list, ``faults`` the table's own health, ``alerts`` the figures' judgements). ``fault``:
 no game can be decided (the wheel link down or silent, the journal unwritable),
 or nothing decided can reach anyone: no broker reached since the daemon
 started (``broker_unreachable``: a wrong host, a broker down at start).
@@ -41,15 +42,17 @@ class Condition:
 
     link: LinkState
     broker: BrokerState
-    #: Faults and alerts set now: the pipeline's, and the publisher's (``broker_refused``,
-    #: ``session_taken_over``), sorted.
+    #: Faults set now, sorted: the table's own (its link, journal, cover, line noise) and
+    #: the publisher's (``broker_refused``, ``session_taken_over``, ``broker_unreachable``).
     faults: tuple[str, ...]
+    #: Alerts set now, sorted: statistical judgements of the figures (``wheeld.table.alerts``).
+    alerts: tuple[str, ...] = ()
 
     @property
     def state(self) -> HealthState:
         if self.link != "up" or FAULT_STATE_FAULTS.intersection(self.faults):
             return "fault"
-        if self.broker != "connected" or self.faults:
+        if self.broker != "connected" or self.faults or self.alerts:
             return "degraded"
         return "ok"
 
@@ -77,7 +80,11 @@ class HealthPayload(BaseModel):
     outbox: int | None = Field(ge=0)
     journal_bytes: int = Field(ge=0)
     last_frame_age_s: float | None
+    #: The faults set: the table's own health (what may stop it vouching for results).
     faults: list[str]
+    #: The alerts set: statistical judgements for an engineer (an older wheeld listed
+    #: them in ``faults`` and sent no ``alerts``).
+    alerts: list[str] = Field(default_factory=list)
     table: str
     ts: str
     schema_version: int = SCHEMA_VERSION
@@ -97,6 +104,7 @@ def health_payload(readings: Readings, *, table: str, now: float) -> HealthPaylo
         journal_bytes=readings.journal_bytes,
         last_frame_age_s=readings.last_frame_age_s,
         faults=list(condition.faults),
+        alerts=list(condition.alerts),
         table=table,
         ts=iso_utc(now),
     )

@@ -12,12 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from wheeld.core.events import WheelEvent
 from wheeld.core.game import Decision
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from wheeld.core.rules import RulesConfig
+
 ENTRY_POINT_GROUP = "wheeld.drivers"
+
+#: A driver's settings: its ``[wheel.<section>]`` table as its own pydantic model.
+S = TypeVar("S", bound="BaseModel")
 
 
 class CounterSet:
@@ -100,26 +108,33 @@ class GreetingSession:
 
 
 @dataclass(frozen=True, slots=True)
-class Driver:
-    """A driver's declaration: everything wheeld needs to know of it, in one place."""
+class Driver(Generic[S]):
+    """A driver's declaration: everything wheeld needs to know of it, in one place.
+
+    Generic over its settings model ``S``, so ``mypy --strict`` holds ``session``,
+    ``check`` and ``configure`` to the model ``settings`` names: ``Driver(settings=
+    ControlConfig, check=check)`` with a ``check`` that takes another model is a
+    type error, not a surprise at run time.
+    """
 
     name: str
     default_baudrate: int
     decoder: Callable[[], WheelDecoder]
     #: Builds the session from the decoder and the driver's own settings (the
-    #: configuration's ``[wheel.<section>]`` table, validated by ``settings``).
-    session: Callable[[WheelDecoder, Any], DriverSession | None] | None = None
+    #: configuration's ``[wheel.<section>]`` table, validated by ``settings``; None
+    #: for a driver with no section).
+    session: Callable[[WheelDecoder, S | None], DriverSession | None] | None = None
     #: The pydantic model of the driver's configuration section, if it has one.
-    settings: Any = None
+    settings: type[S] | None = None
     #: The configuration section's name under ``[wheel]``.
     section: str | None = None
     #: Checks the section against the rules: ``(dotted key, problem)`` pairs.
-    check: Callable[[Any, Any], list[tuple[str, str]]] | None = None
+    check: Callable[[S, RulesConfig], list[tuple[str, str]]] | None = None
     #: Tells a new decoder what its section says of the wheel (what the wheel may
     #: not say of itself: its model, firmware or game mode).
-    configure: Callable[[WheelDecoder, Any], None] | None = None
+    configure: Callable[[WheelDecoder, S], None] | None = None
 
-    def new_decoder(self, settings: Any = None) -> WheelDecoder:
+    def new_decoder(self, settings: S | None = None) -> WheelDecoder:
         """A decoder for this driver, told its section's ``settings`` when given."""
         decoder = self.decoder()
         if self.configure is not None and settings is not None:
@@ -131,18 +146,18 @@ class UnknownDriver(ValueError):
     """No driver by that name."""
 
 
-_registry: dict[str, Driver] | None = None
+_registry: dict[str, Driver[Any]] | None = None
 #: Installed drivers that failed to load: name -> why, for the error that names them.
 _broken: dict[str, str] = {}
 
 
-def drivers() -> dict[str, Driver]:
+def drivers() -> dict[str, Driver[Any]]:
     """Every installed driver, by name (entry points read once, then cached)."""
     global _registry
     if _registry is None:
         from importlib.metadata import entry_points
 
-        found: dict[str, Driver] = {}
+        found: dict[str, Driver[Any]] = {}
         for point in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 driver = point.load()
@@ -161,7 +176,7 @@ def drivers() -> dict[str, Driver]:
     return _registry
 
 
-def driver_named(name: str) -> Driver:
+def driver_named(name: str) -> Driver[Any]:
     """The installed driver called ``name``."""
     known = drivers()
     if name in _broken:

@@ -51,6 +51,9 @@ _USUAL_FRAME = re.compile(
     rb"\$(WR(HBT|ROT|BAL|POC|EVT),(\d{1,5}),(\d{1,10})(?:,([A-Z0-9_-]{1,12})(?:,(\d{1,10}))?)?)"
     rb"\*([0-9A-F]{2})"
 )
+#: The same, ``$`` to LF: a whole frame of the usual shape, matched in the stream
+#: itself when no candidate is open (what the splitter would cut there, exactly).
+_WHOLE_FRAME = re.compile(_USUAL_FRAME.pattern + rb"\r?\n")
 _DIRECTION_BYTES: dict[bytes, Direction] = {b"CW": "cw", b"CCW": "ccw"}
 _PRINTABLE = bytes(range(0x20, 0x7F))
 _DIRECTIONS: dict[str, Direction] = {"CW": "cw", "CCW": "ccw"}
@@ -189,6 +192,27 @@ class WrpDecoder:
         ``now`` is unused: WRP/1 carries the wheel's own clock in every frame.
         """
         out: list[WheelEvent] = []
+        frames, usual = self._frames, self._usual
+        whole = _WHOLE_FRAME.match
+        pos, end = 0, len(data)
+        while pos < end:
+            # Fast path: between candidates, whole frames of the usual shape are matched
+            # in place by one regex in C each, without the splitter. Anything else (a
+            # frame cut by the read, an unusual one, junk) goes the general way up to its
+            # LF, after which the splitter is between candidates again.
+            if frames.between_lines:
+                while (match := whole(data, pos)) is not None and usual(match, out):
+                    pos = match.end()
+                if pos == end:
+                    break
+            stop = data.find(b"\n", pos) + 1 or end
+            self._lines(data[pos:stop], out)
+            pos = stop
+        self.counters.garbage_bytes += frames.take_junk()
+        return out
+
+    def _lines(self, data: bytes, out: list[WheelEvent]) -> None:
+        """The general way: the splitter's lines, each judged as a frame candidate."""
         counters = self.counters
         for line in self._frames.feed(data):
             if line.over or line.end != b"\n":
@@ -198,13 +222,11 @@ class WrpDecoder:
                 self._running_on = line.over and not line.end
                 counters.garbage_bytes += line.size
                 continue
-            # Fast path: a frame in its usual shape, matched whole by one regex in C.
-            # Anything unusual goes the general way.
+            # A frame in its usual shape, matched whole by one regex in C; anything
+            # unusual is judged field by field.
             match = _USUAL_FRAME.fullmatch(line.data)
             if match is None or not self._usual(match, out):
                 self._judge(line.data, line.size, out)
-        counters.garbage_bytes += self._frames.take_junk()
-        return out
 
     def _judge(self, line: bytes, size: int, out: list[WheelEvent]) -> None:
         wanted = _HEX_PAIRS.get(line[-2:]) if len(line) >= 4 and line[-3] == 0x2A else None

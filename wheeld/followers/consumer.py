@@ -60,7 +60,7 @@ _OLDER = {"table": None, "epoch": None}
 SpinningMessage = lenient(topics.Spinning, _GAME_READS, defaults=_OLDER)
 NoMoreBetsMessage = lenient(topics.NoMoreBets, _GAME_READS, defaults=_OLDER)
 #: A ``result`` event live on ``<base>/game``.
-ResultMessage = lenient(topics.GameResult, {*_GAME_READS, "number"}, defaults=_OLDER)
+ResultMessage = lenient(topics.Result, {*_GAME_READS, "number"}, defaults=_OLDER)
 #: Any reason code, so a reason added later still voids the game on the board.
 NoSpinMessage = lenient(topics.NoSpin, {*_GAME_READS, "reason"}, defaults=_OLDER)
 #: The retained ``<base>/result``: the latest result, not a new one.
@@ -74,7 +74,7 @@ Message = (
     | topics.LatestResult
     | topics.Spinning
     | topics.NoMoreBets
-    | topics.GameResult
+    | topics.Result
     | topics.NoSpin
 )
 

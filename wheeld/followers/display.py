@@ -23,6 +23,7 @@ from wheeld.followers.consumer import (
     StatusMessage,
 )
 from wheeld.shell.link import WheelLink
+from wheeld.shell.stop import stop_tasks
 
 if TYPE_CHECKING:
     from wheeld.config import Config
@@ -124,8 +125,6 @@ async def run(config: Config, port: str, baudrate: int, log: Any) -> int:
     )
     tasks = [asyncio.create_task(link.run()), asyncio.create_task(follower.run())]
     await stop.wait()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await stop_tasks(*tasks)
     link.close()
     return 0

@@ -110,7 +110,7 @@ async def _broker(config: Config, timeout_s: float) -> tuple[Check, dict[str, An
                             if isinstance(message.payload, bytes) and message.payload:
                                 try:
                                     held[name] = json.loads(message.payload)
-                                except ValueError:
+                                except (ValueError, RecursionError):
                                     held[name] = None
                             if len(held) == 2:
                                 break

@@ -15,6 +15,7 @@ the pipeline as if it had been derived at once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +68,8 @@ class EffectsApplier:
         #: The periodic jobs, told of decisions and of effects applied (set once built).
         self.jobs: Jobs | None = None
         self._deadline: Timer | None = None
+        #: The pipeline's deadline (host time) ``_deadline`` was set for.
+        self._deadline_for = 0.0
         #: Games kept whose history, statistics and alerts are still to be derived.
         self._derived: Timer | None = None
 
@@ -116,10 +119,10 @@ class EffectsApplier:
                 # Before the decisions: their durable commit makes these durable too.
                 journal.record_alarms(effects.alarms, effects.set_alerts)
             if effects.decided:
-                state = effects.state or self._pipeline.engine.state
+                view = self._pipeline.view
+                state = effects.state or view.engine_state
                 # The chain as it stands after this batch, kept in the same commit.
-                pipeline = self._pipeline
-                chain = pipeline.chain if pipeline.signer is not None else None
+                chain = view.signed_chain
                 ids = journal.record(
                     effects.games, effects.messages, state, chain=chain, alarm=effects.alarmed
                 )
@@ -169,6 +172,35 @@ class EffectsApplier:
     def _derive_due(self, now: float) -> None:
         self.settle()
 
+    def apply_start(self, started: Effects) -> None:
+        """The start's effects (the broker's memory acted on, a game left open voided),
+        after what the last run may have left underived (``rederive``): a takeover among
+        them lets that go again."""
+        self.rederive()
+        self.apply(started)
+
+    def rederive(self) -> None:
+        """At start, before the broker's memory is acted on: the history and the statistics
+        the journal's games make, said again where the journal holds other ones.
+
+        They are derived a turn of the loop after a result's commit (``settle``): a
+        daemon killed in between left them without it, and nothing said them until
+        the next outcome. A journal another went on past lets them go again
+        (``superseded``), as it does what else it held of games.
+        """
+        wanted = self._pipeline.view.derived_messages()
+        held = last_said(self._journal, {message.topic for message in wanted})
+        # None held: never said (the first outcome's, killed), or let go when another
+        # controller went on past this journal: the broker's are that one's then.
+        unsaid = self._journal.taken_from() is None
+        stale = [m for m in wanted if _behind(held.get(m.topic), m.payload, unsaid=unsaid)]
+        if stale:
+            self._log.warning(
+                "said again at start: the last run stopped before it derived them",
+                topics=[message.topic for message in stale],
+            )
+            self.apply(Effects(messages=stale))
+
     def enqueue_best_effort(self, message: Outgoing) -> None:
         """Into the outbox; said outside it when the journal cannot write."""
         try:
@@ -179,14 +211,62 @@ class EffectsApplier:
         self._publisher.wake()
 
     def _rearm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
         deadline = self._pipeline.next_deadline()
-        if deadline is not None:
-            self._deadline = self._scheduler.at(deadline, self._deadline_due, "deadline")
+        if deadline is None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            return
+        if self._deadline is not None:
+            if self._deadline_for <= deadline:
+                # Every line from the wheel moves the link's deadline on: the timer set
+                # stays, and re-arms for the later one when it fires (``_deadline_due``),
+                # rather than being replaced after each line.
+                return
+            self._deadline.cancel()
+        self._arm_deadline(deadline)
+
+    def _arm_deadline(self, deadline: float) -> None:
+        self._deadline = self._scheduler.at(deadline, self._deadline_due, "deadline")
+        self._deadline_for = deadline
 
     def _deadline_due(self, now: float) -> None:
         self._deadline = None
-        self.settle()
+        armed_for = self._deadline_for
+        self.settle()  # may apply, and so set a timer for the deadline as it is now
+        deadline = self._pipeline.next_deadline()
+        if deadline is not None and deadline > armed_for:
+            # It moved on since the timer was set: not due yet.
+            if self._deadline is None:
+                self._arm_deadline(deadline)
+            return
         self.apply(self._pipeline.on_timer(now))
+
+
+def last_said(journal: Journal, topics: set[str]) -> dict[str, str]:
+    """The newest payload the journal holds for each of ``topics``: waiting in the
+    outbox, else the last the broker acknowledged."""
+    said = {m.topic: m.payload for m in journal.retained() if m.topic in topics}
+    after = 0
+    while entries := journal.pending(after, 500):
+        for entry in entries:
+            if entry.message.topic in topics:
+                said[entry.message.topic] = entry.message.payload
+        after = entries[-1].id
+    return said
+
+
+def _behind(held: str | bytes | None, derived: str, *, unsaid: bool) -> bool:
+    """Whether ``held`` (a history or statistics payload the journal holds, None: none) is
+    not what the games make, ``derived``: another history, or statistics of another
+    number of games (the wheel's own figures beside them are not the games' to judge).
+    None held is behind only when ``unsaid`` (never said, rather than let go)."""
+    new: dict[str, Any] = json.loads(derived)
+    key = "numbers" if "numbers" in new else "games"
+    if held is None:
+        return unsaid and bool(new.get(key))  # no game yet: nothing to say
+    try:
+        old = json.loads(held)
+    except (ValueError, RecursionError):
+        return True
+    return not isinstance(old, dict) or old.get(key) != new.get(key)

@@ -96,7 +96,7 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
         rival = None
         try:
             status = json.loads(held["status"]) if "status" in held else None
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep is no status either
             status = None
         if isinstance(status, dict) and status.get("state") != "offline":
             other = status.get("instance")

@@ -52,9 +52,10 @@ class TableCondition:
         self.heard_at = self._link.last_data
 
     def condition(self, now: float) -> Condition:
-        """The link, the broker and the faults set, as ``<base>/health`` judges them."""
+        """The link, the broker, the faults and the alerts set, as ``<base>/health``
+        judges them."""
         publisher = self._publisher
-        faults = self._pipeline.set_codes()
+        faults = set(self._pipeline.faults)
         if publisher.stuck_since is not None:
             faults.add("broker_refused")
         if publisher.session_taken_over:
@@ -65,6 +66,7 @@ class TableCondition:
             link=self._link_state(now),
             broker="connected" if publisher.connected else "disconnected",
             faults=tuple(sorted(faults)),
+            alerts=tuple(sorted(self._pipeline.alerts.book)),
         )
 
     def _link_state(self, now: float) -> LinkState:

@@ -50,6 +50,7 @@ from wheeld.shell.publisher import Publisher
 from wheeld.shell.readiness import KEY_NOT_SET
 from wheeld.shell.recall_desk import RecallDesk
 from wheeld.shell.scheduler import Scheduler
+from wheeld.shell.stop import stop_tasks
 from wheeld.table.effects import Effects
 from wheeld.table.pipeline import TablePipeline, TableSettings
 
@@ -170,7 +171,11 @@ def _payloads(decisions: Iterator[tuple[int, str, str]]) -> Iterator[dict[str, A
 
 
 def _metrics(
-    config: Config, pipeline: TablePipeline, readings: Callable[[], Readings], log: Any
+    config: Config,
+    pipeline: TablePipeline,
+    readings: Callable[[], Readings],
+    log: Any,
+    scheduler: Scheduler,
 ) -> tuple[TableMetrics | None, MetricsEndpoint | None]:
     """``[metrics] listen``'s endpoint; prometheus_client is imported only when one is asked for."""
     if not config.metrics.listen:
@@ -186,7 +191,8 @@ def _metrics(
             "driver": config.wheel.driver,
         },
     )
-    return metrics, MetricsEndpoint(config.metrics.listen, metrics, log=log)
+    endpoint = MetricsEndpoint(config.metrics.listen, metrics, log=log, scheduler=scheduler)
+    return metrics, endpoint
 
 
 class Daemon:
@@ -207,8 +213,9 @@ class Daemon:
         self.signer = signer
         if signer is None:
             log.warning("signing.required = false and no signing.key_file: messages unsigned")
+        self.clock = clock = HostClock()
         self.journal = journal = Journal(
-            config.state.dir / JOURNAL_FILE, on_progress=notifier.starting
+            config.state.dir / JOURNAL_FILE, clock=clock.wall, on_progress=notifier.starting
         )
         try:
             journal.claim_table(config.table.id)
@@ -217,7 +224,6 @@ class Daemon:
             raise
         self.pipeline = pipeline = build_pipeline(config, journal, signer, notifier.starting)
         self.capture = CaptureWriter(capture, config.wheel.driver) if capture is not None else None
-        self.clock = clock = HostClock()
         self.scheduler = scheduler = Scheduler(clock)
         link_timeout_s = config.rules.link_timeout_ms / 1000
         # The link's and the publisher's callbacks are late-bound (the lambdas): the
@@ -231,10 +237,10 @@ class Daemon:
             silence_s=max(5.0, 3 * link_timeout_s),
             capture=self.capture,
             usb_reset=config.wheel.usb_reset,
-            clock=clock.now,
+            scheduler=scheduler,
             log=log,
         )
-        self.metrics, self._metrics_endpoint = _metrics(config, pipeline, self.readings, log)
+        self.metrics, self._scrapes = _metrics(config, pipeline, self.readings, log, scheduler)
         publisher_hooks: dict[str, Any] = {}
         if self.metrics is not None:
             publisher_hooks["on_acknowledged"] = self.metrics.acknowledged
@@ -319,10 +325,10 @@ class Daemon:
         # A worker thread (a recall, a checkpoint) gives the GIL back to the event loop
         # within a millisecond, not the default five: a launch is never kept waiting.
         sys.setswitchinterval(0.001)
-        if self._metrics_endpoint is not None:
+        if self._scrapes is not None:
             # First: a port in use is a configuration problem, said before the broker is asked.
             try:
-                await self._metrics_endpoint.start()
+                await self._scrapes.start()
             except OSError:
                 self.journal.close()
                 raise
@@ -394,12 +400,11 @@ class Daemon:
         link_task.cancel()
         await asyncio.gather(link_task, stopper, return_exceptions=True)
         self.link.close()
-        if self._metrics_endpoint is not None:
-            await self._metrics_endpoint.close()
+        if self._scrapes is not None:
+            await self._scrapes.close()
         await self.publisher.stop()
-        publisher_task.cancel()
-        # Bounded: a task that swallowed its cancellation must not keep the daemon up.
-        await asyncio.wait([publisher_task], timeout=PUBLISHER_PATIENCE_S)
+        # Bounded: a task that swallowed every cancellation must not keep the daemon up.
+        await stop_tasks(publisher_task, patience_s=PUBLISHER_PATIENCE_S)
         await _cancelled(preflight)
         if self.capture is not None:
             self.capture.close()
@@ -442,7 +447,7 @@ class Daemon:
             driver=self.config.wheel.driver,
         )
         now = self.clock.now()
-        self.effects.apply(self._started(memory, now))
+        self.effects.apply_start(self._started(memory, now))
         self.jobs.started(now)
         self.inputs.release()
         await self._supervise("publisher", self.publisher.run)

@@ -35,8 +35,10 @@ The process must be able to hold every slot and a whole backlog at once
 may, and says so when it may not (the units set ``LimitNOFILE=``), since a
 process out of descriptors stops accepting anyone for a second at a time.
 
-Everything is asyncio protocol callbacks and timers on the caller's loop: no
-thread, and no task or polling per connection.
+Everything is asyncio protocol callbacks on the caller's loop, and each
+connection's deadlines (head, write) are timers on a ``Scheduler`` (the
+daemon's, or one of the server's own for a follower): no thread, and no task
+or polling per connection.
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ import ipaddress
 import os
 import resource
 import socket
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +57,9 @@ from enum import Enum
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
+
+from wheeld.shell.clock import HostClock
+from wheeld.shell.scheduler import Scheduler, Timer
 
 #: Descriptors a process needs besides its servers' (files, the broker, the wheel, ...).
 DESCRIPTOR_RESERVE = 256
@@ -174,8 +178,8 @@ class _Connection(asyncio.Protocol):
         self._cut = False
         self._head = bytearray()
         self._extra = 0
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._write_timer: asyncio.TimerHandle | None = None
+        self._head_timer: Timer | None = None
+        self._write_timer: Timer | None = None
 
     # -- asyncio's callbacks --------------------------------------------------------
 
@@ -186,8 +190,9 @@ class _Connection(asyncio.Protocol):
         # Told (pause_writing) as soon as anything is left unsent, and (resume_writing)
         # once it is all sent: the write deadline runs in between.
         transport.set_write_buffer_limits(high=0)
-        loop = asyncio.get_running_loop()
-        self._head_timer = loop.call_later(self._limits.head_timeout_s, self.drop, "head_late")
+        self._head_timer = self._server.scheduler.after(
+            self._limits.head_timeout_s, lambda now: self.drop("head_late"), "http head"
+        )
         self._server._admit(self)
 
     def data_received(self, data: bytes) -> None:
@@ -216,8 +221,8 @@ class _Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         self._server._unsent(self)
         self._cancel_write_timer()
-        self._write_timer = asyncio.get_running_loop().call_later(
-            self._limits.write_timeout_s, self.drop, "not_reading"
+        self._write_timer = self._server.scheduler.after(
+            self._limits.write_timeout_s, lambda now: self.drop("not_reading"), "http write"
         )
 
     def resume_writing(self) -> None:
@@ -274,9 +279,19 @@ class _Connection(asyncio.Protocol):
 class HttpServer:
     """Serves ``route``'s answers within ``limits``; ``name`` goes in its log lines."""
 
-    def __init__(self, name: str, route: Route, limits: Limits, *, log: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        route: Route,
+        limits: Limits,
+        *,
+        log: Any,
+        scheduler: Scheduler | None = None,
+    ) -> None:
         self.name = name
         self.limits = limits
+        #: Every connection's head and write deadlines are its timers.
+        self.scheduler = scheduler if scheduler is not None else Scheduler(HostClock())
         self._route = route
         self._log = log
         self._server: asyncio.Server | None = None
@@ -382,7 +397,7 @@ class HttpServer:
     def _crowded(self) -> None:
         """Says, at most once a minute, that slots ran out and connections made room."""
         self._crowded_since_said += 1
-        now = time.monotonic()
+        now = self.scheduler.clock.monotonic()
         if now - self._crowded_said_at < CROWDED_LOG_EVERY_S:
             return
         self._log.warning(

@@ -3,15 +3,18 @@
 Device paths, pseudo-terminals and the pyserial URLs the configuration allows
 (``socket://``, ``hwgrep://``) all go through pyserial-asyncio-fast. Bytes are
 handed on as they arrive, with the host time; nothing here decodes or decides.
+Its two waits, the silence check and the reopen backoff, are timers on the
+daemon's ``Scheduler`` (a link of its own, as the display's, makes its own).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from wheeld.shell.clock import HostClock
+from wheeld.shell.scheduler import Scheduler, Timer
 from wheeld.shell.usb_reset import (
     ResetPolicy,
     UsbAdapter,
@@ -80,12 +83,15 @@ class WheelLink:
         silence_s: float,
         capture: CaptureWriter | None = None,
         usb_reset: bool = False,
-        clock: Callable[[], float] = time.time,
+        scheduler: Scheduler | None = None,
         log: Any,
     ) -> None:
         self.port = port
-        #: Host time for each read; the daemon's also notices wall-clock steps.
-        self._clock = clock
+        #: The silence check and the reopen backoff are its timers; its clock stamps each
+        #: read with the host time (the daemon's notices wall-clock steps).
+        self._scheduler = scheduler if scheduler is not None else Scheduler(HostClock())
+        self._clock = self._scheduler.clock.now
+        self._monotonic = self._scheduler.clock.monotonic
         self.baudrate = baudrate
         self._on_data = on_data
         self._on_up = on_up
@@ -95,10 +101,10 @@ class WheelLink:
         self._log = log
         self._transport: asyncio.BaseTransport | None = None
         self._protocol: _LinkProtocol | None = None
-        self._silence_timer: asyncio.TimerHandle | None = None
+        self._silence_timer: Timer | None = None
         self.connected = False
         self.retrying = False
-        self.last_data = time.monotonic()
+        self.last_data = self._monotonic()
         # wheel.usb_reset: a URL has no adapter to reset; a pty is ruled out later,
         # when the port's path is resolved.
         self._usb_policy = ResetPolicy() if usb_reset and not is_url(port) else None
@@ -130,7 +136,7 @@ class WheelLink:
         self._protocol = protocol
         self.connected = True
         self.retrying = False
-        self.last_data = self._opened_at = time.monotonic()
+        self.last_data = self._opened_at = self._monotonic()
         self._arm_silence_timer()
         self._log.info("wheel link up", port=self.port, baudrate=self.baudrate)
         self._on_up()
@@ -160,11 +166,11 @@ class WheelLink:
                         self._log.warning("wheel port unavailable, retrying", error=str(exc))
                         last_error = str(exc)
                     policy = self._usb_policy
-                    if policy is not None and policy.open_failed(time.monotonic()):
+                    if policy is not None and policy.open_failed(self._monotonic()):
                         await self._reset_usb_adapter(
                             f"failed to open {policy.failed_opens} times in a row"
                         )
-                    await asyncio.sleep(backoff)
+                    await self._scheduler.sleep(backoff, "link reopen")
                     backoff = min(backoff * 2, BACKOFF_MAX_S)
                     continue
             protocol = self._protocol
@@ -179,10 +185,10 @@ class WheelLink:
             policy = self._usb_policy
             if self._cycled_for_silence and policy is not None:
                 self._cycled_for_silence = False
-                if policy.silence_cycled(time.monotonic()):
+                if policy.silence_cycled(self._monotonic()):
                     await self._reset_usb_adapter("silent port cycled")
-            if time.monotonic() - self._opened_at < STABLE_AFTER_S:
-                await asyncio.sleep(backoff)
+            if self._monotonic() - self._opened_at < STABLE_AFTER_S:
+                await self._scheduler.sleep(backoff, "link reopen")
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
             else:
                 backoff = BACKOFF_FIRST_S
@@ -196,7 +202,7 @@ class WheelLink:
 
     def hearing(self) -> bool:
         """The port is open and bytes came within the silence limit."""
-        return self.connected and time.monotonic() - self.last_data < self._silence_s + 1
+        return self.connected and self._monotonic() - self.last_data < self._silence_s + 1
 
     def write(self, data: bytes) -> None:
         """Send bytes to the wheel, if the port is open."""
@@ -250,19 +256,19 @@ class WheelLink:
 
     def _received(self, data: bytes) -> None:
         now = self._clock()
-        self.last_data = time.monotonic()
+        self.last_data = self._monotonic()
         if self._usb_policy is not None:
             self._usb_policy.data_flowed()
         if self._capture is not None:
             self._capture.received(data, now)
         self._on_data(data, now)
 
-    def _arm_silence_timer(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._silence_timer = loop.call_later(self._silence_s, self._check_silence)
+    def _arm_silence_timer(self, delay_s: float | None = None) -> None:
+        wait = self._silence_s if delay_s is None else delay_s
+        self._silence_timer = self._scheduler.after(wait, self._check_silence, "link silence")
 
-    def _check_silence(self) -> None:
-        quiet = time.monotonic() - self.last_data
+    def _check_silence(self, now: float) -> None:
+        quiet = self._monotonic() - self.last_data
         if not self.connected:
             return
         if quiet >= self._silence_s:
@@ -273,8 +279,7 @@ class WheelLink:
             if self._transport is not None:
                 self._transport.close()
             return
-        loop = asyncio.get_running_loop()
-        self._silence_timer = loop.call_later(self._silence_s - quiet, self._check_silence)
+        self._arm_silence_timer(self._silence_s - quiet)
 
     def _went_down(self, why: str) -> None:
         if self._silence_timer is not None:

@@ -46,6 +46,7 @@ from wheeld.core.messages import ENDING_EVENTS
 from wheeld.shell.http_server import Answer, HttpServer, Limits, Request
 from wheeld.shell.journal import OutboxEntry
 from wheeld.shell.readiness import listen_refusal
+from wheeld.shell.scheduler import Scheduler
 from wheeld.table.effects import GameRecord, Outgoing
 from wheeld.table.pipeline import TablePipeline
 
@@ -174,7 +175,7 @@ class _ScrapedCollector:
             "wheeld", "The software, the table and the wheel's driver", self._info
         )
 
-        counters = pipeline.decoder.counters.as_dict()
+        counters = pipeline.view.decoder_counters()
         yield CounterMetricFamily(
             "wheeld_wheel_frames",
             "Frames the wheel's decoder accepted",
@@ -195,7 +196,7 @@ class _ScrapedCollector:
             "Wheel events refused for the phase they came in",
             labels=["phase", "event"],
         )
-        for (phase, event), count in pipeline.engine.refused.items():
+        for (phase, event), count in pipeline.view.refused_events().items():
             refused.add_metric([phase, event], count)
         yield refused
 
@@ -230,7 +231,7 @@ class _ScrapedCollector:
         faults = GaugeMetricFamily(
             "wheeld_fault_active", "Faults and alerts set now (1 each)", labels=["fault"]
         )
-        for fault in condition.faults:
+        for fault in (*condition.faults, *condition.alerts):
             faults.add_metric([fault], 1)
         yield faults
         health = GaugeMetricFamily(
@@ -258,6 +259,7 @@ class MetricsEndpoint:
         limits: Limits = LIMITS,
         cache_s: float = SCRAPE_CACHE_S,
         clock: Callable[[], float] = time.monotonic,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.listen = listen
         self._metrics = metrics
@@ -266,7 +268,8 @@ class MetricsEndpoint:
         self._clock = clock
         #: Per content type: when the exposition was last rendered, and its body.
         self._rendered: dict[str, tuple[float, bytes]] = {}
-        self.server = HttpServer("metrics", self._route, limits, log=log)
+        # The daemon's scheduler: the connections' deadlines among its other timers.
+        self.server = HttpServer("metrics", self._route, limits, log=log, scheduler=scheduler)
 
     async def start(self) -> None:
         """Listen; OSError with one line naming ``metrics.listen`` if the address is refused.

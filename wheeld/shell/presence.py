@@ -59,7 +59,7 @@ def status_json(payload: str | bytes, instance: str) -> str:
     """
     try:
         body = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
     if not isinstance(body, dict):
         return json.dumps(body)
@@ -113,7 +113,7 @@ class Presence:
         """
         try:
             body = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep: not a status either
             return
         if not isinstance(body, dict):
             return

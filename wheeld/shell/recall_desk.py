@@ -16,7 +16,6 @@ from typing import Any
 from wheeld.core.commands import CommandError, OperatorCommand, Recall, named_operator, parse
 from wheeld.shell.command_listener import RawJSON
 from wheeld.shell.journal import JournalError, JournalView
-from wheeld.shell.journal.recall import recall
 from wheeld.table.effects import CommandRecord, Effects
 
 #: Recalls read at once; the others wait their turn.
@@ -55,6 +54,9 @@ class RecallDesk:
     def _read_games(self, asked: Recall) -> RawJSON:
         """The games asked for, as the reply's JSON array, written here in the worker
         thread a game at a time (the loop takes the GIL back between them)."""
+        # Imported at the first recall, not on the daemon's way to READY.
+        from wheeld.shell.journal.recall import recall
+
         with JournalView(self._path) as view:
             games = recall(view, asked.last, asked.game_id)
         return RawJSON("[" + ",".join(json.dumps(game.to_json()) for game in games) + "]")

@@ -1,11 +1,14 @@
 """Every timer of the daemon, on one event-loop timer (as Klipper's reactor does).
 
 The pipeline's next deadline, the journal's write batches, the command-rate
-summary, the periodic jobs (``wheeld.shell.jobs``), the journal's retry: each
-is a ``Timer`` here. The scheduler keeps one ``loop.call_at`` for the earliest
-of them, never polls and never sleeps; when it fires, the host time is read
-once (``HostClock.now``, which notices a stepped clock) and every timer then due
-is called with that same ``now``, in the order they fell due.
+summary, the periodic jobs (``wheeld.shell.jobs``), the journal's retry, the
+link's silence check and reopen backoff, each HTTP connection's head and write
+deadlines: each is a ``Timer`` here. The scheduler keeps one ``loop.call_at``
+for the earliest of them, never polls and never sleeps; when it fires, the
+host time is read once (``HostClock.now``, which notices a stepped clock) and
+every timer then due is called with that same ``now``, in the order they fell
+due. The timers are a heap, so setting or cancelling one costs O(log n) even
+with a server's hundreds of connections each holding a deadline.
 
 A timer is due at a moment of the monotonic clock, so a stepped wall clock
 neither hurries nor delays it; ``at()`` turns a host-time deadline into one
@@ -17,6 +20,7 @@ timer is re-armed before it is called, so a failing job runs again.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 from collections.abc import Callable
 
@@ -67,7 +71,10 @@ class Scheduler:
     def __init__(self, clock: HostClock, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._clock = clock
         self._loop = loop
+        #: The pending timers; ``_heap`` orders them (with stale entries, dropped lazily:
+        #: a cancelled timer's, and a repeating timer's earlier due).
         self._timers: set[Timer] = set()
+        self._heap: list[tuple[float, int, Timer]] = []
         self._order = itertools.count()
         #: The one event-loop timer, and the moment it is set for.
         self._handle: asyncio.TimerHandle | None = None
@@ -120,6 +127,7 @@ class Scheduler:
         """Cancel every timer: nothing fires after this, nor is set (a stop)."""
         self._closed = True
         self._timers.clear()
+        self._heap.clear()
         self._disarm()
 
     def names(self) -> list[str]:
@@ -133,8 +141,25 @@ class Scheduler:
         timer = Timer(self, name, loop.time() + delay_s, callback, every_s, next(self._order))
         if not self._closed:
             self._timers.add(timer)
+            self._push(timer)
             self._arm()
         return timer
+
+    def _push(self, timer: Timer) -> None:
+        heapq.heappush(self._heap, (timer.due, timer.order, timer))
+        if len(self._heap) > 64 + 2 * len(self._timers):  # mostly cancelled: rebuild
+            self._heap = [(t.due, t.order, t) for t in self._timers]
+            heapq.heapify(self._heap)
+
+    def _earliest(self) -> float | None:
+        """The earliest pending timer's due, stale entries dropped from the heap's top."""
+        heap, timers = self._heap, self._timers
+        while heap:
+            due, _, timer = heap[0]
+            if timer in timers and timer.due == due:
+                return due
+            heapq.heappop(heap)
+        return None
 
     def _remove(self, timer: Timer) -> None:
         if timer in self._timers:
@@ -150,7 +175,7 @@ class Scheduler:
         """One ``call_at`` for the earliest timer; none when there is none."""
         if self._firing:
             return  # re-armed once every timer due has been called
-        earliest = min((timer.due for timer in self._timers), default=None)
+        earliest = self._earliest()
         if earliest == self._armed_for:
             return
         self._disarm()
@@ -171,14 +196,17 @@ class Scheduler:
             now = self._clock.now()  # once for all: a step is told before anyone is called
             ticked = loop.time()
             horizon = ticked + TOGETHER_S
-            due = sorted((t for t in self._timers if t.due <= horizon), key=_key)
+            due: list[Timer] = []
+            while (earliest := self._earliest()) is not None and earliest <= horizon:
+                due.append(heapq.heappop(self._heap)[2])
             for timer in due:
-                if timer not in self._timers or timer.due > horizon:
-                    continue  # cancelled, or moved, by a callback called before it
+                if timer not in self._timers:
+                    continue  # cancelled by a callback called before it
                 if timer.every_s is None:
                     self._timers.discard(timer)
                 else:
                     timer.due = ticked + timer.every_s
+                    self._push(timer)
                 try:
                     timer.callback(now)
                 except Exception as exc:  # one timer's failure is not the others'

@@ -121,9 +121,9 @@ class Effects:
 
     #: An alarm is among the messages: it must survive a power cut too.
     alarmed: bool = False
-    #: The message chain was moved on past another journal's message: its (seq, digest),
-    #: for ``verify`` to tell that jump from a gap.
-    chain_floor: tuple[int, str] | None = None
+    #: The message chain was moved on past another journal's message: its (seq, digest)
+    #: and the host time it was judged at, for ``verify`` to tell that jump from a gap.
+    chain_floor: tuple[int, str, float] | None = None
     #: The marker of another controller the table was taken over from (epoch, seq or game
     #: id, event): kept, so that reading it again changes nothing.
     taken_from: tuple[str, int, str] | None = None

@@ -153,7 +153,8 @@ class BrokerFloors:
                 out.log("warning", "game open here ended by another controller", game_id=forgotten)
         if move.chain is not None:
             self.record.chain = move.chain
-            out.chain_floor = move.chain_floor
+            if move.chain_floor is not None:
+                out.chain_floor = (*move.chain_floor, now)
         if move.seq_behind is not None:
             broker_seq, next_seq = move.seq_behind
             detail = {"severity": "critical", "broker_seq": broker_seq, "next_seq": next_seq}
@@ -187,7 +188,11 @@ class BrokerFloors:
             number < standing.chain.seq if number is not None else game < standing.next_game_id
         )
         said = (str(body["epoch"]), number if number is not None else game, str(event))
-        if ours or said == standing.taken_from:
+        taken = standing.taken_from
+        # The controller this journal took over from, at or before where it was taken
+        # from: gone past already (a broker back with an older database holds it).
+        past = taken is not None and said[0] == taken[0] and (said[1] < taken[1] or said == taken)
+        if ours or past:
             return move
         move.taken_from = said
         move.said_again = message
@@ -238,7 +243,8 @@ class BrokerFloors:
     def _retained(self, payload: bytes, name: str, move: Move) -> dict[str, Any] | None:
         """A retained payload of this table's, as JSON; None (and a log line) for anything else."""
         try:
-            body = json.loads(payload)
+            # NaN and Infinity are Python's, not JSON: said again, they would go out so.
+            body = json.loads(payload, parse_constant=_not_json)
         except (ValueError, RecursionError):
             why = "not JSON"
         else:
@@ -299,6 +305,11 @@ class BrokerFloors:
         if type(seen) is not int or not 0 < seen <= LAST_CONTINUABLE:
             return None
         return seen + 1 if seen >= next_game_id else None
+
+
+def _not_json(constant: str) -> Any:
+    """``json.loads``'s ``parse_constant``: NaN, Infinity and -Infinity refused."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _controller_restart(game_id: int, now: float) -> NoSpin:

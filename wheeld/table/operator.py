@@ -115,8 +115,7 @@ class Operator:
         table = self.table
         decisions = table.engine.declare_no_spin(note, now)
         table.record.decide(decisions, out)
-        if table.session is not None:
-            out.writes += table.session.after_decisions(decisions, now)
+        table.session.after_decisions(decisions, now, out)
 
     def closed_table(self, decisions: list[Decision], now: float) -> list[Decision]:
         """While the table is closed a spin settles nothing: every launch is voided at once."""

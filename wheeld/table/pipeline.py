@@ -46,8 +46,9 @@ from wheeld.table.faults import (
 from wheeld.table.floors import BrokerFloors
 from wheeld.table.frames import LinkLines
 from wheeld.table.operator import Operator
-from wheeld.table.session import SessionAlarms
+from wheeld.table.session import TableSession
 from wheeld.table.verdicts import VerdictCheck, contradiction, log_mismatches
+from wheeld.table.view import TableView
 from wheeld.table.wheel import WheelFacts
 
 #: A table's chain before its first message ever: seq 1, prev null.
@@ -96,15 +97,12 @@ class TablePipeline:
     ) -> None:
         self._settings = settings
         self.decoder = decoder
-        self.session = session
         self.engine = GameEngine(
             settings.rules, pockets=settings.pockets, state=state, order=settings.pocket_order
         )
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
-        self.wheel = WheelFacts(settings.driver, settings.port)
-        #: What the wheel said of itself (``WheelFacts.info``).
-        self.wheel_info = self.wheel.info
+        self.wheel = WheelFacts(settings.driver, settings.port, settings.pocket_order)
         self.announce = Announcer(settings.table, settings.base_topic, settings.epoch, signer)
         #: The table's own faults now set; ``alerts.book``: the alerts now set.
         self.faults = Book()
@@ -120,15 +118,18 @@ class TablePipeline:
             statistics=statistics,
             after_commit=settings.after_commit,
         )
+        #: What the shell may read of the table (never the parts above themselves).
+        self.view = TableView(self.engine, decoder, self.record, self.announce, self.wheel)
         self.lines = LinkLines(settings.alerts)
         self.floors = BrokerFloors(
             settings.table, settings.epoch, self.engine, self.record, taken_from
         )
         self._verdicts = VerdictCheck()
+        #: The driver's session, told of the table's moments (none: it does nothing).
+        self.session = TableSession(session, self.record)
         self.operator = Operator(self)
         #: The sum of the host clock's steps so far (the decoder's time leaves them out).
         self._clock_steps = 0.0
-        self._session_alarms_ = None if session is None else SessionAlarms(session)
 
     @property
     def settings(self) -> TableSettings:
@@ -208,7 +209,6 @@ class TablePipeline:
 
     def _on_segment(self, data: bytes, now: float, out: Effects) -> None:
         decisions: list[Decision] = []
-        session = self.session
         # Drivers that time the wheel by the host's clock get it without its steps.
         events = self.decoder.feed(data, now - self._clock_steps)
         if events:
@@ -233,8 +233,7 @@ class TablePipeline:
                     made = self.operator.closed_table(made, now)
                 self._verdicts.follow(event, made)
                 decisions += made
-                if session is not None:
-                    out.writes += session.on_event(event, now)
+                self.session.event(event, now, out)
                 if isinstance(event, WheelHello):
                     self.wheel.hello(event)
                     out.messages.append(self.wheel_message(now))
@@ -243,18 +242,14 @@ class TablePipeline:
             # in <base>/wheel and logged.
             out.log("info", "wheel event refused", phase=phase.value, wheel_event=repr(refused))
         self.record.decide(decisions, out)
-        if session is not None:
-            out.writes += session.after_decisions(decisions, now)
-            self._session_alarms(now, out)
+        self.session.decided(decisions, now, out)
 
     def on_timer(self, now: float) -> Effects:
         """A deadline set by :meth:`next_deadline` has come."""
         out = Effects()
         if not self.journal_failed:
             self.record.decide(self.engine.on_host_time(now), out)
-        if self.session is not None:
-            out.writes += self.session.on_timer(now)
-            self._session_alarms(now, out)
+        self.session.timer(now, out)
         return self._frame_writes(out, now)
 
     def on_clock_step(self, step_s: float, now: float) -> Effects:
@@ -276,22 +271,14 @@ class TablePipeline:
         """The host time the pipeline next wants :meth:`on_timer`, if any."""
         # While the journal cannot write nothing is decided, so no rule's timer runs.
         deadlines = [None if self.journal_failed else self.engine.link_deadline()]
-        if self.session is not None:
-            deadlines.append(self.session.next_deadline())
-        known = [d for d in deadlines if d is not None]
+        known = [d for d in (*deadlines, self.session.deadline()) if d is not None]
         return min(known) if known else None
 
     def on_link_up(self, now: float) -> Effects:
         """The port opened."""
         self.wheel.link_up = True
         out = Effects()
-        if self.session is not None:
-            # A session that picks the rotor's direction needs the last result's (SS2 2.52).
-            on_last_result = getattr(self.session, "on_last_result", None)
-            if on_last_result is not None:
-                on_last_result(self.engine.state.last_result_rotor)
-            out.writes += self.session.on_connect(now)
-            self._session_alarms(now, out)
+        self.session.connect(now, self.engine.state.last_result_rotor, out)
         out.messages.append(self.wheel_message(now))
         return self._frame_writes(out, now)
 
@@ -299,8 +286,7 @@ class TablePipeline:
         """The port went away: the open game cannot be vouched for."""
         self.wheel.link_up = False
         out = Effects()
-        if self.session is not None:
-            self.session.on_disconnect(now)
+        self.session.disconnect(now)
         if not self.journal_failed:
             self.record.decide(self.engine.on_link_down(now), out)
         self.record.said(self.faults.set(WHEEL_LINK_LOST, now, why=why), out)
@@ -386,8 +372,3 @@ class TablePipeline:
 
     def _frame_writes(self, out: Effects, now: float) -> Effects:
         return self.lines.written(out, now, self.engine.game_in_progress)
-
-    def _session_alarms(self, now: float, out: Effects) -> None:
-        """Commands the session gave up on, and alarms of its own: each raised once."""
-        if self._session_alarms_ is not None:
-            self.record.decide(self._session_alarms_.take(now), out)

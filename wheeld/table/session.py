@@ -1,4 +1,9 @@
-"""What a driver's session says besides bytes: commands it gave up on, alarms of its own.
+"""A driver's session as the table drives it: connect, events, decisions, timers, deadline.
+
+``TableSession`` hands the session each of the table's moments (the port up
+or down, a wheel event, decisions made, a timer) and collects what comes back:
+bytes for the wheel, and what the session says besides bytes, as alarms. A
+table with no session has one that does nothing, so the pipeline never asks.
 
 A session (``wheeld.drivers.DriverSession``) keeps the commands the wheel
 never answered in ``unanswered``, and may keep alarms of its own in ``alarms``
@@ -10,8 +15,11 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from wheeld.core.events import Direction, WheelEvent
 from wheeld.core.game import Alarm, Decision
 from wheeld.drivers import DriverSession
+from wheeld.table.decisions import Recorder
+from wheeld.table.effects import Effects
 
 _Said = TypeVar("_Said")
 
@@ -28,6 +36,8 @@ class SessionAlarms:
         unanswered = self.session.unanswered
         raised: list[tuple[str, dict[str, Any]]] = getattr(self.session, "alarms", [])
         said_unanswered, said_raised = self._said
+        if len(unanswered) == said_unanswered and len(raised) == said_raised:
+            return []  # nothing new (asked after every line from the wheel)
         self._said = (len(unanswered), len(raised))
         alarms: list[Decision] = [
             Alarm(now, "wheel_not_answering", {"command": silent})
@@ -41,3 +51,60 @@ def _fresh(items: list[_Said], said: int) -> list[_Said]:
     """What was added to ``items`` since ``said`` of them were read (a list started
     afresh is read from its start)."""
     return items[said:] if said <= len(items) else items
+
+
+class TableSession:
+    """The driver's session (if it has one) told of the table's moments; its bytes
+    and alarms into the ``Effects`` at hand, its alarms decided by ``record``."""
+
+    def __init__(self, session: DriverSession | None, record: Recorder) -> None:
+        self.session = session
+        self._record = record
+        self._alarms = None if session is None else SessionAlarms(session)
+
+    def connect(self, now: float, last_rotor: Direction | None, out: Effects) -> None:
+        """The port opened: what the session sends first (it may want the last result's
+        rotor direction, as a Cammegh SS2 picking the next spin's does)."""
+        if self.session is None:
+            return
+        on_last_result = getattr(self.session, "on_last_result", None)
+        if on_last_result is not None:
+            on_last_result(last_rotor)
+        out.writes += self.session.on_connect(now)
+        self._said(now, out)
+
+    def disconnect(self, now: float) -> None:
+        """The port went away: nothing the session sent is answered now."""
+        if self.session is not None:
+            self.session.on_disconnect(now)
+
+    def event(self, event: WheelEvent, now: float, out: Effects) -> None:
+        """A wheel event the engine judged."""
+        if self.session is not None:
+            out.writes += self.session.on_event(event, now)
+
+    def decided(self, decisions: list[Decision], now: float, out: Effects) -> None:
+        """What the table decided after a read; what the session gave up on said."""
+        if self.session is not None:
+            out.writes += self.session.after_decisions(decisions, now)
+            self._said(now, out)
+
+    def after_decisions(self, decisions: list[Decision], now: float, out: Effects) -> None:
+        """An operator's decisions: the session told, nothing else said yet."""
+        if self.session is not None:
+            out.writes += self.session.after_decisions(decisions, now)
+
+    def timer(self, now: float, out: Effects) -> None:
+        """The session's deadline came."""
+        if self.session is not None:
+            out.writes += self.session.on_timer(now)
+            self._said(now, out)
+
+    def deadline(self) -> float | None:
+        """When the session next wants ``timer``, if it does."""
+        return None if self.session is None else self.session.next_deadline()
+
+    def _said(self, now: float, out: Effects) -> None:
+        """Commands the session gave up on, and alarms of its own: each raised once."""
+        if self._alarms is not None and (alarms := self._alarms.take(now)):
+            self._record.decide(alarms, out)

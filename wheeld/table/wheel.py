@@ -13,9 +13,11 @@ from wheeld.core.events import WheelHello
 class WheelFacts:
     """One wheel: its link, its identity and its profile."""
 
-    def __init__(self, driver: str, port: str) -> None:
+    def __init__(self, driver: str, port: str, order: tuple[str, ...] | None = None) -> None:
         self.driver = driver
         self.port = port
+        #: A custom pocket order (``wheel.pocket_order``), clockwise; None: the standard one.
+        self.order = order
         self.link_up = False
         #: What the wheel said of itself (model, firmware, serial, its pockets).
         self.info: dict[str, Any] = {}
@@ -51,6 +53,8 @@ class WheelFacts:
             "firmware": self.info.get("firmware"),
             "serial": self.info.get("serial"),
             "pockets": pockets,
+            # Said only when custom: what the statistics' arcs and sectors were taken by.
+            **({"pocket_order": list(self.order)} if self.order else {}),
             **self.profile,
             "counters": counters,
             "refused_events": refused_events,

@@ -190,7 +190,7 @@ class Subscriber:
                 topic, payload, retain = self.messages.get_nowait()
                 try:
                     body: Any = json.loads(payload) if payload else None
-                except ValueError:
+                except (ValueError, RecursionError):  # garbage a test left there: as bytes
                     body = payload
                 self.seen.append((topic, body, retain))
 
@@ -380,3 +380,23 @@ def running(daemon: DaemonProcess, *extra: str) -> Iterator[DaemonProcess]:
         yield daemon
     finally:
         daemon.ensure_stopped()
+
+
+def simulated_wheel(link: Path, *, speed: float, seed: int, log: Path) -> subprocess.Popen[bytes]:
+    """``wheeld simulate`` playing forever on ``link`` (a pty it makes), its log appended to
+    ``log``: the wheel of the rigs that kill and restart things around it."""
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "wheeld", "simulate", "--link", str(link)),
+            *("--speed", str(speed), "--seed", str(seed), "--quiet"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("ab"),
+    )
+
+
+def kill_process(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGKILL ``process`` (if any) and reap it."""
+    if process is not None:
+        process.kill()
+        process.wait(10)

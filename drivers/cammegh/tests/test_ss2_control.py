@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,8 @@ from typing import Any
 import pytest
 
 from wheeld.core.events import WheelReply
-from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, running, wait_for, write_config
+from wheeld.testing.fixtures import TableFactory
+from wheeld.testing.rig import Broker, DaemonProcess, Subscriber, running, wait_for
 from wheeld_cammegh.control import ControlSettings, SS2Controller
 from wheeld_cammegh.decoder import Status
 
@@ -165,12 +165,10 @@ def test_a_session_alarm_goes_out_on_the_alarm_topic() -> None:
 # -- the daemon driving a simulated SS2 on a pty ------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    broker = Broker(tmp_path_factory.mktemp("broker"))
-    broker.start()
-    yield broker
-    broker.stop()
+@pytest.fixture
+def broker(shared_broker: Broker) -> Broker:
+    """One mosquitto for the module's daemons (``wheeld.testing.fixtures``)."""
+    return shared_broker
 
 
 CONTROL = """[wheel.control]
@@ -180,7 +178,12 @@ bets_open_s = 3.0
 
 
 def _session(
-    tmp_path: Path, broker: Broker, *sim_args: str, games: int, control: str = CONTROL
+    tmp_path: Path,
+    table: TableFactory,
+    broker: Broker,
+    *sim_args: str,
+    games: int,
+    control: str = CONTROL,
 ) -> tuple[subprocess.Popen[str], DaemonProcess, Subscriber]:
     link = tmp_path / "wheel"
     simulate = subprocess.Popen(
@@ -207,24 +210,18 @@ def _session(
         text=True,
     )
     wait_for(link.exists, 10, "the simulated SS2")
-    config = write_config(
-        tmp_path / "c.toml",
-        port=link,
-        broker=broker.port,
-        state=tmp_path / "state",
-        control=control,
-    )
-    config.write_text(config.read_text().replace('driver = "wrp"', 'driver = "cammegh-ss2"'))
-    sub = Subscriber(broker.port, f"{BASE}/#")
-    return simulate, DaemonProcess(config, tmp_path), sub
+    wheel = table(broker, link, driver="cammegh-ss2", control=control)
+    return simulate, wheel.daemon, wheel.subscriber
 
 
 def _ends(sub: Subscriber) -> list[dict[str, object]]:
     return [p for p in sub.on(f"{BASE}/game") if p["event"] in ("result", "no_spin")]
 
 
-def test_daemon_starts_games_and_counts_revolutions(tmp_path: Path, broker: Broker) -> None:
-    simulate, daemon, sub = _session(tmp_path, broker, games=2)
+def test_daemon_starts_games_and_counts_revolutions(
+    tmp_path: Path, broker: Broker, table: TableFactory
+) -> None:
+    simulate, daemon, sub = _session(tmp_path, table, broker, games=2)
     try:
         with running(daemon):
             wait_for(lambda: len(_ends(sub)) >= 2, 60, "two games")
@@ -240,12 +237,12 @@ def test_daemon_starts_games_and_counts_revolutions(tmp_path: Path, broker: Brok
 
 
 def test_a_2_52_wheel_under_direction_control_alternates_as_wheeld_picks(
-    tmp_path: Path, broker: Broker
+    tmp_path: Path, broker: Broker, table: TableFactory
 ) -> None:
     """*T g 16 with mode bit 1: the wheel no longer alternates by itself; wheeld does
     (and with 32 the wheel passes through state 7, held undecided)."""
     control = CONTROL + "game_options = 48\nsensor_events = false\n"
-    simulate, daemon, sub = _session(tmp_path, broker, games=3, control=control)
+    simulate, daemon, sub = _session(tmp_path, table, broker, games=3, control=control)
     try:
         with running(daemon):
             wait_for(lambda: len(_ends(sub)) >= 3, 90, "three games")
@@ -260,8 +257,10 @@ def test_a_2_52_wheel_under_direction_control_alternates_as_wheeld_picks(
         sub.close()
 
 
-def test_a_miss_spin_is_void_and_acknowledged_with_r(tmp_path: Path, broker: Broker) -> None:
-    simulate, daemon, sub = _session(tmp_path, broker, "--miss-spin", "1", games=2)
+def test_a_miss_spin_is_void_and_acknowledged_with_r(
+    tmp_path: Path, broker: Broker, table: TableFactory
+) -> None:
+    simulate, daemon, sub = _session(tmp_path, table, broker, "--miss-spin", "1", games=2)
     try:
         with running(daemon):
             wait_for(
@@ -279,8 +278,8 @@ def test_a_miss_spin_is_void_and_acknowledged_with_r(tmp_path: Path, broker: Bro
         sub.close()
 
 
-def test_busy_replies_are_retried(tmp_path: Path, broker: Broker) -> None:
-    simulate, daemon, sub = _session(tmp_path, broker, "--busy", "2", games=1)
+def test_busy_replies_are_retried(tmp_path: Path, broker: Broker, table: TableFactory) -> None:
+    simulate, daemon, sub = _session(tmp_path, table, broker, "--busy", "2", games=1)
     try:
         with running(daemon):
             wait_for(lambda: any(p["event"] == "result" for p in _ends(sub)), 60, "a result")
@@ -291,8 +290,10 @@ def test_busy_replies_are_retried(tmp_path: Path, broker: Broker) -> None:
         sub.close()
 
 
-def test_a_wheel_that_stops_answering_raises_an_alarm(tmp_path: Path, broker: Broker) -> None:
-    simulate, daemon, sub = _session(tmp_path, broker, "--mute", games=1)
+def test_a_wheel_that_stops_answering_raises_an_alarm(
+    tmp_path: Path, broker: Broker, table: TableFactory
+) -> None:
+    simulate, daemon, sub = _session(tmp_path, table, broker, "--mute", games=1)
     try:
         with running(daemon):
             alarm = sub.wait(
@@ -321,14 +322,14 @@ def test_the_pipeline_tells_the_session_the_journals_last_result_on_connect() ->
 
 
 def test_a_wheel_that_closes_has_its_log_read_and_a_misslogged_game_raised(
-    tmp_path: Path, broker: Broker
+    tmp_path: Path, broker: Broker, table: TableFactory
 ) -> None:
     """The simulated SS2 closes after two games, its log saying another number for the
     second than it announced: wheeld reads the log and says so, with both records, and
     publishes the wheel's chi-squared beside its own."""
     control = CONTROL + "read_log = true\nsensor_events = false\n"
     simulate, daemon, sub = _session(
-        tmp_path, broker, "--close-after", "2", "--misslog", "2", games=3, control=control
+        tmp_path, table, broker, "--close-after", "2", "--misslog", "2", games=3, control=control
     )
     try:
         with running(daemon):
@@ -354,11 +355,15 @@ def test_a_wheel_that_closes_has_its_log_read_and_a_misslogged_game_raised(
         sub.close()
 
 
-def test_a_40_pocket_wheel_is_played_to_results(tmp_path: Path, broker: Broker) -> None:
+def test_a_40_pocket_wheel_is_played_to_results(
+    tmp_path: Path, broker: Broker, table: TableFactory
+) -> None:
     from wheeld.core.layout import layout_for
 
     control = CONTROL + "sensor_events = false\n"
-    simulate, daemon, sub = _session(tmp_path, broker, "--pockets", "40", games=3, control=control)
+    simulate, daemon, sub = _session(
+        tmp_path, table, broker, "--pockets", "40", games=3, control=control
+    )
     config = daemon.config
     config.write_text(config.read_text().replace("[wheel]\n", "[wheel]\npockets = 40\n", 1))
     try:

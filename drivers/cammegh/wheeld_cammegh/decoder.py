@@ -37,7 +37,6 @@ from wheeld.core.events import (
     BallLaunched,
     BallPassed,
     BallRunning,
-    BettingClosed,
     Direction,
     DisplayMismatch,
     Heartbeat,
@@ -45,6 +44,7 @@ from wheeld.core.events import (
     ResultContradicted,
     RotorDatum,
     WheelEvent,
+    WheelNoMoreBets,
     WheelProfile,
     WheelReply,
     WheelVoid,
@@ -506,7 +506,7 @@ class CammeghDecoder:
             self._game_over(None, "number not confirmed", tick, out)
             self._end_game(whole=False)
         elif state == 4 and (previous is None or previous.state != 4):
-            out.append(BettingClosed(tick))
+            out.append(WheelNoMoreBets(tick))
         elif state == 6:
             out.append(self._void_event(tick, "rotor_malfunction", "wheel closed (state 6)"))
             self._game_over(None, "table closed (state 6)", tick, out)

@@ -35,11 +35,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from wheeld.core.events import (
     BallLaunched,
     BallPassed,
-    BettingClosed,
     Direction,
     Heartbeat,
     ReasonCode,
     WheelEvent,
+    WheelNoMoreBets,
     WheelReply,
     WheelVerdict,
     WheelVoid,
@@ -398,7 +398,7 @@ class MercuryDecoder(CammeghDecoder):
                 out.append(
                     BallLaunched(tick, None, None, False, rotor_reported=False, link_judged=False)
                 )
-            out.append(BettingClosed(tick))
+            out.append(WheelNoMoreBets(tick))
             return True
         if match := _BASIC_NUMBER.fullmatch(line):
             number = number_text(match.group(1).rjust(2))
@@ -480,23 +480,23 @@ class MercuryConfig(BaseModel):
     )
 
 
-def _session(decoder: WheelDecoder, settings: object) -> MercuryLogSession | None:
+def _session(decoder: WheelDecoder, settings: MercuryConfig | None) -> MercuryLogSession | None:
     # *V once per connect, the event log when the table closes, and nothing else:
     # *X to a Mercury 360 reads its level sensor.
-    if isinstance(settings, MercuryConfig) and (settings.ask_version or settings.read_log):
+    if settings is not None and (settings.ask_version or settings.read_log):
         return MercuryLogSession(
             decoder, ask_version=settings.ask_version, read_log=settings.read_log
         )
     return None  # listening only
 
 
-def configure(decoder: WheelDecoder, settings: object) -> None:
+def configure(decoder: WheelDecoder, settings: MercuryConfig) -> None:
     """Tell a new Mercury decoder its ``[wheel.mercury]`` section."""
-    if isinstance(decoder, MercuryDecoder) and isinstance(settings, MercuryConfig):
+    if isinstance(decoder, MercuryDecoder):
         decoder.configure(settings.model, settings.firmware, settings.game_mode)
 
 
-DRIVER = Driver(
+DRIVER: Driver[MercuryConfig] = Driver(
     name=NAME,
     default_baudrate=DEFAULT_BAUDRATE,
     decoder=MercuryDecoder,

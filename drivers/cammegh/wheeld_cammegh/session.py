@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from wheeld.core.events import Direction, WheelEvent
 from wheeld.core.game import Decision, NoSpin, Result
+from wheeld.core.rules import RulesConfig
 from wheeld.drivers import Driver, WheelDecoder
 from wheeld_cammegh.control import AUTO_STATUS_BIT, ControlSettings, SS2Controller
 from wheeld_cammegh.decoder import DEFAULT_BAUDRATE, NAME, CammeghDecoder, Status
@@ -80,7 +81,7 @@ class ControlConfig(BaseModel):
     )
 
 
-def _check(control: ControlConfig, rules: Any) -> list[tuple[str, str]]:
+def _check(control: ControlConfig, rules: RulesConfig) -> list[tuple[str, str]]:
     # Without automatic status the SS2 speaks only when polled: a link timeout
     # shorter than a few polls would void every game.
     polled = not control.operating_mode & AUTO_STATUS_BIT
@@ -155,8 +156,8 @@ class CammeghSession:
         return self._controller.next_deadline() if self._connected else None
 
 
-def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
-    if not isinstance(settings, ControlConfig) or not settings.enabled:
+def _session(decoder: WheelDecoder, settings: ControlConfig | None) -> CammeghSession | None:
+    if settings is None or not settings.enabled:
         return None  # listening only
     assert isinstance(decoder, CammeghDecoder)
     return CammeghSession(
@@ -175,7 +176,7 @@ def _session(decoder: WheelDecoder, settings: Any) -> CammeghSession | None:
     )
 
 
-DRIVER = Driver(
+DRIVER: Driver[ControlConfig] = Driver(
     name=NAME,
     default_baudrate=DEFAULT_BAUDRATE,
     decoder=CammeghDecoder,

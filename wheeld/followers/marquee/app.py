@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from wheeld.followers.consumer import Follower, Message
 from wheeld.followers.marquee.board import Board
 from wheeld.followers.marquee.server import Hub, MarqueeServer
+from wheeld.shell.stop import stop_tasks
 
 if TYPE_CHECKING:
     from wheeld.config import Config
@@ -66,14 +67,7 @@ class Marquee:
         try:
             await stop.wait()
         finally:
-            # Cancelled again until it ends: aiomqtt's connect (asyncio.wait_for on 3.11)
-            # can swallow a cancellation that lands as it completes, and the follower
-            # would go on reconnecting (a stop that never ended, found beside a busy suite).
-            follower.cancel()
-            while not follower.done():
-                await asyncio.wait({follower}, timeout=1.0)
-                follower.cancel()
-            await asyncio.gather(follower, return_exceptions=True)
+            await stop_tasks(follower)  # cancelled again until it ends
             await self.server.stop()
 
 

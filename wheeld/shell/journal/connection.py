@@ -111,7 +111,15 @@ class Connection:
         """A damaged journal; JournalCorrupt (a restart cannot mend it) unless ``error``
         is SQLite's and not one of damage (a lock, an I/O error: a restart may do)."""
         damaged = error is None or error.sqlite_errorcode in _DAMAGE or str(error) in _DAMAGED
-        return (JournalCorrupt if damaged else JournalError)(
+        if not damaged:
+            # Found: a full disk at start was "journal is corrupt (database or disk is
+            # full); move it aside": an intact journal, and advice that loses it.
+            return JournalError(
+                f"{self.path}: journal cannot be opened now ({what}), no damage found: "
+                f"a full disk? free space in {self.path.parent}; wheeld run tries again "
+                "when started (the units restart it)"
+            )
+        return JournalCorrupt(
             f"{self.path}: journal is corrupt ({what}); move it aside to start a new one;"
             f" {self._continuation()}"
         )

@@ -12,7 +12,7 @@ import math
 import os
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import repeat
@@ -244,6 +244,10 @@ def _written(runs: Iterator[_Run], workers: int, rows: int) -> Iterator[tuple[st
     if workers < 2 or rows <= EXPORT_RUN:
         yield from map(_run_text, runs)
         return
+    # Imported here: multiprocessing is an export's, never the daemon's (its recalls
+    # read in a thread), and costs start-up and memory.
+    from concurrent.futures import ProcessPoolExecutor
+
     try:
         pool = ProcessPoolExecutor(workers)
     except OSError:  # no shared memory for the pool's locks (a read-only /dev/shm): here

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +32,17 @@ from wheeld.shell.journal.errors import (
 from wheeld.table.effects import Effects
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from wheeld.shell.journal.connection import Connection
     from wheeld.shell.journal.marks import GameIds
     from wheeld.table.effects import TableState
 
+#: What the write probe writes (``StateTable.writable``): with its pages' overhead (some
+#: 145 KiB of write-ahead log), more than a game's commits add to it (measured: 25 to
+#: 60 KiB for one message; the daemon's, with the history and statistics, more), so
+#: room for the probe is room for a game.
+PROBE_BYTES = 128 * 1024
 #: What an epoch is: URL-safe text, 64 bits at least (``secrets.token_urlsafe(12)``: 16).
 _EPOCH = re.compile(r"[A-Za-z0-9_-]{11,64}")
 
@@ -44,9 +50,11 @@ _EPOCH = re.compile(r"[A-Za-z0-9_-]{11,64}")
 class StateTable:
     """The rows a start resumes from; each write a commit of its own unless said otherwise."""
 
-    def __init__(self, sql: Connection, ids: GameIds) -> None:
+    def __init__(self, sql: Connection, ids: GameIds, clock: Callable[[], float]) -> None:
         self._sql = sql
         self._ids = ids
+        #: The host's wall time, the daemon's clock's (``HostClock.wall``): a floor's time.
+        self._clock = clock
 
     def epoch(self, *, had_decisions: bool, warnings: list[str]) -> str:
         """The journal's epoch, made now when it has none (a new journal, or an older
@@ -134,7 +142,7 @@ class StateTable:
         if self._ids.lost and reserved > (chain.seq if chain is not None else 1):
             # The chain jumps past every seq ever reserved, never where a consumer may
             # hold one: kept as a floor, for verify to tell it from a gap.
-            self.record_floor(reserved - 1, "")
+            self.record_floor(reserved - 1, "", self._clock())
             return ChainState(reserved, None)
         return chain if chain is not None else ChainState()
 
@@ -156,7 +164,38 @@ class StateTable:
         """Store where the chain stands (inside the commit of the messages that moved it)."""
         self._sql.put("chain", json.dumps(chain.to_dict(), sort_keys=True))
 
-    def record_floor(self, seq: int, digest_: str) -> None:
+    def writable(self, now: float, probe_bytes: int = PROBE_BYTES) -> bool:
+        """Whether durable writes work again (at host time ``now``): tries a write of
+        each kind, as large as a game's commit.
+
+        For the daemon to poll while writes are failing. A tiny write is no proof: under
+        a file-size limit (``ulimit -f``) the write-ahead log had room for one page and
+        not for the next game, and the fault cleared and came back every few seconds. So
+        the probe writes ``probe_bytes`` (more when ``JournalFault`` asks) in its commit
+        and takes them back in the same one: it leaves only a ``write_probe`` row (the
+        time of the last success) in the state table.
+        """
+        db = self._sql.db
+        # Freed pages zeroed, so written: without it SQLite may skip pages a commit
+        # both took and gave back, and the probe would prove nothing.
+        (secure,) = db.execute("PRAGMA secure_delete").fetchone()
+        db.execute("PRAGMA secure_delete = ON")
+        try:
+            with self._sql.writing():
+                self._sql.put("write_probe", repr(now))
+                db.execute(
+                    "INSERT INTO state (key, value) VALUES ('write_probe_room', zeroblob(?))",
+                    (probe_bytes,),
+                )
+                db.execute("DELETE FROM state WHERE key = 'write_probe_room'")
+            self._ids.file.write(self._ids.file.high_water)
+        except JournalWriteError:
+            return False
+        finally:
+            db.execute(f"PRAGMA secure_delete = {int(secure)}")
+        return True
+
+    def record_floor(self, seq: int, digest_: str, at: float) -> None:
         """The message chain goes on past ``seq`` (``digest_``), another journal's message.
 
         Kept as an anchor of the ``messages`` chain: ``wheeld verify`` tells the
@@ -165,7 +204,7 @@ class StateTable:
         with self._sql.writing(durable=False):
             self._sql.db.execute(
                 "INSERT INTO anchors (at, chain, after_id, hash, reason) VALUES (?, ?, ?, ?, ?)",
-                (time.time(), "messages", seq, digest_, FLOOR),
+                (at, "messages", seq, digest_, FLOOR),
             )
 
     def record_takeover(self, taken_from: tuple[str, int, str]) -> None:

@@ -43,7 +43,7 @@ from wheeld.shell.journal.marks import GameIds, lock_state_dir, read_boot_id
 from wheeld.shell.journal.outbox import Outbox, OutboxEntry, enqueue
 from wheeld.shell.journal.retention import Pruner, Retention
 from wheeld.shell.journal.schema import Schema, tables
-from wheeld.shell.journal.state import StateTable
+from wheeld.shell.journal.state import PROBE_BYTES, StateTable
 from wheeld.table.effects import Effects, GameRecord, Outgoing
 
 if TYPE_CHECKING:
@@ -54,11 +54,6 @@ if TYPE_CHECKING:
 __all__ = ["JOURNAL_FILE", "Journal", "checkpoint_wal"]
 
 JOURNAL_FILE = "journal.sqlite3"
-#: What the write probe writes (``Journal.writable``): with its pages' overhead (some
-#: 145 KiB of write-ahead log), more than a game's commits add to it (measured: 25 to
-#: 60 KiB for one message; the daemon's, with the history and statistics, more), so
-#: room for the probe is room for a game.
-PROBE_BYTES = 128 * 1024
 #: SQLite virtual-machine steps between two progress calls while a journal opens.
 _PROGRESS_STEPS = 1_000_000
 
@@ -83,7 +78,10 @@ class Journal:
     alarm, and a new segment begins after it.
 
     ``boot_id`` names this boot of the machine (tests give their own);
-    by default it is read from the kernel, None when it cannot be.
+    by default it is read from the kernel, None when it cannot be. ``clock``
+    is the host's wall time for what the journal stamps on its own at open (a
+    new chain segment's anchor, a floor): the daemon hands its ``HostClock``'s;
+    every other time it keeps is handed in with what it keeps.
     """
 
     def __init__(
@@ -91,6 +89,7 @@ class Journal:
         path: Path,
         boot_id: str | None = None,
         *,
+        clock: Callable[[], float] = time.time,
         on_progress: Callable[[str], None] | None = None,
     ) -> None:
         self.path = path
@@ -115,10 +114,10 @@ class Journal:
             self.upgraded = Schema(self._db, path, self._sql.corrupt).prepare() == "upgraded"
             self._db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
             self._legacy_frames = "frames" in tables(self._db)
-            self._state = StateTable(self._sql, self._ids)
+            self._state = StateTable(self._sql, self._ids, clock)
             self._ids.reconcile(self._sql, self._state.engine())
             self._chains = Chains(self._sql)
-            self.chain_problem = self._chains.check(time.time())
+            self.chain_problem = self._chains.check(clock())
             self._tail = FrameTail(self._sql, self._chains)
             self._outbox = Outbox(self._sql)
             had_decisions = bool(self.last_decision_id()) and not self.upgraded
@@ -286,36 +285,9 @@ class Journal:
         """Keep the lines that crossed the link (``FrameTail.keep``)."""
         self._tail.keep(frames)
 
-    def writable(self) -> bool:
-        """Whether durable writes work again: tries a write of each kind, as large as a
-        game's commit.
-
-        For the daemon to poll while writes are failing. A tiny write is no proof: under
-        a file-size limit (``ulimit -f``) the write-ahead log had room for one page and
-        not for the next game, and the fault cleared and came back every few seconds. So
-        the probe writes ``PROBE_BYTES`` in its commit and takes them back in the same
-        one: it leaves only a ``write_probe`` row (the time of the last success) in the
-        state table.
-        """
-        db = self._db
-        # Freed pages zeroed, so written: without it SQLite may skip pages a commit
-        # both took and gave back, and the probe would prove nothing.
-        (secure,) = db.execute("PRAGMA secure_delete").fetchone()
-        db.execute("PRAGMA secure_delete = ON")
-        try:
-            with self._sql.writing():
-                self._sql.put("write_probe", repr(time.time()))
-                db.execute(
-                    "INSERT INTO state (key, value) VALUES ('write_probe_room', zeroblob(?))",
-                    (PROBE_BYTES,),
-                )
-                db.execute("DELETE FROM state WHERE key = 'write_probe_room'")
-            self._ids.file.write(self._ids.file.high_water)
-        except JournalWriteError:
-            return False
-        finally:
-            db.execute(f"PRAGMA secure_delete = {int(secure)}")
-        return True
+    def writable(self, now: float, probe_bytes: int = PROBE_BYTES) -> bool:
+        """Whether durable writes work again (``StateTable.writable``'s probe)."""
+        return self._state.writable(now, probe_bytes)
 
     # -- what a start resumes from (``state.StateTable``) -------------------------------
 
@@ -328,8 +300,8 @@ class Journal:
     def load_chain(self) -> ChainState:
         return self._state.load_chain()
 
-    def record_floor(self, seq: int, digest_: str) -> None:
-        self._state.record_floor(seq, digest_)
+    def record_floor(self, seq: int, digest_: str, at: float) -> None:
+        self._state.record_floor(seq, digest_, at)
 
     def record_takeover(self, taken_from: tuple[str, int, str]) -> None:
         self._state.record_takeover(taken_from)
@@ -367,8 +339,8 @@ class Journal:
     def pending(self, after: int = 0, limit: int = 100) -> list[OutboxEntry]:
         return self._outbox.pending(after, limit)
 
-    def acknowledge(self, entry: OutboxEntry) -> None:
-        self._outbox.acknowledge(entry)
+    def acknowledge(self, *entries: OutboxEntry) -> None:
+        self._outbox.acknowledge(*entries)
 
     def supersede(self, topics: Sequence[str]) -> int:
         return self._outbox.supersede(topics)

@@ -1,0 +1,119 @@
+"""Ctrl-C from the first moment: every ``wheeld`` command ends in one line and status 130.
+
+wheeld takes SIGINT over on its package's first line (``wheeld/__init__.py``), for the
+console script and for ``python -m wheeld``; before that line the interpreter is still
+starting (and, in an editable install, running setuptools' path finders from ``site``),
+and a Ctrl-C there is Python's own: killed by the signal, or its traceback from the
+interpreter's files. The children here start as an installed ``wheeld`` does (``-S``:
+no editable finders, the packages on ``PYTHONPATH``), so that window is a few
+milliseconds, and what is tested is that no Ctrl-C ever reaches a traceback from
+wheeld's own code or a silent 130. The later moments of ``run`` are
+tests/test_outage.py's (``test_ctrl_c_at_any_moment_of_run_is_one_line_never_a_traceback``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import wheeld
+import wheeld_cammegh
+import wheeld_simulators
+from wheeld.testing.rig import write_config
+
+_ROOT = Path(wheeld.__file__).parents[1]
+_CONSOLE_SCRIPT = Path(sys.executable).parent / "wheeld"
+
+
+def _installed_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of an installed wheeld: its packages and their dependencies on
+    the path, no editable finders run at start."""
+    packages = [Path(module.__file__ or "").parents[1] for module in (wheeld_cammegh,)]
+    paths = [
+        str(_ROOT),
+        str(Path(wheeld_simulators.__file__ or "").parents[1]),
+        *map(str, packages),
+        *(path for path in sys.path if path.endswith("site-packages")),
+    ]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "TMPDIR": str(tmp_path)}
+
+
+def _interrupt(command: list[str], env: dict[str, str], after_s: float) -> tuple[int, str]:
+    """``command`` started with SIGINT as a terminal gives it (a run in the background
+    has it ignored), Ctrl-C'd ``after_s`` after it started: its status and stderr."""
+    child = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+        # Only a signal's disposition set between fork and exec: safe beside threads.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
+    try:
+        time.sleep(after_s)  # the moment of the Ctrl-C is what is tested, not a wait
+        os.killpg(child.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        _, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    return child.returncode, err
+
+
+def _judged(status: int, err: str, command: str) -> str:
+    """``one line``, ``before wheeld`` (the interpreter's own start), or a failure."""
+    if status == 130:
+        assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+        lines = err.strip().splitlines()
+        assert lines and re.fullmatch(rf"wheeld( {command})?: interrupted", lines[-1]), err
+        return "one line"
+    if status == 0 and command in ("run", "demo"):  # it had started, and stopped as asked
+        assert "Traceback" not in err, err
+        return "stopped"
+    # Python's own, before wheeld's first line ran: never a frame of wheeld's.
+    assert status in (-signal.SIGINT, 1), err
+    assert "/wheeld/" not in err and "wheeld_simulators" not in err, err
+    return "before wheeld"
+
+
+@pytest.mark.parametrize("entry", ["console script", "python -m wheeld"])
+def test_ctrl_c_right_after_the_start_is_one_line_or_the_interpreters_own(
+    tmp_path: Path, entry: str
+) -> None:
+    config_path = write_config(
+        tmp_path / "c.toml",
+        port=tmp_path / "no-wheel",
+        broker=1,
+        state=tmp_path / "state",
+        signing="[signing]\nrequired = false",
+    )
+    if entry == "console script" and not _CONSOLE_SCRIPT.exists():
+        pytest.skip("no wheeld console script beside this interpreter")
+    start = [str(_CONSOLE_SCRIPT)] if entry == "console script" else ["-m", "wheeld"]
+    command = [sys.executable, "-S", *start, "run", "--config", str(config_path)]
+    env = _installed_env(tmp_path)
+    said = [_judged(*_interrupt(command, env, after_s), "run") for after_s in (0, 0.02, 0.05)]
+    said += [_judged(*_interrupt(command, env, 0.1 * tries), "run") for tries in (1, 2, 4)]
+    assert "one line" in said[3:], said
+
+
+def test_ctrl_c_while_the_demo_starts_is_one_line(tmp_path: Path) -> None:
+    """Found on the first day: a Ctrl-C after the demo's imports and before it took
+    SIGINT over (starting the broker, the wheel, the daemon) ended it with status 130
+    and not a word."""
+    command = [
+        *(sys.executable, "-S", "-m", "wheeld", "demo", "--seed", "3", "--fault-rate", "0"),
+        *("--speed", "5", "--marquee-port", "0", "--broker", "embedded"),
+    ]
+    env = _installed_env(tmp_path)
+    said = [_judged(*_interrupt(command, env, after_s), "demo") for after_s in (0.05, 0.8, 1.5)]
+    assert "one line" in said[1:] or "stopped" in said[1:], said
