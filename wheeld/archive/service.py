@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiomqtt
 
 from wheeld.archive import store
-from wheeld.archive.ledger import (
+from wheeld.archive.ledger import Ledger
+from wheeld.archive.records import (
     CHAINED,
     MAX_MESSAGE_BYTES,
     ArchiveAlarm,
-    Ledger,
     Outcome,
     RecallRequest,
     Received,
