@@ -16,10 +16,6 @@ LIMIT = 300
 
 # "path::Class": lines today. Lower a figure when a class shrinks; never raise one.
 ALLOWED: dict[str, int] = {
-    # The archive's ledger and service came in whole from the archive work and were
-    # not part of the restructuring; each holds several judgements (open point).
-    "wheeld/archive/ledger.py::Ledger": 638,
-    "wheeld/archive/service.py::Archive": 541,
     # The table's statistics: the running figures (_Tally) and the judgements over
     # them (Statistics); the alerts' judgements leave with the alerts as units.
     # (448 and 437 with the custom pocket order, merged beside the review.)
