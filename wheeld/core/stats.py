@@ -18,11 +18,8 @@ consecutive results), phase durations, ball revolutions and rotor speed.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from itertools import pairwise
 from typing import Any
 
 from wheeld.core import stats_snapshot
@@ -31,7 +28,7 @@ from wheeld.core.judgements import DEFAULT_ARCS, MIN_EXPECTED, Arcs, ChiSquared,
 from wheeld.core.layout import layout_for
 from wheeld.core.stats_snapshot import SNAPSHOT_VERSION
 from wheeld.core.tally import FAMILIES, CountedResult, Tally, object_text
-from wheeld.core.times import OPEN_GAMES, PAUSE_S, PHASES, RECENT_GAMES, Summary, time_of
+from wheeld.core.times import PAUSE_S, PHASES, RECENT_GAMES, GameTimes, Summary
 
 __all__ = [
     "DEFAULT_ARCS",
@@ -82,19 +79,8 @@ class Statistics:
         self.no_spins: Counter[str] = Counter()
         #: Results not counted: a number this wheel does not have.
         self.ignored = 0
-        self._first_ts: datetime | None = None
-        self._last_ts: datetime | None = None
-        self._timed_games = 0
-        #: The last games' times, for the recent rate of play.
-        self._recent_times: deque[datetime] = deque(maxlen=RECENT_GAMES)
-        #: The open games' launch and no-more-bets times, by game id.
-        self._marks: dict[int, dict[str, datetime]] = {}
-        self._last_outcome: datetime | None = None
-        self.phases = {name: Summary(0.1) for name in PHASES}
-        #: Pauses (gaps over PAUSE_S) left out of the time before a launch.
-        self.pauses = 0
-        self.revolutions = Summary(1.0)
-        self.rotor_rpm = Summary(0.1)
+        #: When the games were played: phases, revolutions, rotor speed, the rate of play.
+        self.times = GameTimes()
 
     @classmethod
     def from_events(
@@ -130,7 +116,7 @@ class Statistics:
         """
         kind = event.get("event")
         if kind in ("spinning", "no_more_bets"):
-            self._note_phase(event, kind)
+            self.times.note_phase(event, kind)
             return
         if kind == "result":
             number = event.get("number")
@@ -146,7 +132,7 @@ class Statistics:
             self.no_spins[reason if isinstance(reason, str) else "unknown"] += 1
         else:
             return  # not a game event
-        self._note_outcome(event, kind == "result")
+        self.times.note_outcome(event, kind == "result")
 
     def _slide_windows(self, result: CountedResult) -> None:
         recent = self._recent
@@ -158,54 +144,6 @@ class Statistics:
                 tally.remove_oldest(oldest, following)
             tally.add(result)
         recent.append(result)
-
-    def _note_phase(self, event: Mapping[str, Any], kind: str) -> None:
-        """A launch or a no-more-bets: its time, and the rotor's speed at launch."""
-        at = time_of(event.get("ts"))
-        game = event.get("game_id")
-        if kind == "spinning":
-            rpm = event.get("rotor_rpm")
-            # bool is an int: a stray true is no speed.
-            if isinstance(rpm, int | float) and type(rpm) is not bool and 0 < rpm < math.inf:
-                self.rotor_rpm.add(rpm)
-            if at is not None and self._last_outcome is not None:
-                waited = (at - self._last_outcome).total_seconds()
-                if waited > PAUSE_S:
-                    self.pauses += 1
-                elif waited >= 0:
-                    self.phases["open_to_launch"].add(waited)
-        if at is None or type(game) is not int:
-            return
-        self._marks.setdefault(game, {})[kind] = at
-        while len(self._marks) > OPEN_GAMES:  # games that never ended: forget the oldest
-            del self._marks[min(self._marks)]
-
-    def _note_outcome(self, event: Mapping[str, Any], is_result: bool) -> None:
-        at = time_of(event.get("ts"))
-        game = event.get("game_id")
-        marks = self._marks.pop(game, {}) if type(game) is int else {}
-        if is_result:
-            revolutions = event.get("revolutions")
-            if type(revolutions) is int and revolutions >= 0:
-                self.revolutions.add(revolutions)
-        if at is None:
-            return  # a game without a readable time is counted, but not timed
-        if is_result:
-            launch, closed = marks.get("spinning"), marks.get("no_more_bets")
-            for name, start, end in (
-                ("launch_to_no_more_bets", launch, closed),
-                ("no_more_bets_to_result", closed, at),
-                ("launch_to_result", launch, at),
-            ):
-                if start is not None and end is not None and end >= start:
-                    self.phases[name].add((end - start).total_seconds())
-        self._last_outcome = at
-        self._recent_times.append(at)
-        self._timed_games += 1
-        if self._first_ts is None or at < self._first_ts:
-            self._first_ts = at
-        if self._last_ts is None or at > self._last_ts:
-            self._last_ts = at
 
     @property
     def results(self) -> int:
@@ -244,16 +182,8 @@ class Statistics:
         return Concentration(family, arcs.most_hit, arcs.count, arcs.results, p_value)
 
     def recent_rate(self) -> dict[str, Any]:
-        """Games per hour of play over the last ``RECENT_GAMES`` games: gaps over
-        ``PAUSE_S`` are pauses, left out; ``rate`` null until there are that many."""
-        times = list(self._recent_times)
-        gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(times)]
-        play = [gap for gap in gaps if 0 <= gap <= PAUSE_S]
-        seconds = math.fsum(play)
-        rate = None
-        if len(times) == RECENT_GAMES and seconds > 0:
-            rate = round(len(play) * 3600 / seconds, 3)
-        return {"games": len(times), "hours": round(seconds / 3600, 6), "rate": rate}
+        """The rate of play over the last games (``GameTimes.recent_rate``)."""
+        return self.times.recent_rate()
 
     def window(self, size: int) -> dict[str, Any]:
         """The tally over the last ``size`` results (fewer while the series is shorter)."""
@@ -296,14 +226,7 @@ class Statistics:
                     }
                 ),
             ),
-            ("games_per_hour", dumps({**self._games_per_hour(), "recent": self.recent_rate()})),
-            (
-                "phases",
-                dumps({name: summary.to_json() for name, summary in self.phases.items()}),
-            ),
-            ("pauses", dumps(self.pauses)),
-            ("revolutions", dumps(self.revolutions.to_json())),
-            ("rotor_rpm", dumps(self.rotor_rpm.to_json())),
+            *self.times.json_members(),
             ("ignored", dumps(self.ignored)),
         ]
         clash = extra.keys() & {name for name, _ in members}
@@ -337,17 +260,6 @@ class Statistics:
         again then.
         """
         return stats_snapshot.restore(cls, snapshot, pockets, windows, arcs, order)
-
-    def _games_per_hour(self) -> dict[str, Any]:
-        """Games (results and no-spins) per hour between the first and the last game's time."""
-        hours = None
-        rate = None
-        if self._first_ts is not None and self._last_ts is not None:
-            hours = (self._last_ts - self._first_ts).total_seconds() / 3600
-            if hours > 0:
-                rate = round((self._timed_games - 1) / hours, 3)
-            hours = round(hours, 6)
-        return {"games": self._timed_games, "hours": hours, "rate": rate}
 
 
 def describe(statistics: Statistics) -> list[str]:

@@ -318,6 +318,7 @@ def snapshot(statistics: Statistics) -> dict[str, Any]:
     how many there are. About 27 kB of JSON on a 37-pocket wheel with the default
     windows, half of it the last 1000 results.
     """
+    times = statistics.times
     return {
         "version": SNAPSHOT_VERSION,
         "pockets": statistics.layout.pockets,
@@ -333,19 +334,19 @@ def snapshot(statistics: Statistics) -> dict[str, Any]:
         ],
         "no_spins": dict(sorted(statistics.no_spins.items())),
         "ignored": statistics.ignored,
-        "timed_games": statistics._timed_games,
-        "first_ts": None if statistics._first_ts is None else statistics._first_ts.isoformat(),
-        "last_ts": None if statistics._last_ts is None else statistics._last_ts.isoformat(),
+        "timed_games": times.timed_games,
+        "first_ts": None if times.first_ts is None else times.first_ts.isoformat(),
+        "last_ts": None if times.last_ts is None else times.last_ts.isoformat(),
         # The last is the last outcome's time, which the next launch waits from.
-        "recent_times": [at.isoformat() for at in statistics._recent_times],
+        "recent_times": [at.isoformat() for at in times.recent_times],
         "open_games": [
             [game, {kind: at.isoformat() for kind, at in sorted(marks.items())}]
-            for game, marks in sorted(statistics._marks.items())
+            for game, marks in sorted(times.marks.items())
         ],
-        "phases": {name: summary_snapshot(summary) for name, summary in statistics.phases.items()},
-        "pauses": statistics.pauses,
-        "revolutions": summary_snapshot(statistics.revolutions),
-        "rotor_rpm": summary_snapshot(statistics.rotor_rpm),
+        "phases": {name: summary_snapshot(summary) for name, summary in times.phases.items()},
+        "pauses": times.pauses,
+        "revolutions": summary_snapshot(times.revolutions),
+        "rotor_rpm": summary_snapshot(times.rotor_rpm),
     }
 
 
@@ -405,11 +406,11 @@ def _restore(
     _load_series(statistics, data)
     _load_times(statistics, data)
     phases = _fields(data["phases"], "phases", PHASES)
-    for name, summary in statistics.phases.items():
+    for name, summary in statistics.times.phases.items():
         load_summary(summary, phases[name], f"phases.{name}")
-    load_summary(statistics.revolutions, data["revolutions"], "revolutions")
-    load_summary(statistics.rotor_rpm, data["rotor_rpm"], "rotor_rpm")
-    statistics.pauses = _count(data["pauses"], "pauses")
+    load_summary(statistics.times.revolutions, data["revolutions"], "revolutions")
+    load_summary(statistics.times.rotor_rpm, data["rotor_rpm"], "rotor_rpm")
+    statistics.times.pauses = _count(data["pauses"], "pauses")
     return statistics
 
 
@@ -454,6 +455,7 @@ def _load_series(statistics: Statistics, data: dict[str, Any]) -> None:
 
 def _load_times(statistics: Statistics, data: dict[str, Any]) -> None:
     """The times of the outcomes and of the open games."""
+    kept = statistics.times
     timed = _count(data["timed_games"], "timed_games")
     first = _optional_instant(data["first_ts"], "first_ts")
     last = _optional_instant(data["last_ts"], "last_ts")
@@ -467,9 +469,13 @@ def _load_times(statistics: Statistics, data: dict[str, Any]) -> None:
         first is not None and last is not None and not first <= min(times) <= max(times) <= last
     ):
         raise _malformed("timed_games", "times not between the first and the last")
-    statistics._timed_games, statistics._first_ts, statistics._last_ts = timed, first, last
-    statistics._recent_times.extend(times)
-    statistics._last_outcome = statistics._recent_times[-1] if statistics._recent_times else None
+    kept.timed_games, kept.first_ts, kept.last_ts = (
+        timed,
+        first,
+        last,
+    )
+    kept.recent_times.extend(times)
+    kept.last_outcome = kept.recent_times[-1] if kept.recent_times else None
     game = None
     for index, entry in enumerate(_items(data["open_games"], "open_games")):
         at = f"open_games[{index}]"
@@ -482,7 +488,7 @@ def _load_times(statistics: Statistics, data: dict[str, Any]) -> None:
         marks = pair[1]
         if type(marks) is not dict or not marks or not marks.keys() <= {*_MARKS}:
             raise _malformed(at, "a launch or no-more-bets time expected")
-        statistics._marks[game] = {
+        kept.marks[game] = {
             kind: _instant(marks[kind], f"{at}.{kind}") for kind in _MARKS if kind in marks
         }
 

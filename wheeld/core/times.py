@@ -6,9 +6,12 @@ Read from the payloads' own ``ts``, never a clock.
 
 from __future__ import annotations
 
+import json
 import math
-from collections import Counter
+from collections import Counter, deque
+from collections.abc import Mapping
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 #: Games the recent rate of play is taken over.
@@ -91,3 +94,108 @@ class Summary:
             "min": round(self.low, 3),
             "max": round(self.high, 3),
         }
+
+
+class GameTimes:
+    """When a table's games were played, from the payloads' ``ts``: the phases'
+    durations, ball revolutions, rotor speed at launch and the rate of play."""
+
+    def __init__(self) -> None:
+        self.first_ts: datetime | None = None
+        self.last_ts: datetime | None = None
+        self.timed_games = 0
+        #: The last games' times, for the recent rate of play.
+        self.recent_times: deque[datetime] = deque(maxlen=RECENT_GAMES)
+        #: The open games' launch and no-more-bets times, by game id.
+        self.marks: dict[int, dict[str, datetime]] = {}
+        self.last_outcome: datetime | None = None
+        self.phases = {name: Summary(0.1) for name in PHASES}
+        #: Pauses (gaps over PAUSE_S) left out of the time before a launch.
+        self.pauses = 0
+        self.revolutions = Summary(1.0)
+        self.rotor_rpm = Summary(0.1)
+
+    def note_phase(self, event: Mapping[str, Any], kind: str) -> None:
+        """A launch or a no-more-bets: its time, and the rotor's speed at launch."""
+        at = time_of(event.get("ts"))
+        game = event.get("game_id")
+        if kind == "spinning":
+            rpm = event.get("rotor_rpm")
+            # bool is an int: a stray true is no speed.
+            if isinstance(rpm, int | float) and type(rpm) is not bool and 0 < rpm < math.inf:
+                self.rotor_rpm.add(rpm)
+            if at is not None and self.last_outcome is not None:
+                waited = (at - self.last_outcome).total_seconds()
+                if waited > PAUSE_S:
+                    self.pauses += 1
+                elif waited >= 0:
+                    self.phases["open_to_launch"].add(waited)
+        if at is None or type(game) is not int:
+            return
+        self.marks.setdefault(game, {})[kind] = at
+        while len(self.marks) > OPEN_GAMES:  # games that never ended: forget the oldest
+            del self.marks[min(self.marks)]
+
+    def note_outcome(self, event: Mapping[str, Any], is_result: bool) -> None:
+        at = time_of(event.get("ts"))
+        game = event.get("game_id")
+        marks = self.marks.pop(game, {}) if type(game) is int else {}
+        if is_result:
+            revolutions = event.get("revolutions")
+            if type(revolutions) is int and revolutions >= 0:
+                self.revolutions.add(revolutions)
+        if at is None:
+            return  # a game without a readable time is counted, but not timed
+        if is_result:
+            launch, closed = marks.get("spinning"), marks.get("no_more_bets")
+            for name, start, end in (
+                ("launch_to_no_more_bets", launch, closed),
+                ("no_more_bets_to_result", closed, at),
+                ("launch_to_result", launch, at),
+            ):
+                if start is not None and end is not None and end >= start:
+                    self.phases[name].add((end - start).total_seconds())
+        self.last_outcome = at
+        self.recent_times.append(at)
+        self.timed_games += 1
+        if self.first_ts is None or at < self.first_ts:
+            self.first_ts = at
+        if self.last_ts is None or at > self.last_ts:
+            self.last_ts = at
+
+    def recent_rate(self) -> dict[str, Any]:
+        """Games per hour of play over the last ``RECENT_GAMES`` games: gaps over
+        ``PAUSE_S`` are pauses, left out; ``rate`` null until there are that many."""
+        times = list(self.recent_times)
+        gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(times)]
+        play = [gap for gap in gaps if 0 <= gap <= PAUSE_S]
+        seconds = math.fsum(play)
+        rate = None
+        if len(times) == RECENT_GAMES and seconds > 0:
+            rate = round(len(play) * 3600 / seconds, 3)
+        return {"games": len(times), "hours": round(seconds / 3600, 6), "rate": rate}
+
+    def games_per_hour(self) -> dict[str, Any]:
+        """Games (results and no-spins) per hour between the first and the last game's time."""
+        hours = None
+        rate = None
+        if self.first_ts is not None and self.last_ts is not None:
+            hours = (self.last_ts - self.first_ts).total_seconds() / 3600
+            if hours > 0:
+                rate = round((self.timed_games - 1) / hours, 3)
+            hours = round(hours, 6)
+        return {"games": self.timed_games, "hours": hours, "rate": rate}
+
+    def json_members(self) -> list[tuple[str, str]]:
+        """The members of ``Statistics.to_json`` these times give, with their JSON text."""
+        dumps = json.dumps
+        return [
+            ("games_per_hour", dumps({**self.games_per_hour(), "recent": self.recent_rate()})),
+            (
+                "phases",
+                dumps({name: summary.to_json() for name, summary in self.phases.items()}),
+            ),
+            ("pauses", dumps(self.pauses)),
+            ("revolutions", dumps(self.revolutions.to_json())),
+            ("rotor_rpm", dumps(self.rotor_rpm.to_json())),
+        ]
