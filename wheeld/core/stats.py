@@ -13,6 +13,12 @@ Beside it: sliding arcs of k pockets in wheel order (an exact binomial test of
 the most-hit arc, Bonferroni-corrected), serial correlation (the lag-1 Pearson
 correlation of the numbers and the chi-squared of the distances between
 consecutive results), phase durations, ball revolutions and rotor speed.
+
+The parts are modules beside this one: ``tally`` (the running figures over the
+series and each window), ``judgements`` (the tests over them), ``distributions``
+(their p-values), ``times`` (when the games were played) and ``stats_snapshot``
+(the snapshot and its checks); this module puts them together and still exports
+what it always did.
 """
 
 from __future__ import annotations
