@@ -15,7 +15,12 @@ all wheels, CPU (user+system from /proc/<pid>/stat over the measuring window)
 and RSS (VmRSS; PSS summed over the daemons, which counts the shared pages once)
 per wheel. Prints one markdown table; `benchmarks/results.md` records runs.
 
-    python -m benchmarks.many [--wheels 8 32 64] [--period 4] [--games G]
+    python -m benchmarks.many [--wheels 8 32 64] [--period 4] [--games G] [--preforked]
+
+``--preforked`` starts the daemons another way: forked, one per wheel, from one
+parent that imported wheeld first (``benchmarks/preforked.py``: the design weighed
+for 64 wheels in one gibibyte, not wheeld's own); the parent's PSS is counted with
+the daemons'.
 """
 
 from __future__ import annotations
@@ -86,6 +91,66 @@ def _percentile(samples: list[float], percent: int) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[percent - 1]
 
 
+class Forked:
+    """A daemon forked by ``benchmarks.preforked`` (which reaps it), used as a Popen is here."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def poll(self) -> int | None:
+        """None while it runs; -1 once it is gone (its status is its parent's to read)."""
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return -1
+        return -1 if state in ("Z", "X") else None
+
+    def terminate(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.05)
+        return -1
+
+
+class Preforker:
+    """``benchmarks.preforked``: the parent that forks the daemons (``--preforked``)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.preforked"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 (no thread runs yet)
+        )
+
+    def fork(self, config: Path, notify: NotifySocket, log: Path) -> Forked:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = {"config": str(config), "notify": str(notify.path), "log": str(log)}
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        self.process.stdin.flush()
+        return Forked(int(self.process.stdout.readline()))
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
 @dataclass
 class Wheel:
     """One table: its daemon, its pty and its scripted head."""
@@ -94,7 +159,7 @@ class Wheel:
     directory: Path
     pty: PtyWheel
     notify: NotifySocket
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | Forked
     #: Host time (monotonic) each launch frame was written, in order.
     launches: list[float] = field(default_factory=list)
 
@@ -148,8 +213,11 @@ def _wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def _start_wheels(work: Path, broker: int, count: int, wheels: list[Wheel]) -> None:
-    """Start ``count`` daemons, each added to ``wheels`` as it starts (so all are stopped)."""
+def _start_wheels(
+    work: Path, broker: int, count: int, wheels: list[Wheel], preforker: Preforker | None = None
+) -> None:
+    """Start ``count`` daemons, each added to ``wheels`` as it starts (so all are stopped);
+    forked by ``preforker`` when there is one."""
     for index in range(count):
         table = f"W{index + 1:02d}"
         directory = work / table
@@ -161,6 +229,10 @@ def _start_wheels(work: Path, broker: int, count: int, wheels: list[Wheel]) -> N
         text = config.read_text().replace('id = "T9"', f'id = "{table}"')
         config.write_text(text.replace('level = "debug"', 'level = "warning"'))
         notify = NotifySocket(directory / "notify.sock")
+        if preforker is not None:
+            forked = preforker.fork(config, notify, directory / "wheeld.log")
+            wheels.append(Wheel(table, directory, pty, notify, forked))
+            continue
         with (directory / "wheeld.log").open("wb") as log:
             process = subprocess.Popen(
                 [sys.executable, "-m", "wheeld", "run", "--config", str(config)],
@@ -270,15 +342,24 @@ def _match(wheels: list[Wheel], listener: Listener, first: int) -> tuple[list[fl
     return latencies, missed
 
 
-def run_round(count: int, *, period: float, games: int, ready_timeout: float, keep: bool) -> Round:
+def run_round(
+    count: int,
+    *,
+    period: float,
+    games: int,
+    ready_timeout: float,
+    keep: bool,
+    preforked: bool = False,
+) -> Round:
     work = Path(tempfile.mkdtemp(prefix=f"wheeld-many-{count}-"))
     broker = Broker(work)
     broker.start()
     wheels: list[Wheel] = []
     listener: Listener | None = None
+    preforker = Preforker() if preforked else None
     try:
         started = time.monotonic()
-        _start_wheels(work, broker.port, count, wheels)
+        _start_wheels(work, broker.port, count, wheels, preforker)
         listener = Listener(broker.port)
         live = listener
 
@@ -316,6 +397,9 @@ def run_round(count: int, *, period: float, games: int, ready_timeout: float, ke
             [_without_last(w) for w in wheels], listener, first=0
         )
         burst_latencies, burst_missed = _match(wheels, listener, first=games)
+        pids = [w.process.pid for w in wheels]
+        if preforker is not None:
+            pids.append(preforker.process.pid)
         measured = Round(
             wheels=count,
             launches=count * games,
@@ -324,7 +408,7 @@ def run_round(count: int, *, period: float, games: int, ready_timeout: float, ke
             writer_late_ms=late,
             cpu_percent=cpu,
             rss_mib=[_status_kib(w.process.pid, "status", "VmRSS:") / 1024 for w in wheels],
-            pss_mib=sum(_status_kib(w.process.pid, "smaps_rollup", "Pss:") for w in wheels) / 1024,
+            pss_mib=sum(_status_kib(pid, "smaps_rollup", "Pss:") for pid in pids) / 1024,
             ready_s=ready_s,
             burst_latencies_ms=burst_latencies,
             burst_missed=burst_missed,
@@ -336,6 +420,8 @@ def run_round(count: int, *, period: float, games: int, ready_timeout: float, ke
             if listener is not None:
                 listener.close()
             _stop_wheels(wheels)
+            if preforker is not None:
+                preforker.close()
             broker.stop()
             if keep:
                 print(f"kept {work}", file=sys.stderr)
@@ -447,6 +533,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--ready-timeout", type=float, default=300.0, metavar="S")
     parser.add_argument("--keep", action="store_true", help="keep the work directories")
+    parser.add_argument(
+        "--preforked",
+        action="store_true",
+        help="fork the daemons from one parent that imported wheeld (benchmarks/preforked.py)",
+    )
     args = parser.parse_args(argv)
     if any(count < 1 for count in args.wheels) or args.period < 3.5:
         parser.error(
@@ -470,6 +561,7 @@ def main(argv: list[str] | None = None) -> int:
                     games=games,
                     ready_timeout=args.ready_timeout,
                     keep=args.keep,
+                    preforked=args.preforked,
                 )
             )
     except KeyboardInterrupt:

@@ -7,13 +7,13 @@ import json
 from typing import Any
 
 from wheeld.archive.audit import EpochAudit, StoredMessage
-from wheeld.archive.ledger import (
+from wheeld.archive.ledger import Ledger
+from wheeld.archive.records import (
     BAD_SIGNATURE,
     CHAIN_BREAK,
     UNKNOWN_KEY,
     UNSIGNED,
     VERIFIED,
-    Ledger,
     Outcome,
     Received,
     Settings,

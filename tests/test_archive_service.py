@@ -26,7 +26,8 @@ from tests.archive_rig import (
     query,
     run_cli,
 )
-from wheeld.archive.ledger import Ledger, Outcome
+from wheeld.archive.ledger import Ledger
+from wheeld.archive.records import Outcome
 from wheeld.archive.schema import ARCHIVE_LOCK
 from wheeld.core.signing import Signer
 from wheeld.testing.rig import Broker, Subscriber, free_port, wait_for
@@ -458,7 +459,7 @@ def test_what_the_database_refuses_is_told_apart_from_its_absence(dsn: str) -> N
 
     from tests.test_archive_ledger import Table, ledger, received
     from wheeld.archive import store
-    from wheeld.archive.ledger import Outcome
+    from wheeld.archive.records import Outcome
 
     book = ledger()
     out = book.feed(received(Table().messages(1)[0]))
@@ -761,7 +762,7 @@ def test_what_came_before_a_key_was_pinned_is_judged_again_after_a_crash(
     """Killed between the commit that pinned a key and the one that judged again what had
     come under it: the next start judges them."""
     from tests.test_archive_ledger import PATTERNS, SIGNER, Table, received
-    from wheeld.archive.ledger import Settings
+    from wheeld.archive.records import Settings
 
     book = Ledger(Settings(PATTERNS, trust_on_first_use=True))  # no key file: to be pinned
     out = Outcome()

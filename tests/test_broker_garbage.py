@@ -21,7 +21,7 @@ from tests.test_daemon import BASE, Table, _warm, table
 __all__ = ["table"]  # the fixture: a daemon on a pty (its broker conftest's)
 from wheeld.shell.applier import _behind
 from wheeld.shell.journal import JOURNAL_FILE
-from wheeld.testing.rig import Subscriber, running
+from wheeld.testing.rig import Subscriber, running, wait_for
 
 #: JSON nested past Python's recursion limit, well under the 64 KiB a payload may have:
 #: ``json.loads`` raises RecursionError, which is no ValueError.
@@ -144,3 +144,45 @@ def test_what_a_start_says_again_of_the_history_and_the_statistics() -> None:
     assert not _behind(None, history, unsaid=False)
     assert not _behind(None, json.dumps({"numbers": []}), unsaid=True)
     assert not _behind(None, json.dumps({"games": 0}), unsaid=True)
+
+
+def test_a_takeover_at_start_shows_the_tables_history_and_a_restart_keeps_it(
+    table: Table,
+) -> None:
+    """Found: a standby that took the table over went on with its own journal's old
+    numbers on ``<base>/history``, and rebuilt them so at every start."""
+    from wheeld.core.signing import Signer, digest
+    from wheeld.shell.journal import Journal
+
+    with running(table.daemon):
+        table.ready()
+        _warm(table)
+        table.wheel.game("17")  # its own stint
+        table.flush()
+        table.wait_end(1)
+        own = table.sub.wait(f"{BASE}/sequence", lambda p: p["event"] == "result")
+    # Another journal went on with the table (its key): its game 4 ended on 5.
+    signer = Signer.from_file(table.tmp / "signing.key")
+    said = {k: v for k, v in own["message"].items() if k not in ("kid", "sig")}
+    said.update(epoch="journal-other", game_id=4, seq=own["seq"] + 9, number="5")
+    message = signer.sign(said)
+    marker = {**own, "epoch": "journal-other", "game_id": 4, "seq": message["seq"]}
+    marker.update(digest=digest(message), message=message)
+    publish(table.broker.port, f"{BASE}/history", b'{"numbers": ["5", "32"]}', retain=True)
+    publish(table.broker.port, f"{BASE}/sequence", json.dumps(marker).encode(), retain=True)
+    table.notify.received.clear()
+    with running(table.daemon):
+        wait_for(lambda: any("READY=1" in m for m in table.notify.messages()), 30, "READY")
+        table.sub.wait(f"{BASE}/history", lambda p: p["numbers"] == ["5", "32"], timeout=10)
+        table.wheel.set_rotor("ccw")  # against the table's last result's (17's, cw)
+        table.wheel.advance(10_000)
+        table.wheel.game("0")
+        table.flush()
+        table.wait_end(5)
+        table.sub.wait(f"{BASE}/history", lambda p: p["numbers"] == ["0", "5", "32"])
+    journal = Journal(table.tmp / "state" / JOURNAL_FILE)
+    try:
+        assert journal.history(100) == ["0", "5", "32"]  # what the next start shows
+    finally:
+        journal.close()
+    assert "Traceback" not in table.daemon.logs()

@@ -16,15 +16,11 @@ LIMIT = 300
 
 # "path::Class": lines today. Lower a figure when a class shrinks; never raise one.
 ALLOWED: dict[str, int] = {
-    # The archive's ledger and service came in whole from the archive work and were
-    # not part of the restructuring; each holds several judgements (open point).
-    "wheeld/archive/ledger.py::Ledger": 638,
-    "wheeld/archive/service.py::Archive": 541,
     # The phase table and the rule checks could be two modules (open point).
     "wheeld/core/engine.py::GameEngine": 437,
     # The store after chain, outbox, frames, state, view, retention and the write
     # probe (to StateTable) left it; what keeps it above the limit (open point).
-    "wheeld/shell/journal/store.py::Journal": 310,
+    "wheeld/shell/journal/store.py::Journal": 308,
 }
 
 

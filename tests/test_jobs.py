@@ -14,6 +14,7 @@ import pytest
 from tests.shell_fakes import RecordingLog
 from wheeld.config import Config
 from wheeld.core.health import Condition, Readings
+from wheeld.shell import identity
 from wheeld.shell.jobs import JOBS, Job, Jobs, Parts
 from wheeld.shell.jobs.checkpoint import CHECKPOINT_EVERY_S, CheckpointJob
 from wheeld.shell.jobs.health import HEALTH_CHECK_S, HealthJob
@@ -158,6 +159,31 @@ def test_info_is_said_first_and_again_only_when_the_wheel_says_something_new() -
     assert json.loads(queued[1].payload)["wheel"]["model"] == "Mk2"
 
 
+def test_info_reads_the_package_at_its_first_message_not_when_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reading the package's files (its digest, the drivers') is no part of start → READY:
+    the job is built before READY, its first message is applied after it."""
+    read: list[str] = []
+
+    def digest(root: Path | None = None) -> str:
+        read.append("sha")
+        return "0"
+
+    def drivers() -> tuple[()]:
+        read.append("drivers")
+        return ()
+
+    monkeypatch.setattr(identity, "package_digest", digest)
+    monkeypatch.setattr(identity, "installed_drivers", drivers)
+    queued: list[Outgoing] = []
+    job = InfoJob(_parts(enqueue=queued.append, config=Config()))
+    assert read == []
+    job.applied()
+    assert sorted(read) == ["drivers", "sha"]
+    assert json.loads(queued[0].payload)["software"]["sha256"] == "0"
+
+
 def test_the_wheel_state_is_refreshed_with_the_status_line() -> None:
     applied: list[Effects] = []
     statuses: list[str] = []
@@ -215,32 +241,92 @@ async def test_the_statistics_are_kept_every_so_many_decisions_and_at_a_stop() -
         job.keep()
 
 
-def test_retention_goes_a_batch_at_a_time_and_says_the_total() -> None:
+async def _batch_done(job: RetentionJob) -> None:
+    batch = job._batch
+    assert batch is not None
+    await asyncio.wait_for(batch, timeout=10)
+
+
+async def test_retention_goes_a_batch_at_a_time_and_says_the_total() -> None:
     batches = [3, 2, 0]
-    pruner = SimpleNamespace(step=lambda now: batches.pop(0))
+    closed: list[bool] = []
+    pruner = SimpleNamespace(
+        find=lambda now: batches.pop(0),
+        delete=lambda batch: batch,
+        close=lambda: closed.append(True),
+    )
     journal = SimpleNamespace(pruner=lambda retention: pruner)
     parts = _parts(journal=journal)
     job = RetentionJob(parts)
     job.started(1000.0)
+    await _batch_done(job)
     scheduler = cast(_Scheduler, parts.scheduler)
     assert [(name, delay) for name, delay, _ in scheduler.after_calls] == [
         ("retention batch", RETENTION_PAUSE_S)
     ]
     scheduler.after_calls[-1][2](1000.1)
+    await _batch_done(job)
     scheduler.after_calls[-1][2](1000.2)
+    await _batch_done(job)
     assert len(scheduler.after_calls) == 2, "the last, empty batch sets no next"
     assert cast(RecordingLog, parts.log).lines == [
         ("info", "journal retention", {"deleted_rows": 5})
     ]
+    await job.stopping()
+    assert closed == [True]
 
 
-def test_retention_and_the_checkpoint_are_postponed_when_the_journal_cannot_write() -> None:
+async def test_a_retention_batch_runs_off_the_loop_and_a_stop_waits_for_it() -> None:
+    """The loop goes on while a batch is found (in a worker thread); a tick meanwhile starts
+    no second one; a stop lets it end, sets no next, then closes the pruner's connection."""
+    import threading
+
+    running, release = threading.Event(), threading.Event()
+    steps: list[str] = []
+    closed: list[bool] = []
+
+    deleted: list[str] = []
+
+    def find(now: float) -> int:
+        steps.append(threading.current_thread().name)
+        running.set()
+        release.wait(10)
+        return 7
+
+    def delete(batch: int) -> int:
+        deleted.append(threading.current_thread().name)
+        return batch
+
+    pruner = SimpleNamespace(find=find, delete=delete, close=lambda: closed.append(True))
+    parts = _parts(journal=SimpleNamespace(pruner=lambda retention: pruner))
+    job = RetentionJob(parts)
+    job.tick(1000.0)
+    assert await asyncio.to_thread(running.wait, 10)
+    ticks = 0
+    for _ in range(5):  # the loop turns while the batch holds its thread
+        await asyncio.sleep(0)
+        ticks += 1
+    job.tick(1000.5)  # the hour came round meanwhile: no second batch at once
+    stopping = asyncio.get_running_loop().create_task(job.stopping())
+    await asyncio.sleep(0.05)
+    assert not stopping.done() and closed == [], "the stop waits for the batch"
+    release.set()
+    await asyncio.wait_for(stopping, timeout=10)
+    assert ticks == 5 and len(steps) == 1 and steps[0] != threading.current_thread().name
+    assert deleted == [], "found before the stop: deleted at the next start"
+    assert cast(_Scheduler, parts.scheduler).after_calls == [], "no batch after a stop"
+    assert closed == [True]
+
+
+async def test_retention_and_the_checkpoint_are_postponed_when_the_journal_cannot_write() -> None:
     def fail(*args: Any) -> Any:
         raise JournalWriteError("disk full")
 
-    journal = SimpleNamespace(pruner=lambda retention: SimpleNamespace(step=fail), checkpoint=fail)
+    journal = SimpleNamespace(pruner=lambda retention: SimpleNamespace(find=fail), checkpoint=fail)
     parts = _parts(journal=journal)
-    RetentionJob(parts).tick(1000.0)
+    job = RetentionJob(parts)
+    job.tick(1000.0)
+    await _batch_done(job)
     CheckpointJob(parts).tick(1000.0)
     assert [line[1] for line in cast(RecordingLog, parts.log).lines] == [
         "journal retention postponed",

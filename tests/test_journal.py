@@ -215,6 +215,14 @@ def test_engine_state_round_trips() -> None:
     assert EngineState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
 
 
+def test_engine_state_is_stored_whole() -> None:
+    # Written by hand (it is stored with every decision): a field added is stored too.
+    from dataclasses import asdict
+
+    for state in (EngineState(), EngineState(7, "cw", 6, 3)):
+        assert state.to_dict() == asdict(state)
+
+
 # -- game ids are never reused ---------------------------------------------------------
 
 
@@ -1201,4 +1209,36 @@ def test_deleting_the_lock_file_lets_no_second_journal_in(journal: Journal) -> N
     (journal.path.parent / "lock").unlink()
     with pytest.raises(JournalError, match=r"another wheeld.* is using this state directory"):
         Journal(journal.path)
+    journal.close()
+
+
+def test_the_history_a_takeover_adopted_survives_a_restart(journal: Journal) -> None:
+    """A start rebuilds the history from the journal: after a takeover, the table's numbers
+    it adopted, with this journal's results since, never its own older ones."""
+    play(journal, 1, "8")  # its own stint, before the takeover
+    assert journal.history(5) == ["8"]
+    journal.record_takeover(("journal-aaaa", 7, "result"), ["17", "3"])
+    assert journal.history(5) == ["17", "3"]
+    play(journal, 8, "5")
+    journal = reopen(journal)
+    assert journal.history(5) == ["5", "17", "3"] and journal.history(2) == ["5", "17"]
+    assert journal.taken_from() == ("journal-aaaa", 7, "result")
+    journal.record_takeover(("journal-cccc", 9, "no_spin"), [])  # the latest unknown: none
+    assert journal.history(5) == []
+    journal.close()
+
+
+@pytest.mark.parametrize(
+    "stored", ['{"after": "x", "numbers": []}', '{"numbers": "17"}', "[", '{"after": 0}']
+)
+def test_an_unreadable_adopted_history_leaves_the_journals_own(
+    journal: Journal, stored: str
+) -> None:
+    play(journal, 1, "8")
+    journal.close()
+    with sqlite3.connect(journal.path) as db:
+        db.execute("INSERT INTO state (key, value) VALUES ('taken_history', ?)", (stored,))
+    db.close()
+    journal = Journal(journal.path)
+    assert journal.history(5) == ["8"]
     journal.close()

@@ -59,3 +59,38 @@ async def test_a_publish_leaves_before_the_loop_turns_again(broker: Broker) -> N
         assert sock is not None
         key = selector.get_map().get(sock.fileno())
         assert key is None or not key.events & selectors.EVENT_WRITE
+
+
+async def test_a_publish_registers_no_writer_unless_the_socket_leaves_some_unwritten(
+    broker: Broker,
+) -> None:
+    """A publish the socket takes whole costs no writer registered and removed (two
+    epoll_ctl calls a message); one it does not take whole still gets out, by a writer."""
+    config = Config.model_validate({"mqtt": {"servers": [f"127.0.0.1:{broker.port}"]}})
+    async with make_client(config, client_id="") as client:
+        loop = asyncio.get_running_loop()
+        registered: list[int] = []
+        add_writer = loop.add_writer
+
+        def counting(fd: int, callback: object, *args: object) -> None:
+            registered.append(fd)
+            add_writer(fd, callback, *args)  # type: ignore[arg-type]
+
+        loop.add_writer = counting  # type: ignore[method-assign, assignment]
+        try:
+            for index in range(5):
+                code = await client.publish_acknowledged("t/small", b"%d" % index)
+                assert not code.is_failure
+            assert registered == []
+            big = b"x" * (32 * 1024 * 1024)  # more than a loopback socket's buffer takes
+            code = await asyncio.wait_for(client.publish_acknowledged("t/big", big), 30)
+            assert not code.is_failure and registered, "the rest went by a writer"
+        finally:
+            loop.add_writer = add_writer  # type: ignore[method-assign]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        selector = loop._selector  # type: ignore[attr-defined]
+        sock = client._client.socket()
+        assert sock is not None
+        key = selector.get_map().get(sock.fileno())
+        assert key is None or not key.events & selectors.EVENT_WRITE

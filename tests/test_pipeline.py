@@ -642,11 +642,6 @@ def _result_of(table: Table, ball: Literal["cw", "ccw"], number: str) -> None:
     table.feed()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: a standby's <base>/history goes on from its own journal's results "
-    "(docs/testing.md, 'Third round, attacked')",
-)
 def test_a_standby_that_took_over_shows_the_tables_numbers_not_its_own_old_ones() -> None:
     """Found: a standby's history after a takeover is its own journal's (its last stint's
     numbers, on the marquee as the latest), without the result it said again itself."""
@@ -666,6 +661,85 @@ def test_a_standby_that_took_over_shows_the_tables_numbers_not_its_own_old_ones(
     _result_of(standby, "cw", "5")
     (history,) = [m.payload for m in standby.effects.messages if m.topic == f"{BASE}/history"]
     assert json.loads(history)["numbers"][:2] == ["5", "17"]
+
+
+def _a_standby_with_a_number_of_its_own() -> tuple[Table, Table]:
+    """A standby whose journal ended a game on 8, and the table's other controller, a
+    game launched."""
+    from wheeld.core.signing import Signer
+
+    signer = Signer.generate()
+    standby = _signed_table("journal-bbbb", signer)
+    standby.launch()
+    _result_of(standby, "ccw", "8")
+    first = _signed_table("journal-aaaa", signer)
+    first.launch()
+    return standby, first
+
+
+def _took_over(retained_history: bytes | None) -> tuple[Table, Effects]:
+    """A standby with a number of its own (8) takes over a table whose latest are 17, 3."""
+    standby, first = _a_standby_with_a_number_of_its_own()
+    _result_of(first, "ccw", "3")
+    first.wheel.reverse_rotor()
+    first.launch()
+    _result_of(first, "cw", "17")
+    result = _markers(first.effects)[-1]
+    assert (result["event"], result["message"]["number"]) == ("result", "17")
+    marker = json.dumps(result).encode()
+    return standby, standby.pipeline.on_broker_sequence(marker, 99.0, retained_history)
+
+
+def _histories(effects: Effects) -> list[list[str]]:
+    return [json.loads(m.payload)["numbers"] for m in effects.messages if m.topic.endswith("y")]
+
+
+def test_a_takeover_adopts_the_tables_retained_history_whole_and_says_it() -> None:
+    retained = json.dumps({"numbers": ["17", "3"], "schema_version": 1}).encode()
+    standby, taken = _took_over(retained)
+    assert _histories(taken) == [["17", "3"]] and taken.taken_history == ["17", "3"]
+    assert not [line for line in taken.logs if "history" in line.event]
+    standby.effects = Effects()
+    standby.launch()
+    _result_of(standby, "ccw", "5")  # its rotor turns against the table's last result's
+    assert _histories(standby.effects) == [["5", "17", "3"]]
+
+
+def test_without_a_retained_history_a_takeover_shows_the_result_it_said_again() -> None:
+    _, taken = _took_over(None)
+    assert _histories(taken) == [["17"]] and taken.taken_history == ["17"]
+
+
+@pytest.mark.parametrize(
+    ("retained", "why"),
+    [
+        (b"not json", "not JSON"),
+        (b"[" * 50_000, "not JSON"),
+        (b'{"numbers": NaN}', "not JSON"),
+        (b"null", "no list of numbers"),
+        (b'["17"]', "no list of numbers"),
+        (b'{"numbers": "17"}', "no list of numbers"),
+        (b'{"numbers": []}', "0 numbers"),
+        (json.dumps({"numbers": ["17"] * 1001}).encode(), "1001 numbers"),
+        (b'{"numbers": ["17", "99"]}', "not every number a pocket of this wheel"),
+        (b'{"numbers": ["17", 3]}', "not every number a pocket of this wheel"),
+        (b'{"numbers": ["8", "17"]}', "its latest is not the result taken over from"),
+    ],
+)
+def test_a_garbage_retained_history_is_ignored_with_one_line(retained: bytes, why: str) -> None:
+    _, taken = _took_over(retained)
+    assert _histories(taken) == [["17"]] and taken.taken_history == ["17"]
+    (ignored,) = [line for line in taken.logs if "history" in line.event]
+    assert ignored.event == "broker's retained history ignored" and ignored.level == "warning"
+    assert ignored.fields["why"] == why
+
+
+def test_a_takeover_at_a_launch_shows_none_of_the_standbys_own_numbers() -> None:
+    """The table's latest result is unknown there: no number rather than old ones."""
+    standby, first = _a_standby_with_a_number_of_its_own()
+    launched = json.dumps(_markers(first.effects)[-1]).encode()
+    taken = standby.pipeline.on_broker_sequence(launched, 99.0, b'{"numbers": ["8"]}')
+    assert _histories(taken) == [[]] and taken.taken_history == []
 
 
 def test_a_game_our_last_run_left_open_is_forgotten_when_a_successor_went_past_it() -> None:

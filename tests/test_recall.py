@@ -204,3 +204,91 @@ def test_an_export_is_the_same_file_in_one_process_or_in_workers(
     finally:
         journal.close()
     assert written[1] == written[2] == expected
+
+
+async def test_the_daemon_s_recall_is_read_in_a_process_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not in a thread of the daemon (whose Python would hold the GIL from the loop): one
+    process, niced behind the daemon, started at the first recall, kept for the next,
+    ended after a while idle or at a stop; the reply is the games' JSON, the same as
+    ``recall_json`` writes here."""
+    import asyncio
+    import multiprocessing
+    import os
+
+    from wheeld.shell import recall_desk
+    from wheeld.shell.journal import JournalError
+    from wheeld.shell.journal.recall import recall_json
+
+    write_journal(tmp_path, games(12)).close()
+    path = tmp_path / JOURNAL_FILE
+    reader = recall_desk.RecallReader(path)
+    before = set(multiprocessing.active_children())
+    try:
+        text = await asyncio.wait_for(reader.read(3, None), timeout=60)
+        assert text == recall_json(path, 3, None)
+        assert [game["game_id"] for game in json.loads(text)] == [10, 11, 12]
+        workers = set(multiprocessing.active_children()) - before
+        assert len(workers) == 1
+        (worker,) = workers
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert worker.pid is not None
+        assert os.getpriority(os.PRIO_PROCESS, worker.pid) == min(19, ours + 10), "behind us"
+        await asyncio.wait_for(reader.read(1, 4), timeout=60)
+        assert set(multiprocessing.active_children()) - before == workers, "the same one"
+        with pytest.raises(JournalError, match="no game 99 in the journal"):
+            await asyncio.wait_for(reader.read(1, 99), timeout=60)
+        reader.close()
+        (worker,) = workers
+        worker.join(30)
+        assert not worker.is_alive()
+        monkeypatch.setattr(recall_desk, "RECALL_IDLE_S", 0.05)
+        await asyncio.wait_for(reader.read(1, None), timeout=60)
+        (worker,) = set(multiprocessing.active_children()) - before
+        await asyncio.to_thread(worker.join, 30)
+        assert not worker.is_alive(), "ended once idle"
+    finally:
+        reader.close()
+
+
+async def test_a_recall_process_that_died_is_said_and_replaced(tmp_path: Path) -> None:
+    import asyncio
+    import multiprocessing
+
+    from wheeld.shell.journal import JournalError
+    from wheeld.shell.recall_desk import RecallReader
+
+    write_journal(tmp_path, games(3)).close()
+    reader = RecallReader(tmp_path / JOURNAL_FILE)
+    before = set(multiprocessing.active_children())
+    try:
+        await asyncio.wait_for(reader.read(1, None), timeout=60)
+        (worker,) = set(multiprocessing.active_children()) - before
+        worker.kill()
+        await asyncio.to_thread(worker.join, 30)
+        with pytest.raises(JournalError, match="the recall process ended; ask again"):
+            await asyncio.wait_for(reader.read(1, None), timeout=60)
+        text = await asyncio.wait_for(reader.read(1, None), timeout=60)
+        assert [game["game_id"] for game in json.loads(text)] == [3]
+    finally:
+        reader.close()
+
+
+async def test_without_a_process_recall_is_read_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No shared memory for a process pool's locks (a read-only /dev/shm): a thread."""
+    import asyncio
+
+    from wheeld.shell import recall_desk
+
+    def no_pool(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_pool)
+    write_journal(tmp_path, games(3)).close()
+    reader = recall_desk.RecallReader(tmp_path / JOURNAL_FILE)
+    text = await asyncio.wait_for(reader.read(2, None), timeout=60)
+    assert [game["game_id"] for game in json.loads(text)] == [2, 3]
+    reader.close()

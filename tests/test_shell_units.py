@@ -4,6 +4,7 @@ command rate, and the unwritable journal's fault and retry."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -58,8 +59,10 @@ class _Pipeline:
     def on_clock_step(self, step: float, wall: float) -> Effects:
         return self._said("step", step, wall)
 
-    def on_broker_sequence(self, payload: bytes, now: float) -> Effects:
-        return self._said("sequence", payload)
+    def on_broker_sequence(
+        self, payload: bytes, now: float, history: bytes | None = None
+    ) -> Effects:
+        return self._said("sequence", payload, history)
 
     def on_broker_result(self, payload: bytes, now: float) -> Effects:
         return self._said("result", payload)
@@ -134,9 +137,21 @@ def test_a_stepped_clock_is_told_to_the_capture_and_the_pipeline() -> None:
 
 def test_the_brokers_retained_result_and_sequence_go_to_the_pipeline() -> None:
     inputs, pipeline, _, _ = _inputs()
+    inputs.on_retained_result("history", b'{"numbers": []}')
     inputs.on_retained_result("sequence", b"{}")
     inputs.on_retained_result("result", b"[]")
-    assert pipeline.told == [("sequence", b"{}"), ("result", b"[]")]
+    inputs.on_retained_result("sequence", b"{}")  # the history went with the first only
+    assert pipeline.told == [
+        ("sequence", b"{}", b'{"numbers": []}'),
+        ("result", b"[]"),
+        ("sequence", b"{}", None),
+    ]
+
+
+def test_the_history_a_takeover_adopted_is_kept_with_it() -> None:
+    applier, journal, _, _, _ = _applier()
+    applier.apply(Effects(taken_from=("journal-aaaa", 7, "result"), taken_history=["17", "3"]))
+    assert journal.takeovers == [(("journal-aaaa", 7, "result"), ["17", "3"])]
 
 
 class _Journal:
@@ -145,6 +160,12 @@ class _Journal:
         self.commands: list[list[CommandRecord]] = []
         self.recorded: list[list[str]] = []
         self.failing = False
+        self.takeovers: list[tuple[tuple[str, int, str], list[str] | None]] = []
+
+    def record_takeover(
+        self, taken_from: tuple[str, int, str], history: list[str] | None = None
+    ) -> None:
+        self.takeovers.append((taken_from, history))
 
     def record_frames(self, frames: list[FrameRecord]) -> None:
         if self.failing:
@@ -226,6 +247,51 @@ def test_the_pipelines_next_deadline_is_on_the_scheduler() -> None:
     loop.run_until(loop.t + 2.5)
     assert pipeline.told == [("timer", 1000.0 + loop.t)]
     assert loop.armed == [], "no deadline after it: no timer"
+
+
+def _deadline_moved_later(
+    effects: Effects,
+) -> tuple[EffectsApplier, _Pipeline, Any, float]:
+    """A deadline 2 s on, then moved to 3 s on by ``effects`` applied."""
+    applier, _, pipeline, loop, _ = _applier()
+    start = loop.t
+    pipeline.deadline = 1000.0 + start + 2.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 3.0
+    applier.apply(effects)
+    return applier, pipeline, loop, start
+
+
+def test_a_deadline_moved_later_keeps_its_timer_and_is_called_only_when_it_comes() -> None:
+    # Every line from the wheel moves the link's deadline on: the timer is not replaced
+    # after each one (a cancel and a new event-loop timer a line), it re-arms when it fires.
+    applier, pipeline, loop, start = _deadline_moved_later(Effects())
+    assert loop.armed == [start + 2.0], "a later deadline: the timer set stays"
+    loop.run_until(start + 2.0)
+    assert pipeline.told == [], "not due yet: re-armed, the pipeline not called"
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("timer", 1000.0 + start + 3.0)]
+    pipeline.deadline = 1000.0 + start + 9.0
+    applier.apply(Effects())
+    pipeline.deadline = 1000.0 + start + 5.0
+    applier.apply(Effects())
+    assert loop.armed == [start + 5.0], "an earlier deadline replaces the timer"
+
+
+def test_a_deadline_moved_later_is_not_called_early_when_a_derived_step_waits() -> None:
+    # The derived step settled when the timer fires sets a timer for the deadline as it
+    # is then: the pipeline is still not told of a deadline that has not come.
+    applier, pipeline, loop, start = _deadline_moved_later(_game())  # a derived step waits
+    # The timer fires (the scheduler lets go of it) before the step's turn has come.
+    timer = applier._deadline
+    assert timer is not None
+    timer.cancel()
+    applier._deadline_due(1000.0 + start + 2.0)
+    assert pipeline.told == [("derived",)]
+    assert loop.armed == [start + 3.0]
+    loop.run_until(start + 3.0)
+    assert pipeline.told == [("derived",), ("timer", 1000.0 + start + 3.0)]
 
 
 def _game() -> Effects:
@@ -515,8 +581,11 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     sent: list[tuple[str, str]] = []
 
     class _Client:
-        async def publish_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> None:
             sent.append((topic, payload))
+
+        async def acknowledgement(self, pending: None) -> None:
+            return None
 
     presence.payload = '{"state": "fault", "fault": "journal_unwritable"}'  # said since
     queued = Outgoing(f"{config.base_topic}/status", '{"state": "online"}', retain=True)
@@ -524,6 +593,68 @@ def test_a_status_queued_before_a_fault_goes_out_as_the_status_now() -> None:
     ((topic, payload),) = sent
     assert topic == f"{config.base_topic}/status"
     assert json.loads(payload)["state"] == "fault"
+
+
+class _Outbox:
+    """A journal's outbox for the drain: its entries, and each commit that let some go."""
+
+    def __init__(self, entries: list[Any]) -> None:
+        self.outbox = list(entries)
+        self.commits: list[list[int]] = []
+
+    def pending(self, after: int = 0) -> list[Any]:
+        return [entry for entry in self.outbox if entry.id > after]
+
+    def acknowledge(self, *gone: Any) -> None:
+        self.commits.append([entry.id for entry in gone])
+        self.outbox = [entry for entry in self.outbox if entry not in gone]
+
+
+def test_what_the_broker_acknowledged_leaves_the_outbox_in_one_commit_even_when_cut() -> None:
+    """A game's messages (its marker, the message, the history, the statistics) each
+    cost a commit of their own to leave the outbox; now one for those drained together,
+    and what the broker acknowledged still leaves it when the connection goes."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.journal.outbox import OutboxEntry
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    entries = [OutboxEntry(i, Outgoing(f"t/{i}", "{}")) for i in range(1, 5)]
+
+    class _Client:
+        def __init__(self, cut_at: int | None = None) -> None:
+            self.cut_at = cut_at
+
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> str:
+            if topic == f"t/{self.cut_at}":
+                raise ConnectionError("the broker went")
+            return topic
+
+        async def acknowledgement(self, pending: str) -> Any:
+            return SimpleNamespace(is_failure=False)
+
+        def forget(self, pending: str) -> None:
+            pass
+
+    acknowledged: list[int] = []
+    journal = _Outbox(entries)
+    drain = OutboxDrain(
+        config,
+        cast(Any, journal),
+        Presence(config, "host:/var/lib/wheeld", RecordingLog()),
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+        on_acknowledged=lambda entry: acknowledged.append(entry.id),
+    )
+    with contextlib.suppress(ConnectionError):
+        asyncio.run(drain._drain_once(cast(Any, _Client(cut_at=3))))
+    assert journal.commits == [[1, 2]], "what the broker took before the cut left the outbox"
+    asyncio.run(drain._drain_once(cast(Any, _Client())))
+    assert journal.commits == [[1, 2], [3, 4]] and journal.outbox == []
+    assert acknowledged == [1, 2, 3, 4]
 
 
 def test_the_journal_fault_settles_a_derived_step_before_telling_the_pipeline() -> None:
@@ -612,3 +743,48 @@ async def test_a_task_that_swallows_a_cancellation_is_cancelled_again_until_it_e
     released = True
     await asyncio.wait_for(stop_tasks(never), timeout=10)
     assert never.done()
+
+
+def test_a_games_marker_and_message_go_on_the_wire_before_either_puback() -> None:
+    """Intent first holds by the connection's order (the broker takes the marker first);
+    the message no longer waits a round trip for the marker's PUBACK. Two entries on one
+    topic still go one answer apart: a refusal must hold back the later one."""
+    import asyncio
+
+    from wheeld.config import Config
+    from wheeld.shell.drain import OutboxDrain, unsigned_alarm
+    from wheeld.shell.journal.outbox import OutboxEntry
+    from wheeld.shell.presence import Presence
+
+    config = Config()
+    topics = ["b/sequence", "b/game", "b/result", "b/sequence", "b/game"]
+    entries = [OutboxEntry(i, Outgoing(topic, "{}")) for i, topic in enumerate(topics, 1)]
+    wire: list[str] = []
+
+    class _Client:
+        def send_acknowledged(self, topic: str, payload: str, **_: Any) -> str:
+            wire.append(f"PUBLISH {topic}")
+            return topic
+
+        async def acknowledgement(self, pending: str) -> Any:
+            wire.append(f"PUBACK {pending}")
+            return SimpleNamespace(is_failure=False)
+
+        def forget(self, pending: str) -> None:
+            pass
+
+    journal = _Outbox(entries)
+    drain = OutboxDrain(
+        config,
+        cast(Any, journal),
+        Presence(config, "host:/var/lib/wheeld", RecordingLog()),
+        RecordingLog(),
+        alarm_message=unsigned_alarm(config),
+    )
+    asyncio.run(drain._drain_once(cast(Any, _Client())))
+    assert wire == [
+        *("PUBLISH b/sequence", "PUBLISH b/game", "PUBLISH b/result"),
+        *("PUBACK b/sequence", "PUBACK b/game", "PUBACK b/result"),
+        *("PUBLISH b/sequence", "PUBLISH b/game", "PUBACK b/sequence", "PUBACK b/game"),
+    ]
+    assert journal.outbox == []

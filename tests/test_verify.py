@@ -503,6 +503,80 @@ def test_retention_keeps_the_journal_verifiable(
     assert status == 1 and "decisions row 11 (game 4): row 10 before it missing" in out
 
 
+def test_retention_in_a_worker_thread_beside_the_journal_s_writes_keeps_it_verifiable(
+    tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step in a thread, on the pruner's own connection, while the journal goes on
+    writing on its own: the two take turns at the write lock."""
+    import threading
+
+    from wheeld.shell.journal import retention as retention_module
+
+    monkeypatch.setattr(retention_module, "BATCH", {**retention_module.BATCH, "decisions": 6})
+    journal = write_journal(tmp_path, games(40))
+    pruner = journal.pruner(Retention(keep_games=5))
+    deleted: list[int] = []
+
+    def prune_all() -> None:
+        while step := pruner.step(0.0):
+            deleted.append(step)
+        pruner.close()
+
+    worker = threading.Thread(target=prune_all)
+    worker.start()
+    written = 0
+    while worker.is_alive() or written < 20:
+        journal.record_frames([FrameRecord(5000.0 + written, "<", b"$X,1*00", 40)])
+        written += 1
+    worker.join(30)
+    assert len(deleted) > 5 and sum(deleted) == 35 * 3 + 35
+    assert [game_id for game_id, _, _ in journal.decisions()][::3] == [36, 37, 38, 39, 40]
+    journal.close()
+    journal = Journal(tmp_path / JOURNAL_FILE)
+    assert journal.chain_problem is None
+    journal.close()
+    assert verify(capsys, "--key", public_key, "--state-dir", tmp_path)[0] == 0
+
+
+def test_the_journal_and_its_pruner_take_turns_at_one_write_lock(tmp_path: Path) -> None:
+    """A journal write that meets a step's transaction waits for it on a thread's lock (so
+    goes on as soon as it ends), not at SQLite's polls of a busy file (1, 2, 5, 10... up to
+    100 ms apart): with SQLite's own wait off it would fail at once."""
+    import threading
+
+    journal = write_journal(tmp_path, games(3))
+    journal._sql.db.execute("PRAGMA busy_timeout = 0")
+    pruner = journal.pruner(Retention())
+    inside, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pruner._write():
+            pruner._db.execute("DELETE FROM alarms WHERE id < 0")
+            inside.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(10)
+    threading.Timer(0.1, release.set).start()
+    journal.checkpoint()  # a write: waits for the step's transaction, then is made
+    assert release.is_set()
+    holder.join(10)
+    pruner.close()
+    journal.close()
+
+
+def test_the_pruner_leaves_the_log_s_checkpoints_where_the_journal_does(tmp_path: Path) -> None:
+    """Its delete runs on the loop: with the checkpoints left to the WAL job's thread, none
+    of its commits may run one (fsyncs on the loop)."""
+    journal = write_journal(tmp_path, games(2))
+    journal.checkpoint_elsewhere()
+    pruner = journal.pruner(Retention())
+    assert pruner._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    pruner.close()
+    journal.close()
+
+
 def test_retention_gives_the_space_back_to_the_file_system(tmp_path: Path) -> None:
     """Each step returns the pages it freed: ``PRAGMA incremental_vacuum`` run through
     ``execute`` was stepped once, and gave back one page a step."""

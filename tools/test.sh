@@ -11,4 +11,4 @@ echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators tests \
 echo "== import contracts"; lint-imports
 # Three workers on two cores: most tests wait on a broker, a pty or a daemon,
 # and every test has its own ports, directories and topics.
-echo "== pytest"; exec pytest -q -n 3 "$@"
+echo "== pytest"; exec pytest -q -n 3 --durations=15 "$@"

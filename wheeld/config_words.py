@@ -11,7 +11,6 @@ the known one it most looks like. The configuration reference
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import types
 import typing
@@ -136,6 +135,8 @@ def field_at(model: type[BaseModel], loc: Sequence[str]) -> tuple[type[BaseModel
 def did_you_mean(key: str, known: Sequence[str]) -> str:
     """What to say after "unknown key": the known key closest to it, else the keys
     there are (when few), else nothing."""
+    import difflib  # a mistake's suggestion only: not on every start's way
+
     close = difflib.get_close_matches(key, known, n=1, cutoff=0.6) or _few_edits(key, known)
     if close:
         return f" (did you mean {close[0]}?)"

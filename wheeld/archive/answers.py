@@ -21,7 +21,7 @@ import psycopg
 from cryptography.hazmat.primitives import serialization
 
 from wheeld.archive.audit import EpochAudit, StoredMessage
-from wheeld.archive.ledger import public_key_from_pem
+from wheeld.archive.records import public_key_from_pem
 from wheeld.archive.schema import MIGRATIONS
 from wheeld.archive.store import connect_args, one_line
 from wheeld.core.signing import key_id, load_public_key

@@ -26,358 +26,41 @@ is that end a gap of the older epoch.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import secrets
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from wheeld.audit.verify import check_signature, strict_json
-from wheeld.core.messages import SCHEMA_VERSION, iso_utc
-from wheeld.core.signing import DuplicateMember, b64url, canonical_pair, key_id, signature_problem
-
-VERIFIED = "verified"
-BAD_SIGNATURE = "bad_signature"
-UNKNOWN_KEY = "unknown_key"
-CHAIN_BREAK = "chain_break"
-UNSIGNED = "unsigned"
-VERDICTS = (VERIFIED, BAD_SIGNATURE, UNKNOWN_KEY, CHAIN_BREAK, UNSIGNED)
-#: The verdicts whose messages make the chain.
-CHAINED = frozenset({VERIFIED, CHAIN_BREAK})
-
-#: The largest payload kept as a message; a recall reply (many games, their frames) may be
-#: larger and is read, never kept whole.
-MAX_MESSAGE_BYTES = 64 * 1024
-#: Recent seqs (and digests) each epoch remembers, to tell a redelivery without asking
-#: the database; older ones are looked up.
-REMEMBERED = 1024
-#: JSON's last exact integer: no seq or game id goes past it.
-MAX_INT = 2**53 - 1
-#: A gap is first asked of the table this long after it is found: a message late by a
-#: moment (another broker's path) fills it first.
-RECALL_DELAY_S = 5.0
-#: The same alarm of the same table is published at most this often; the rest are counted.
-ALARM_EVERY_S = 60.0
-
-
-class Rejected(ValueError):
-    """A message that is no message of a table at all; the text says why, in one line."""
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    """One message as the broker (or a table's recall reply) delivered it."""
-
-    topic: str
-    payload: bytes
-    #: Host time it was received, seconds since the epoch.
-    at: float
-    #: ``live`` off the broker, ``recall`` from a table's reply.
-    source: str = "live"
-    #: The row it was stored as, when it is judged again (a key pinned after it came).
-    stored_id: int | None = None
-    #: How many bytes came, when ``payload`` holds only the first ``MAX_MESSAGE_BYTES``
-    #: of them (what would be rejected is not held whole while it waits for its commit).
-    size: int | None = None
-
-    @property
-    def length(self) -> int:
-        return len(self.payload) if self.size is None else self.size
-
-
-@dataclass(frozen=True, slots=True)
-class GameRow:
-    table: str
-    epoch: str
-    seq: int
-    game_id: int
-    event: str
-    kid: str | None
-    digest: str
-    prev: str | None
-    verdict: str
-    why: str | None
-    received: float
-    ts: datetime | None
-    day: str
-    number: str | None
-    reason: str | None
-    source: str
-    topic: str
-    payload: str
-    #: Judged again: the row to update (its verdict), not a row to add.
-    stored_id: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class SideRow:
-    """A table's alarm or ``<base>/info`` (kept once each), or its statistics (the last
-    of each day)."""
-
-    kind: str
-    table: str
-    received: float
-    day: str
-    kid: str | None
-    verdict: str | None
-    why: str | None
-    digest: str
-    topic: str
-    payload: str
-    code: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RejectRow:
-    topic: str
-    received: float
-    reason: str
-    #: At most ``MAX_MESSAGE_BYTES`` of what came: a flood of 16 MiB packets must not
-    #: become gigabytes of database.
-    payload: bytes
-    #: How many bytes came.
-    size: int
-
-    @classmethod
-    def of(cls, received: Received, reason: str) -> RejectRow:
-        payload = received.payload[:MAX_MESSAGE_BYTES]
-        return cls(received.topic, received.at, reason, payload, received.length)
-
-
-@dataclass(frozen=True, slots=True)
-class ArchiveAlarm:
-    """What the archive says on its alarm topic (and keeps)."""
-
-    code: str
-    table: str | None
-    at: float
-    details: tuple[tuple[str, Any], ...] = ()
-
-    def payload(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"alarm": self.code, "table": self.table}
-        body.update(self.details)
-        body["ts"] = iso_utc(self.at)
-        body["schema_version"] = SCHEMA_VERSION
-        return body
-
-
-@dataclass(frozen=True, slots=True)
-class Pin:
-    """A key trusted on first use: the table's ``<base>/info`` named it, self-signed."""
-
-    table: str
-    kid: str
-    public_key: str
-    at: float
-
-
-@dataclass(slots=True)
-class Gap:
-    """Seqs ``first`` to ``last`` of an epoch, missing between two messages held."""
-
-    table: str
-    epoch: str
-    first: int
-    last: int
-    #: The digest of the message before (``first - 1``) and its game.
-    before: str | None
-    before_game: int | None
-    #: What the message after (``last + 1``) names as its ``prev``, and its game.
-    after_prev: str | None
-    after_game: int
-    found: float
-    state: str = "open"
-    attempts: int = 0
-    why: str | None = None
-    next_ask: float = 0.0
-    asking: str | None = None
-    asked_at: float = 0.0
-
-    @property
-    def missing(self) -> int:
-        return self.last - self.first + 1
-
-
-@dataclass(slots=True)
-class Epoch:
-    """What the archive holds of one epoch of a table: seqs ``first`` to ``head``."""
-
-    table: str
-    epoch: str
-    first: int
-    first_prev: str | None
-    first_game: int
-    head: int
-    head_digest: str
-    head_game: int
-    #: The epoch and seq it went on past (a handover), when the archive held that message.
-    after_epoch: str | None = None
-    after_seq: int | None = None
-    recent: OrderedDict[int, str] = field(default_factory=OrderedDict)
-
-    def remember(self, seq: int, digest: str) -> None:
-        self.recent[seq] = digest
-        self.recent.move_to_end(seq)
-        while len(self.recent) > REMEMBERED:
-            self.recent.popitem(last=False)
-
-
-@dataclass(frozen=True, slots=True)
-class RecallRequest:
-    """A ``recall`` to send to a table for a gap: the last ``last`` games up to ``game_id``."""
-
-    table: str
-    base: str
-    correlation_id: str
-    game_id: int
-    last: int
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    """The digests kept at ``(table, epoch, seq)`` are needed to judge the message."""
-
-    table: str
-    epoch: str
-    seq: int
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What one message (or one recall reply) comes to."""
-
-    games: list[GameRow] = field(default_factory=list)
-    sides: list[SideRow] = field(default_factory=list)
-    rejects: list[RejectRow] = field(default_factory=list)
-    alarms: list[ArchiveAlarm] = field(default_factory=list)
-    pins: list[Pin] = field(default_factory=list)
-    #: ``(table, epoch)`` whose epoch record or gaps changed: the shell writes them again.
-    epochs: set[tuple[str, str]] = field(default_factory=set)
-    #: Tables seen under their base topics.
-    bases: dict[str, str] = field(default_factory=dict)
-    #: Redeliveries of what is kept already.
-    duplicates: int = 0
-    lookup: Lookup | None = None
-
-    def extend(self, other: Outcome) -> None:
-        self.games += other.games
-        self.sides += other.sides
-        self.rejects += other.rejects
-        self.alarms += other.alarms
-        self.pins += other.pins
-        self.epochs |= other.epochs
-        self.bases.update(other.bases)
-        self.duplicates += other.duplicates
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """What the ledger is told by the configuration."""
-
-    patterns: tuple[str, ...]
-    trust_on_first_use: bool = False
-    recall_games: int = 10
-    recall_timeout_s: float = 30.0
-    recall_attempts: int = 5
-
-
-def public_key_from_pem(pem: str) -> Ed25519PublicKey | None:
-    try:
-        key = serialization.load_pem_public_key(pem.encode("ascii"))
-    except (ValueError, TypeError, UnicodeEncodeError):
-        return None
-    return key if isinstance(key, Ed25519PublicKey) else None
-
-
-def pem_of(key: Ed25519PublicKey) -> str:
-    return key.public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    ).decode("ascii")
-
-
-def base_of(topic: str, patterns: Iterable[str]) -> tuple[str, str] | None:
-    """``(base, kind)`` when ``topic`` is ``<base>/<kind>`` with ``base`` matching a pattern."""
-    base, slash, kind = topic.rpartition("/")
-    if not slash:
-        return None
-    levels = base.split("/")
-    for pattern in patterns:
-        wanted = pattern.split("/")
-        if len(wanted) == len(levels) and all(
-            w in ("+", level) for w, level in zip(wanted, levels, strict=True)
-        ):
-            return base, kind
-    return None
-
-
-def _day(ts: datetime | None, at: float) -> str:
-    moment = ts if ts is not None else datetime.fromtimestamp(at, UTC)
-    return moment.astimezone(UTC).date().isoformat()
-
-
-def _ts(value: Any) -> datetime | None:
-    if not isinstance(value, str) or len(value) > 40:
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        return moment.astimezone(UTC)  # year 1 at +14:00 has no UTC date: no time, then
-    except (ValueError, OverflowError):
-        return None
-
-
-def _read(received: Received) -> tuple[str, dict[str, Any]]:
-    """The payload as text and as an object; ``Rejected`` saying why not."""
-    if received.length > MAX_MESSAGE_BYTES:
-        raise Rejected(f"payload of {received.length} bytes, over {MAX_MESSAGE_BYTES}")
-    if not received.payload:
-        raise Rejected("empty payload")
-    try:
-        text = received.payload.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Rejected("payload is not UTF-8") from None
-    if "\\u0000" in text:
-        # PostgreSQL's text holds no NUL: such a member could not be kept as read.
-        raise Rejected("payload holds a NUL character (\\u0000)")
-    try:
-        value = strict_json(text)
-    except DuplicateMember as exc:
-        raise Rejected(str(exc)) from None
-    except RecursionError:
-        raise Rejected("payload is nested too deep") from None
-    except ValueError:
-        raise Rejected("payload is not JSON") from None
-    if not isinstance(value, dict):
-        raise Rejected("payload is not a JSON object")
-    return text, value
-
-
-def _table_of(payload: dict[str, Any]) -> str:
-    table = payload.get("table")
-    if not isinstance(table, str) or not 1 <= len(table) <= 128:
-        raise Rejected("no table (a string of 1 to 128 characters)")
-    return table
-
-
-def _whole_digest(payload: dict[str, Any], raw: bytes) -> str:
-    """The chain digest (SHA-256 of the canonical form, sig included) of any payload; one
-    that cannot be canonicalised is told by the SHA-256 of its bytes."""
-    try:
-        _, whole = canonical_pair(payload)
-    except Exception:  # rfc8785's errors: a float it cannot write, a lone surrogate
-        return "raw:" + hashlib.sha256(raw).hexdigest()
-    return b64url(hashlib.sha256(whole).digest())
-
-
-def _raw_digest(raw: bytes) -> str:
-    return hashlib.sha256(raw).hexdigest()
+from wheeld.archive.alarms import Alarms
+from wheeld.archive.chains import Chains
+from wheeld.archive.recalls import Recalls
+from wheeld.archive.records import (
+    CHAIN_BREAK,
+    CHAINED,
+    MAX_INT,
+    UNKNOWN_KEY,
+    VERIFIED,
+    Epoch,
+    GameRow,
+    Gap,
+    Outcome,
+    RecallRequest,
+    Received,
+    Rejected,
+    RejectRow,
+    Settings,
+    SideRow,
+    base_of,
+    day_of,
+    raw_digest,
+    read,
+    signature_verdict,
+    table_of,
+    ts_of,
+    whole_digest,
+)
+from wheeld.archive.trust import Trust
+from wheeld.audit.verify import check_signature
 
 
 class Ledger:
@@ -387,49 +70,39 @@ class Ledger:
         self, settings: Settings, trusted: Mapping[str, Iterable[Ed25519PublicKey]] | None = None
     ) -> None:
         self.settings = settings
-        #: Keys from the operator's files, by table and kid.
-        self._files: dict[str, dict[str, Ed25519PublicKey]] = {
-            table: {key_id(key): key for key in keys} for table, keys in (trusted or {}).items()
-        }
-        #: Keys pinned on first use, by table and kid.
-        self._pinned: dict[str, dict[str, Ed25519PublicKey]] = {}
-        self.epochs: dict[tuple[str, str], Epoch] = {}
-        self.gaps: dict[tuple[str, str], list[Gap]] = {}
+        self.alarms = Alarms()
+        self.trust = Trust(settings, self.alarms, trusted)
+        self.chains = Chains(self.alarms)
+        #: Where each table's messages come (its base topic), and its recalls go.
         self.bases: dict[str, str] = {}
-        #: The epoch of each table most recently begun or moved on.
-        self._latest: dict[str, str] = {}
-        self._last_alarm: dict[tuple[str, str | None], tuple[float, int]] = {}
-        self._asking: dict[str, tuple[str, str]] = {}
+        self.recalls = Recalls(settings, self.chains, self.bases, self.alarms)
+        self.epochs = self.chains.epochs
+        self.gaps = self.chains.gaps
 
     # -- state from the database ---------------------------------------------------------
 
     def restore_epoch(self, epoch: Epoch) -> None:
-        self.epochs[(epoch.table, epoch.epoch)] = epoch
-        self._latest.setdefault(epoch.table, epoch.epoch)
+        self.chains.restore_epoch(epoch)
 
     def restore_latest(self, table: str, epoch: str) -> None:
-        self._latest[table] = epoch
+        self.chains.restore_latest(table, epoch)
 
     def restore_gap(self, gap: Gap) -> None:
-        self.gaps.setdefault((gap.table, gap.epoch), []).append(gap)
-        self.gaps[(gap.table, gap.epoch)].sort(key=lambda g: g.first)
+        self.chains.restore_gap(gap)
 
     def restore_pin(self, table: str, kid: str, pem: str) -> None:
-        key = public_key_from_pem(pem)
-        if key is not None and key_id(key) == kid:
-            self._pinned.setdefault(table, {})[kid] = key
+        self.trust.restore_pin(table, kid, pem)
 
     def keys(self, table: str) -> dict[str, Ed25519PublicKey]:
         """Every key trusted for ``table``: the operator's files and those pinned."""
-        return {**self._pinned.get(table, {}), **self._files.get(table, {})}
+        return self.trust.keys(table)
 
     def trusted(self) -> list[tuple[str, str]]:
         """``(table, kid)`` of every key trusted: the operator's files and those pinned."""
-        tables = sorted({*self._files, *self._pinned})
-        return [(table, kid) for table in tables for kid in sorted(self.keys(table))]
+        return self.trust.trusted()
 
     def open_gaps(self) -> list[Gap]:
-        return [gap for gaps in self.gaps.values() for gap in gaps]
+        return self.chains.open_gaps()
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -442,9 +115,9 @@ class Ledger:
             return self._reject(out, received, "not a topic of a table the archive follows")
         base, kind = where
         try:
-            text, payload = _read(received)
+            text, payload = read(received)
             # <base>/stats names no table: it is the table of its base topic.
-            table = self._of_base(base) if kind == "stats" else _table_of(payload)
+            table = self._of_base(base) if kind == "stats" else table_of(payload)
         except Rejected as exc:
             return self._reject(out, received, str(exc))
         if kind == "game":
@@ -453,9 +126,9 @@ class Ledger:
             except Rejected as exc:
                 return self._reject(out, received, str(exc))
         elif kind in ("alarm", "info"):
-            self._signed_side(out, received, text, payload, table, kind)
+            self.trust.signed_side(out, received, text, payload, table, kind)
         elif kind == "stats":
-            day = _day(None, received.at)
+            day = day_of(None, received.at)
             out.sides.append(
                 SideRow(
                     "stats",
@@ -465,7 +138,7 @@ class Ledger:
                     None,
                     None,
                     None,
-                    _raw_digest(received.payload),
+                    raw_digest(received.payload),
                     received.topic,
                     text,
                 )
@@ -497,31 +170,14 @@ class Ledger:
         known = [table for table, where in self.bases.items() if where == base]
         if known:
             return known[0]
-        return _table_of({"table": base.rpartition("/")[2]})
+        return table_of({"table": base.rpartition("/")[2]})
 
     def _reject(self, out: Outcome, received: Received, reason: str) -> Outcome:
         out.rejects.append(RejectRow.of(received, reason))
-        self._alarm(
+        self.alarms.alarm(
             out, "message_rejected", None, received.at, topic=received.topic[:200], reason=reason
         )
         return out
-
-    def _alarm(self, out: Outcome, code: str, table: str | None, at: float, **details: Any) -> None:
-        """An alarm, at most one of a code and table a minute; those held back are counted
-        in the next."""
-        last, held = self._last_alarm.get((code, table), (float("-inf"), 0))
-        # A clock set back is no reason to hold alarms back until it catches up.
-        if 0 <= at - last < ALARM_EVERY_S:
-            self._last_alarm[(code, table)] = (last, held + 1)
-            return
-        if held:
-            details["held_back"] = held
-        self._last_alarm[(code, table)] = (at, 0)
-        out.alarms.append(ArchiveAlarm(code, table, at, tuple(details.items())))
-
-    def _event(self, out: Outcome, code: str, table: str, at: float, **details: Any) -> None:
-        """An alarm that is never held back (each gap's: found, filled, given up)."""
-        out.alarms.append(ArchiveAlarm(code, table, at, tuple(details.items())))
 
     def _game(
         self,
@@ -549,11 +205,11 @@ class Ledger:
         checked = check_signature(payload, list(keys.values()), keys)
         verdict, why = VERIFIED, None
         if " " in checked:  # a reason, never a digest
-            verdict, why = _signature_verdict(checked), checked
-            digest = _whole_digest(payload, received.payload)
+            verdict, why = signature_verdict(checked), checked
+            digest = whole_digest(payload, received.payload)
         else:
             digest = checked
-        ts = _ts(payload.get("ts"))
+        ts = ts_of(payload.get("ts"))
 
         def row(verdict: str, why: str | None) -> GameRow:
             number = payload.get("number") if isinstance(payload.get("number"), str) else None
@@ -571,7 +227,7 @@ class Ledger:
                 why,
                 received.at,
                 ts,
-                _day(ts, received.at),
+                day_of(ts, received.at),
                 number,
                 reason,
                 received.source,
@@ -584,7 +240,7 @@ class Ledger:
             out.games.append(row(verdict, why))
             if verdict == UNKNOWN_KEY and not keys and self.settings.trust_on_first_use:
                 return  # its table's key is not known yet: judged again once it is pinned
-            self._alarm(
+            self.alarms.alarm(
                 out,
                 verdict,
                 table,
@@ -596,447 +252,36 @@ class Ledger:
                 why=why,
             )
             return
-        linked = self._link(out, table, epoch, seq, game_id, digest, prev, received.at, stored)
+        linked = self.chains.link(
+            out, table, epoch, seq, game_id, digest, prev, received.at, stored
+        )
         if linked is None:
             return  # a lookup is needed, or a redelivery
         verdict, why = linked
         out.games.append(row(verdict, why))
         if verdict == CHAIN_BREAK:
-            self._alarm(
+            self.alarms.alarm(
                 out, CHAIN_BREAK, table, received.at, epoch=epoch, seq=seq, game_id=game_id, why=why
             )
-
-    def _link(
-        self,
-        out: Outcome,
-        table: str,
-        epoch: str,
-        seq: int,
-        game_id: int,
-        digest: str,
-        prev: str | None,
-        at: float,
-        stored: list[str] | None,
-    ) -> tuple[str, str | None] | None:
-        """Where a verified message stands in its epoch: its verdict and why, or None for a
-        redelivery (or when ``out.lookup`` asks for what the database holds)."""
-        key = (table, epoch)
-        held = self.epochs.get(key)
-        if held is None:
-            self._begin(out, table, epoch, seq, game_id, digest, prev, at)
-            return VERIFIED, None
-        out.epochs.add(key)
-        if seq in held.recent:
-            if held.recent[seq] == digest:
-                out.epochs.discard(key)
-                out.duplicates += 1
-                return None
-            return CHAIN_BREAK, f"a second, different message with seq {seq}"
-        self._latest[table] = epoch
-        if seq == held.head + 1:
-            why = None if prev == held.head_digest else f"prev does not name seq {held.head}"
-            held.head, held.head_digest, held.head_game = seq, digest, game_id
-            held.remember(seq, digest)
-            return (VERIFIED, None) if why is None else (CHAIN_BREAK, why)
-        if seq > held.head:
-            self._open_gap(
-                out,
-                Gap(
-                    table,
-                    epoch,
-                    held.head + 1,
-                    seq - 1,
-                    held.head_digest,
-                    held.head_game,
-                    prev,
-                    game_id,
-                    at,
-                ),
-            )
-            held.head, held.head_digest, held.head_game = seq, digest, game_id
-            held.remember(seq, digest)
-            return VERIFIED, None
-        gap = next((g for g in self.gaps.get(key, []) if g.first <= seq <= g.last), None)
-        if gap is not None:
-            held.remember(seq, digest)
-            return self._fill(out, gap, seq, game_id, digest, prev, at)
-        if seq < held.first:
-            held.remember(seq, digest)
-            if seq == held.first - 1:
-                why = None if digest == held.first_prev else f"seq {held.first} does not name it"
-            else:
-                self._open_gap(
-                    out,
-                    Gap(
-                        table,
-                        epoch,
-                        seq + 1,
-                        held.first - 1,
-                        digest,
-                        game_id,
-                        held.first_prev,
-                        held.first_game,
-                        at,
-                    ),
-                )
-                why = None
-            held.first, held.first_prev, held.first_game = seq, prev, game_id
-            return (VERIFIED, None) if why is None else (CHAIN_BREAK, why)
-        # Held already, long ago: the database says what.
-        if stored is None:
-            out.lookup = Lookup(table, epoch, seq)
-            out.epochs.discard(key)
-            return None
-        out.epochs.discard(key)
-        if digest in stored:
-            out.duplicates += 1
-            return None
-        if stored:
-            return CHAIN_BREAK, f"a second, different message with seq {seq}"
-        return VERIFIED, None
-
-    def _begin(
-        self,
-        out: Outcome,
-        table: str,
-        epoch: str,
-        seq: int,
-        game_id: int,
-        digest: str,
-        prev: str | None,
-        at: float,
-    ) -> None:
-        """A new epoch's first message: a handover from the message its ``prev`` names, or,
-        past an older epoch whose end the archive never saw, a gap at that end."""
-        began = Epoch(table, epoch, seq, prev, game_id, seq, digest, game_id)
-        began.remember(seq, digest)
-        key = (table, epoch)
-        self.epochs[key] = began
-        out.epochs.add(key)
-        latest = self._latest.get(table)
-        self._latest[table] = epoch
-        if prev is None:
-            return
-        for other in self.epochs.values():
-            if other.table == table and other.epoch != epoch and other.head_digest == prev:
-                began.after_epoch, began.after_seq = other.epoch, other.head
-                return
-        older = self.epochs.get((table, latest)) if latest is not None else None
-        if older is not None and older.epoch != epoch and older.head < seq - 1:
-            self._open_gap(
-                out,
-                Gap(
-                    table,
-                    older.epoch,
-                    older.head + 1,
-                    seq - 1,
-                    older.head_digest,
-                    older.head_game,
-                    prev,
-                    game_id,
-                    at,
-                ),
-            )
-            began.after_epoch, began.after_seq = older.epoch, seq - 1
-            older.head, older.head_digest, older.head_game = seq - 1, "", game_id
-            out.epochs.add((table, older.epoch))
-
-    def _open_gap(self, out: Outcome, gap: Gap) -> None:
-        gap.next_ask = gap.found + RECALL_DELAY_S
-        gaps = self.gaps.setdefault((gap.table, gap.epoch), [])
-        gaps.append(gap)
-        gaps.sort(key=lambda g: g.first)
-        out.epochs.add((gap.table, gap.epoch))
-        self._event(
-            out,
-            "gap",
-            gap.table,
-            gap.found,
-            epoch=gap.epoch,
-            first_seq=gap.first,
-            last_seq=gap.last,
-        )
-
-    def _fill(
-        self,
-        out: Outcome,
-        gap: Gap,
-        seq: int,
-        game_id: int,
-        digest: str,
-        prev: str | None,
-        at: float,
-    ) -> tuple[str, str | None]:
-        """A missing message arrives: checked against both ends of its gap, which splits."""
-        why = None
-        if seq == gap.first and gap.before and prev != gap.before:
-            why = f"prev does not name seq {seq - 1}"
-        if seq == gap.last and gap.after_prev is not None and digest != gap.after_prev:
-            why = f"seq {seq + 1} does not name it"
-        key = (gap.table, gap.epoch)
-        gaps = self.gaps[key]
-        gaps.remove(gap)
-        left = Gap(
-            gap.table,
-            gap.epoch,
-            gap.first,
-            seq - 1,
-            gap.before,
-            gap.before_game,
-            prev,
-            game_id,
-            gap.found,
-            gap.state,
-            gap.attempts,
-            gap.why,
-            gap.next_ask,
-            gap.asking,
-            gap.asked_at,
-        )
-        right = Gap(
-            gap.table,
-            gap.epoch,
-            seq + 1,
-            gap.last,
-            digest,
-            game_id,
-            gap.after_prev,
-            gap.after_game,
-            gap.found,
-            gap.state,
-            gap.attempts,
-            gap.why,
-            gap.next_ask,
-            gap.asking,
-            gap.asked_at,
-        )
-        gaps += [g for g in (left, right) if g.missing > 0]
-        gaps.sort(key=lambda g: g.first)
-        if not gaps:
-            del self.gaps[key]
-        if left.missing <= 0 and right.missing <= 0:
-            self._event(out, "gap_filled", gap.table, at, epoch=gap.epoch, seq=seq)
-        out.epochs.add(key)
-        return (VERIFIED, None) if why is None else (CHAIN_BREAK, why)
-
-    def _signed_side(
-        self,
-        out: Outcome,
-        received: Received,
-        text: str,
-        payload: dict[str, Any],
-        table: str,
-        kind: str,
-    ) -> None:
-        """A table's alarm or ``<base>/info``: signed like an alarm (``kid``, ``sig``, no chain)."""
-        keys = self.keys(table)
-        kid = payload.get("kid") if isinstance(payload.get("kid"), str) else None
-        announced = payload.get("signing") if kind == "info" else None
-        trusting = self.settings.trust_on_first_use and not keys
-        if kind == "info" and isinstance(announced, dict) and trusting:
-            self._pin(out, received, payload, table, announced)
-            keys = self.keys(table)
-        verdict, why = _side_verdict(payload, keys, kid)
-        if kind == "info" and isinstance(announced, dict) and keys:
-            named = announced.get("kid")
-            if named not in keys:
-                verdict, why = UNKNOWN_KEY, f"announces key {named!r}, which is not trusted"
-                self._alarm(out, "key_changed", table, received.at, kid=named, trusted=sorted(keys))
-        elif verdict != VERIFIED and not (verdict == UNKNOWN_KEY and not keys):
-            self._alarm(out, verdict, table, received.at, topic=received.topic, kid=kid, why=why)
-        code = payload.get("alarm") if kind == "alarm" else None
-        out.sides.append(
-            SideRow(
-                kind,
-                table,
-                received.at,
-                _day(_ts(payload.get("ts")), received.at),
-                kid,
-                verdict,
-                why,
-                _raw_digest(received.payload),
-                received.topic,
-                text,
-                code if isinstance(code, str) else None,
-            )
-        )
-
-    def _pin(
-        self,
-        out: Outcome,
-        received: Received,
-        payload: dict[str, Any],
-        table: str,
-        announced: dict[str, Any],
-    ) -> None:
-        """Trust on first use: the key ``<base>/info`` announces, when the info is signed by it."""
-        pem, kid = announced.get("public_key"), announced.get("kid")
-        key = public_key_from_pem(pem) if isinstance(pem, str) else None
-        if key is None or key_id(key) != kid or signature_problem(payload, key) is not None:
-            self._alarm(
-                out,
-                "key_not_pinned",
-                table,
-                received.at,
-                kid=kid,
-                why="the info's key does not sign it, or is no Ed25519 key",
-            )
-            return
-        self._pinned.setdefault(table, {})[kid] = key
-        out.pins.append(Pin(table, kid, pem_of(key), received.at))
-        self._event(out, "key_pinned", table, received.at, kid=kid)
 
     # -- recall ------------------------------------------------------------------------------
 
     def due_recalls(self, now: float) -> tuple[list[RecallRequest], Outcome]:
-        """The recalls to send now (each open gap not being asked, once its time has come),
-        and what came of the ones unanswered past their timeout."""
-        out = Outcome()
-        requests = []
-        settings = self.settings
-        for gap in self.open_gaps():
-            if gap.state != "open":
-                continue
-            # The clock set back: what was due within a wait is due within a wait of now,
-            # not once the clock has caught up (an hour back held every recall an hour).
-            gap.next_ask = min(gap.next_ask, now + max(RECALL_DELAY_S, self._backoff(gap)))
-            gap.asked_at = min(gap.asked_at, now)
-            if gap.asking is not None:
-                if now - gap.asked_at < settings.recall_timeout_s:
-                    continue
-                self._asking.pop(gap.asking, None)
-                gap.asking = None
-                self._failed(out, gap, now, "the table did not answer")
-                if gap.state != "open":
-                    continue
-            if now < gap.next_ask:
-                continue
-            base = self.bases.get(gap.table)
-            if base is None:
-                continue
-            # Unguessable: a reply is taken for the table's only when it names the recall,
-            # and whoever may write the reply topic (or a reply to an earlier run's recall,
-            # still in the session) must not answer, or give up, another gap.
-            correlation = f"archive-{secrets.token_urlsafe(18)}"
-            span = gap.after_game - (gap.before_game or gap.after_game) + 1
-            last = max(1, min(settings.recall_games, span))
-            gap.asking, gap.asked_at = correlation, now
-            self._asking[correlation] = (gap.table, gap.epoch)
-            requests.append(RecallRequest(gap.table, base, correlation, gap.after_game, last))
-        return requests, out
-
-    def _backoff(self, gap: Gap) -> float:
-        """The wait before asking a gap again after ``gap.attempts`` recalls unanswered."""
-        return min(3600.0, self.settings.recall_timeout_s * 2.0 ** min(gap.attempts, 30))
-
-    def _failed(self, out: Outcome, gap: Gap, now: float, why: str) -> None:
-        gap.attempts += 1
-        gap.why = why
-        gap.next_ask = now + self._backoff(gap)
-        out.epochs.add((gap.table, gap.epoch))
-        if gap.attempts >= self.settings.recall_attempts:
-            self._give_up(out, gap, now, f"{why} ({gap.attempts} recalls)")
-
-    def _give_up(self, out: Outcome, gap: Gap, now: float, why: str) -> None:
-        gap.state, gap.why = "unfillable", why
-        out.epochs.add((gap.table, gap.epoch))
-        self._event(
-            out,
-            "gap_unfillable",
-            gap.table,
-            now,
-            epoch=gap.epoch,
-            first_seq=gap.first,
-            last_seq=gap.last,
-            why=why,
-        )
+        """The recalls to send now, and what came of the ones unanswered past their timeout."""
+        return self.recalls.due_recalls(now)
 
     def recalled(self, correlation: str, payload: bytes) -> tuple[str, str, list[bytes]] | None:
-        """A recall reply's game messages: ``(table, epoch, [payloads])`` for the gap asked,
-        or None when the reply answers no recall of this archive's (or is not one)."""
-        asked = self._asking.get(correlation)
-        if asked is None:
-            return None
-        try:
-            body = json.loads(payload)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            body = None
-        messages: list[bytes] = []
-        if isinstance(body, dict) and body.get("ok") is True:
-            for game in body.get("games") or []:
-                if not isinstance(game, dict):
-                    continue
-                said = game.get("messages", game.get("events"))
-                for message in said if isinstance(said, list) else []:
-                    if not isinstance(message, dict):
-                        continue
-                    try:
-                        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-                        messages.append(text.encode())
-                    except (UnicodeEncodeError, ValueError):
-                        continue  # a lone surrogate ("\ud800"): no message of the table
-        return asked[0], asked[1], messages
+        """A recall reply's game messages for the gap asked (``Recalls.recalled``)."""
+        return self.recalls.recalled(correlation, payload)
 
     def answered(
         self, correlation: str, payload: bytes, missing_before: int, now: float, forged: int = 0
     ) -> Outcome:
-        """After a recall reply's messages were fed: a gap it left as it was is given up
-        (the table answered, without them) or asked again (``forged``: messages of the gap
-        in the answer did not verify); one it narrowed is asked again."""
-        out = Outcome()
-        asked = self._asking.pop(correlation, None)
-        if asked is None:
-            return out
-        gaps = [g for g in self.gaps.get(asked, []) if g.asking == correlation]
-        for gap in self.gaps.get(asked, []):
-            if gap.asking == correlation:
-                gap.asking = None
-        if self.missing(*asked) < missing_before:
-            for gap in gaps:
-                gap.attempts, gap.next_ask = 0, now
-            out.epochs.add(asked)
-            return out
-        try:
-            body = json.loads(payload)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            body = None
-        error = body.get("error") if isinstance(body, dict) else None
-        for gap in gaps:
-            if forged:
-                # Altered on the way, or a table gone wrong: no sign the table lacks them.
-                self._failed(out, gap, now, "the table answered with messages that do not verify")
-            elif isinstance(body, dict) and body.get("ok") is True:
-                self._give_up(out, gap, now, "the table's journal no longer holds these messages")
-            elif isinstance(error, str) and error.startswith("no game"):
-                self._give_up(out, gap, now, f"the table: {error[:200]}")
-            else:
-                self._failed(out, gap, now, f"the table refused: {str(error)[:200]}")
-        return out
+        """What comes of the gaps a recall reply asked for (``Recalls.answered``)."""
+        return self.recalls.answered(correlation, payload, missing_before, now, forged)
 
     def missing(self, table: str, epoch: str) -> int:
-        return sum(g.missing for g in self.gaps.get((table, epoch), []))
+        return self.chains.missing(table, epoch)
 
     def in_gap(self, table: str, epoch: str, seq: int) -> bool:
-        return any(g.first <= seq <= g.last for g in self.gaps.get((table, epoch), []))
-
-
-def _signature_verdict(why: str) -> str:
-    if why.startswith("unsigned"):
-        return UNSIGNED
-    if why.startswith("signed with another key"):
-        return UNKNOWN_KEY
-    if why.startswith("malformed prev"):
-        return CHAIN_BREAK
-    return BAD_SIGNATURE
-
-
-def _side_verdict(
-    payload: dict[str, Any], keys: Mapping[str, Ed25519PublicKey], kid: str | None
-) -> tuple[str, str | None]:
-    if "sig" not in payload and "kid" not in payload:
-        return UNSIGNED, "unsigned"
-    key = keys.get(kid) if kid is not None else None
-    if key is None:
-        return UNKNOWN_KEY, f"signed with another key (kid {kid!r})"
-    problem = signature_problem(payload, key)
-    return (VERIFIED, None) if problem is None else (BAD_SIGNATURE, problem)
+        return self.chains.in_gap(table, epoch, seq)

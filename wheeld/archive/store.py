@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from wheeld.archive.ledger import Epoch, Gap, Ledger, Lookup, Outcome
+from wheeld.archive.ledger import Ledger
+from wheeld.archive.records import Epoch, Gap, Lookup, Outcome
 from wheeld.archive.schema import ARCHIVE_LOCK, MIGRATION_LOCK, MIGRATIONS
 
 if TYPE_CHECKING:

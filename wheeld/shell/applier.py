@@ -68,6 +68,8 @@ class EffectsApplier:
         #: The periodic jobs, told of decisions and of effects applied (set once built).
         self.jobs: Jobs | None = None
         self._deadline: Timer | None = None
+        #: The pipeline's deadline (host time) ``_deadline`` was set for.
+        self._deadline_for = 0.0
         #: Games kept whose history, statistics and alerts are still to be derived.
         self._derived: Timer | None = None
 
@@ -112,7 +114,7 @@ class EffectsApplier:
             if effects.chain_floor is not None:
                 journal.record_floor(*effects.chain_floor)
             if effects.taken_from is not None:
-                journal.record_takeover(effects.taken_from)
+                journal.record_takeover(effects.taken_from, effects.taken_history)
             if effects.alarms or effects.set_alerts is not None:
                 # Before the decisions: their durable commit makes these durable too.
                 journal.record_alarms(effects.alarms, effects.set_alerts)
@@ -209,16 +211,35 @@ class EffectsApplier:
         self._publisher.wake()
 
     def _rearm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
         deadline = self._pipeline.next_deadline()
-        if deadline is not None:
-            self._deadline = self._scheduler.at(deadline, self._deadline_due, "deadline")
+        if deadline is None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            return
+        if self._deadline is not None:
+            if self._deadline_for <= deadline:
+                # Every line from the wheel moves the link's deadline on: the timer set
+                # stays, and re-arms for the later one when it fires (``_deadline_due``),
+                # rather than being replaced after each line.
+                return
+            self._deadline.cancel()
+        self._arm_deadline(deadline)
+
+    def _arm_deadline(self, deadline: float) -> None:
+        self._deadline = self._scheduler.at(deadline, self._deadline_due, "deadline")
+        self._deadline_for = deadline
 
     def _deadline_due(self, now: float) -> None:
         self._deadline = None
-        self.settle()
+        armed_for = self._deadline_for
+        self.settle()  # may apply, and so set a timer for the deadline as it is now
+        deadline = self._pipeline.next_deadline()
+        if deadline is not None and deadline > armed_for:
+            # It moved on since the timer was set: not due yet.
+            if self._deadline is None:
+                self._arm_deadline(deadline)
+            return
         self.apply(self._pipeline.on_timer(now))
 
 

@@ -2,7 +2,7 @@
 
 Before the daemon connects with its own client id (which would take a running
 daemon's session over), ``read_broker_memory`` reads the retained
-``<base>/status``, ``sequence`` and ``result`` with a throwaway client:
+``<base>/status``, ``history``, ``sequence`` and ``result`` with a throwaway client:
 another instance online there is a second wheeld for the table, and the
 daemon refuses to start (``RivalDaemon``). ``retained`` is the same reading on
 the daemon's own connection, at every connect.
@@ -37,6 +37,9 @@ PREFLIGHT_TOTAL_S = 5.0
 #: The longest wait for the probe to come back (``retained``): what a broker that
 #: does not echo it (its ACL drops it) or does not keep the order is given.
 PREFLIGHT_GRACE_S = 0.3
+#: What is read of the broker's memory, in the order it is handed on: the history
+#: before the sequence (a takeover there may adopt it).
+MEMORY = ("status", "history", "sequence", "result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class BrokerMemory:
     #: The retained ``<base>/sequence`` and ``<base>/result`` payloads, if any.
     sequence: bytes | None = None
     result: bytes | None = None
+    #: The retained ``<base>/history``, if any: a takeover at that sequence may adopt it.
+    history: bytes | None = None
 
 
 async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerMemory:
@@ -86,7 +91,7 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
         )
         try:
             async with asyncio.timeout(PREFLIGHT_CONNECT_S + PREFLIGHT_WAIT_S), client:
-                held = (await retained(client, base, ("status", "sequence", "result"))).remembered
+                held = (await retained(client, base, MEMORY)).remembered
         except (aiomqtt.MqttError, TimeoutError, OSError) as exc:
             log.debug("start-up check: broker unavailable", server=server, error=str(exc))
             continue
@@ -102,7 +107,8 @@ async def read_broker_memory(config: Config, instance: str, log: Any) -> BrokerM
             other = status.get("instance")
             if isinstance(other, str) and other != instance:
                 rival = other[:200]
-        return BrokerMemory(rival, held.get("sequence"), held.get("result"))
+        sequence, result = held.get("sequence"), held.get("result")
+        return BrokerMemory(rival, sequence, result, held.get("history"))
     return BrokerMemory()
 
 

@@ -44,6 +44,10 @@ class CommandDesk:
         #: Derives what kept games lead to, if it waits (``EffectsApplier.settle``).
         self._settle = settle
 
+    def close(self) -> None:
+        """At a stop: the recall process ends."""
+        self._recalls.reader.close()
+
     async def __call__(self, command: OperatorCommand) -> dict[str, Any] | None:
         now = self._clock.now()
         if not self._gate.allow(claimed_operator(command), command.name, now):

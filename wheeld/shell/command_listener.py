@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheeld.core.commands import OperatorCommand, reply_address
 from wheeld.core.messages import SCHEMA_VERSION
+from wheeld.shell.broker_memory import MEMORY
 from wheeld.shell.properties import json_properties
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ class CommandListener:
             if topic == status and isinstance(message.payload, bytes):
                 self._on_status(message.payload, message.properties)
                 continue
-            if topic in (f"{self._base}/result", f"{self._base}/sequence") and isinstance(
+            if topic in [f"{self._base}/{name}" for name in MEMORY[1:]] and isinstance(
                 message.payload, bytes
             ):
                 if message.retain and self._on_retained_result is not None:

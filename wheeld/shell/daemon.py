@@ -322,8 +322,7 @@ class Daemon:
 
     async def run(self) -> int:
         config = self.config
-        # A worker thread (a recall, a checkpoint) gives the GIL back to the event loop
-        # within a millisecond, not the default five: a launch is never kept waiting.
+        # A worker thread (retention, a checkpoint) gives the loop the GIL in 1 ms, not 5.
         sys.setswitchinterval(0.001)
         if self._scrapes is not None:
             # First: a port in use is a configuration problem, said before the broker is asked.
@@ -406,6 +405,7 @@ class Daemon:
         # Bounded: a task that swallowed every cancellation must not keep the daemon up.
         await stop_tasks(publisher_task, patience_s=PUBLISHER_PATIENCE_S)
         await _cancelled(preflight)
+        self.commands.close()  # the recall process
         if self.capture is not None:
             self.capture.close()
             if self.capture.cut_lines or self.capture.dropped_bytes:
@@ -458,7 +458,7 @@ class Daemon:
         pipeline, journal = self.pipeline, self.journal
         started = Effects()
         if memory.sequence is not None:
-            started.extend(pipeline.on_broker_sequence(memory.sequence, now))
+            started.extend(pipeline.on_broker_sequence(memory.sequence, now, memory.history))
         if memory.result is not None:
             started.extend(pipeline.on_broker_result(memory.result, now))
         started.extend(pipeline.start(now))

@@ -30,12 +30,18 @@ if TYPE_CHECKING:
 
     from wheeld.config import Config
     from wheeld.shell.journal import Journal
-    from wheeld.shell.mqtt_client import Client
+    from wheeld.shell.mqtt_client import Client, Pending
     from wheeld.shell.presence import Presence
 
 #: A refused outbox entry is tried again after 1 s, 2 s, 4 s ... at most a minute apart.
 REFUSED_RETRY_FIRST_S = 1.0
 REFUSED_RETRY_MAX_S = 60.0
+#: Entries the broker acknowledged leave the outbox in one commit, at most this many
+#: (a crash before it sends them again: consumers drop repeats).
+ACKNOWLEDGED_TOGETHER = 16
+#: Entries on the wire at once, each on a topic of its own, before their PUBACKs are
+#: awaited (a game's marker, message, result, history, statistics: five).
+IN_FLIGHT = 8
 
 #: Builds the alarm said when the broker refuses an entry: (when, code, detail).
 AlarmBuilder = Callable[[float, str, dict[str, Any]], Outgoing]
@@ -134,33 +140,111 @@ class OutboxDrain:
         blocked: set[str] = set()
         after = 0
         while entries := self._journal.pending(after):
-            for entry in entries:
-                after = entry.id
-                topic = entry.message.topic
-                refusal = self._refused.get(entry.id)
-                if topic in blocked or (refusal and refusal.retry_at > self._clock.monotonic()):
-                    blocked.add(topic)
-                    continue
-                code = await self.deliver(client, entry.message)
+            #: Acknowledged by the broker, not yet in the journal: one commit for several.
+            delivered: list[OutboxEntry] = []
+            try:
+                index = 0
+                while index < len(entries):
+                    window, index = self._window(entries, index, blocked)
+                    after = entries[index - 1].id
+                    if not await self._deliver_window(client, window, delivered, blocked):
+                        return
+            finally:
+                # Even when the connection goes, or a stop cancels the drain: what the
+                # broker acknowledged leaves the outbox.
+                kept = self._acknowledge(delivered)
+            if not kept:
+                return
+
+    def _window(
+        self, entries: list[OutboxEntry], index: int, blocked: set[str]
+    ) -> tuple[list[OutboxEntry], int]:
+        """The entries from ``index`` that go on the wire together: at most ``IN_FLIGHT``,
+        each on a topic of its own (an entry waits for the answer to the one before it on
+        its topic: a refusal holds the later ones back), none held back by a refusal."""
+        window: list[OutboxEntry] = []
+        topics: set[str] = set()
+        now = self._clock.monotonic()
+        while index < len(entries) and len(window) < IN_FLIGHT:
+            entry = entries[index]
+            topic = entry.message.topic
+            if topic in topics:
+                break
+            index += 1
+            refusal = self._refused.get(entry.id)
+            if topic in blocked or (refusal and refusal.retry_at > now):
+                blocked.add(topic)
+                continue
+            window.append(entry)
+            topics.add(topic)
+        return window, index
+
+    async def _deliver_window(
+        self,
+        client: Client,
+        window: list[OutboxEntry],
+        delivered: list[OutboxEntry],
+        blocked: set[str],
+    ) -> bool:
+        """``window`` written at once, then each PUBACK awaited in order: a game's marker
+        and its message leave back to back, the marker first on the one connection (the
+        broker takes them in that order), not a round trip apart. False when the journal
+        cannot write what was acknowledged."""
+        sent: list[tuple[OutboxEntry, Pending]] = []
+        cut: Exception | None = None
+        for entry in window:
+            try:
+                sent.append((entry, self._send(client, entry.message)))
+            except Exception as exc:  # the connection went: what was written is still awaited
+                cut = exc
+                break
+        try:
+            for entry, pending in sent:
+                code = await client.acknowledgement(pending)
                 if code.is_failure:
                     await self._refuse(client, entry, code)
-                    blocked.add(topic)
+                    blocked.add(entry.message.topic)
                     continue
+                delivered.append(entry)
+                if len(delivered) >= ACKNOWLEDGED_TOGETHER and not self._acknowledge(delivered):
+                    return False
+        finally:
+            for _, pending in sent:
+                client.forget(pending)
+        if cut is not None:
+            raise cut
+        return True
+
+    def _acknowledge(self, delivered: list[OutboxEntry]) -> bool:
+        """Entries the broker acknowledged out of the outbox, in one commit (``delivered``
+        emptied); False when the journal cannot write (they are sent again once it can;
+        consumers drop repeats by game id)."""
+        if not delivered:
+            return True
+        try:
+            self._journal.acknowledge(*delivered)
+        except JournalWriteError:
+            delivered.clear()
+            return False
+        for entry in delivered:
+            if self._on_acknowledged is not None:
                 try:
-                    self._journal.acknowledge(entry)
-                except JournalWriteError:
-                    # Sent again once the journal can write; consumers drop repeats by game id.
-                    return
-                if self._on_acknowledged is not None:
-                    try:
-                        self._on_acknowledged(entry)
-                    except Exception as exc:  # a counter's bug must not cut the connection
-                        self._log.error("on_acknowledged failed", error=repr(exc))
-                if self._refused.pop(entry.id, None) is not None:
-                    self._log.info("broker accepted a message it had refused", topic=topic)
+                    self._on_acknowledged(entry)
+                except Exception as exc:  # a counter's bug must not cut the connection
+                    self._log.error("on_acknowledged failed", error=repr(exc))
+            if self._refused.pop(entry.id, None) is not None:
+                self._log.info(
+                    "broker accepted a message it had refused", topic=entry.message.topic
+                )
+        delivered.clear()
+        return True
 
     async def deliver(self, client: Client, message: Outgoing) -> ReasonCode:
         """One message at QoS 1 (the outbox's promise rests on a PUBACK): the broker's answer."""
+        return await client.acknowledgement(self._send(client, message))
+
+    def _send(self, client: Client, message: Outgoing) -> Pending:
+        """``message`` written at QoS 1 now, its PUBACK to be awaited."""
         payload: str | bytes = message.payload
         status = message.topic == self._status
         if status:
@@ -168,7 +252,7 @@ class OutboxDrain:
             # recovery is sent again while the journal, failed once more, cannot keep its
             # acknowledgement, and must not overwrite the retained ``fault`` said since.
             payload = self._presence.said(self._presence.payload)
-        return await client.publish_acknowledged(
+        return client.send_acknowledged(
             message.topic, payload, retain=message.retain, properties=self._properties(status)
         )
 

@@ -45,6 +45,8 @@ class TableInputs:
         self._settle = settle
         #: What the wheel said before the broker's memory was read: decided after it.
         self._deferred: list[Callable[[], None]] | None = []
+        #: The broker's retained ``<base>/history``, until the sequence read with it.
+        self._history: bytes | None = None
         clock.on_step = self.clock_stepped
 
     def release(self) -> None:
@@ -90,9 +92,12 @@ class TableInputs:
         self._notifier.status(self._condition.status_line())
 
     def on_retained_result(self, name: str, payload: bytes) -> None:
-        """The broker's retained ``result`` or ``sequence``, at a (re)connect."""
+        """The broker's retained ``history``, ``sequence`` or ``result``, at a (re)connect."""
         self._settle()
-        if name == "sequence":
-            self._apply(self._pipeline.on_broker_sequence(payload, self._clock.now()))
+        if name == "history":  # handed before the sequence: what a takeover there may adopt
+            self._history = payload
+        elif name == "sequence":
+            history, self._history = self._history, None
+            self._apply(self._pipeline.on_broker_sequence(payload, self._clock.now(), history))
         else:
             self._apply(self._pipeline.on_broker_result(payload, self._clock.now()))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import aiomqtt
 import paho.mqtt.client as paho
@@ -41,6 +41,14 @@ if TYPE_CHECKING:
     from paho.mqtt.reasoncodes import ReasonCode
 
     from wheeld.config import Config, MqttConfig
+
+
+class Pending(NamedTuple):
+    """A QoS 1 publish written, its PUBACK not yet seen."""
+
+    topic: str
+    mid: int
+    puback: asyncio.Future[ReasonCode]
 
 
 class Delivered(Protocol):
@@ -183,6 +191,8 @@ class Client(aiomqtt.Client):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pubacks: dict[int, asyncio.Future[ReasonCode]] = {}
+        #: In ``publish_acknowledged``, which writes the packet itself right after.
+        self._writing_now = False
 
     async def publish_acknowledged(
         self,
@@ -199,23 +209,53 @@ class Client(aiomqtt.Client):
         Raises ``aiomqtt.MqttError`` when the message cannot be sent or no
         PUBACK arrives within the client's timeout.
         """
+        return await self.acknowledgement(
+            self.send_acknowledged(topic, payload, retain=retain, properties=properties)
+        )
+
+    def send_acknowledged(
+        self,
+        topic: str,
+        payload: str | bytes,
+        *,
+        retain: bool = False,
+        properties: Properties | None = None,
+    ) -> Pending:
+        """Write a QoS 1 publish now, without waiting for its PUBACK: several can be on
+        the wire at once, in the order written (one connection keeps it), each then
+        awaited with ``acknowledgement`` (or let go with ``forget``)."""
         # paho's publish, not aiomqtt's: only paho's answer carries the message id.
-        info = self._client.publish(topic, payload, 1, retain, properties)
+        self._writing_now = True
+        try:
+            info = self._client.publish(topic, payload, 1, retain, properties)
+        finally:
+            self._writing_now = False
         if info.rc != paho.MQTT_ERR_SUCCESS:
             raise aiomqtt.MqttCodeError(info.rc, "Could not publish message")
         self._write_now()
         # No PUBACK can be read before the next await: registering now is in time.
         puback: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
         self._pubacks[info.mid] = puback
+        return Pending(topic, info.mid, puback)
+
+    async def acknowledgement(self, pending: Pending) -> ReasonCode:
+        """The broker's PUBACK reason code for ``pending``; ``aiomqtt.MqttError`` when none
+        arrives within the client's timeout."""
         try:
             # asyncio.timeout, not wait_for: in Python 3.11 wait_for can swallow a
             # cancellation that lands as the PUBACK does, and a stop would hang.
             async with asyncio.timeout(self.timeout):
-                return await puback
+                return await pending.puback
         except TimeoutError:
-            raise aiomqtt.MqttError(f"no PUBACK for {topic} within {self.timeout} s") from None
+            raise aiomqtt.MqttError(
+                f"no PUBACK for {pending.topic} within {self.timeout} s"
+            ) from None
         finally:
-            self._pubacks.pop(info.mid, None)
+            self._pubacks.pop(pending.mid, None)
+
+    def forget(self, pending: Pending) -> None:
+        """Stop waiting for ``pending``'s PUBACK (the caller gave up on it)."""
+        self._pubacks.pop(pending.mid, None)
 
     def _write_now(self) -> None:
         """Write what paho queued now, from the event loop's thread we run on.
@@ -231,6 +271,12 @@ class Client(aiomqtt.Client):
         except Exception as exc:
             if not self._disconnected.done():
                 self._disconnected.set_exception(exc)
+            return
+        sock = self._client.socket()
+        if sock is not None and self._client.want_write():
+            # What the socket did not take waits for it to be writable (the registration
+            # ``publish_acknowledged`` put off, which paho believes made).
+            self._loop.add_writer(sock.fileno(), self._write_now)
 
     def _on_socket_register_write(
         self, client: paho.Client, userdata: Any, sock: socket.socket | Any
@@ -245,6 +291,11 @@ class Client(aiomqtt.Client):
             here = False
         if not here:
             super()._on_socket_register_write(client, userdata, sock)
+            return
+        if self._writing_now:
+            # Written at once by ``publish_acknowledged``: a writer registered now would
+            # be removed by that write (two epoll_ctl calls a publish); ``_write_now``
+            # registers one only for what the socket does not take.
             return
         self._loop.add_writer(sock.fileno(), self._write_now)
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheeld.config import split_server
 from wheeld.contract.registry import TOPICS
-from wheeld.shell.broker_memory import probe_topic, retained
+from wheeld.shell.broker_memory import MEMORY, probe_topic, retained
 from wheeld.shell.clock import HostClock
 from wheeld.shell.command_listener import CommandHandler, CommandListener
 from wheeld.shell.drain import AlarmBuilder, OutboxDrain, unsigned_alarm
@@ -225,7 +225,7 @@ class Publisher:
         # journal: what it still holds of games never went out, and must not now).
         from wheeld.shell.mqtt_client import too_big
 
-        names = ("status", "sequence", "result") if self._on_retained_result else ("status",)
+        names = MEMORY if self._on_retained_result else ("status",)
         backlog: list[Message] = []
         memory = await retained(client, self._base, names, backlog)
         if memory.complete:
@@ -236,7 +236,8 @@ class Publisher:
             done = [probe_topic(self._base)]
             done += [f"{self._base}/{name}" for name in names if name != "status"]
             await client.unsubscribe(done)
-        for name, payload in memory.remembered.items():
+        held = memory.remembered
+        for name, payload in [(name, held[name]) for name in names if name in held]:
             if too_big(f"{self._base}/{name}", payload, self._log):
                 continue
             if name == "status":

@@ -95,9 +95,12 @@ class Recorder:
 
     def state_changed(self, out: Effects, *, force: bool = False) -> None:
         """The engine state goes into ``out`` when it changed since it was last stored."""
-        if force or self.engine.state != self._saved_state:
+        if self.engine.state != self._saved_state:
             out.state = replace(self.engine.state)
             self._saved_state = out.state
+        elif force and out.state is None:
+            # Unchanged: the copy already made serves (it is never changed).
+            out.state = self._saved_state
 
     def committed(self) -> Effects:
         """What follows from decisions once the journal keeps them: the history, the

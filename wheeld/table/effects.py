@@ -127,6 +127,9 @@ class Effects:
     #: The marker of another controller the table was taken over from (epoch, seq or game
     #: id, event): kept, so that reading it again changes nothing.
     taken_from: tuple[str, int, str] | None = None
+    #: The history the table shows from that takeover on, latest first: kept with it, so
+    #: that a restart shows it too rather than this journal's older results.
+    taken_history: list[str] | None = None
     #: Another journal went on past this one's: the game messages still waiting in the
     #: outbox never went out (they would contradict it) and the retained game state is
     #: behind: both are let go.
@@ -161,6 +164,8 @@ class Effects:
         self.superseded = self.superseded or other.superseded
         if other.taken_from is not None:
             self.taken_from = other.taken_from
+        if other.taken_history is not None:
+            self.taken_history = other.taken_history
 
     def log(self, level: LogLevel, event: str, **fields: Any) -> None:
         """Add a log record."""

@@ -29,6 +29,9 @@ from wheeld.table.effects import Effects, LogLevel
 LAST_CONTINUABLE = 2**52
 #: Events that open a game (a game whose last word was one of these is still open).
 LAUNCHED = OPENING_EVENTS
+#: The most numbers a retained ``<base>/history`` may hold to be adopted at a takeover
+#: (``mqtt.history_length`` is at most this).
+MOST_HISTORY = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,8 @@ class Move:
     next_game_id: int | None = None
     #: A game the marker launched that no one ended: voided here, once.
     void: int | None = None
+    #: The history the table shows from the takeover on, latest first (``taken_history``).
+    history: list[str] | None = None
 
 
 class BrokerFloors:
@@ -93,8 +98,9 @@ class BrokerFloors:
         table, unsigned)."""
         return self.announce.signer
 
-    def on_sequence(self, payload: bytes, now: float) -> Effects:
-        """The retained ``<base>/sequence`` marker, read at start and at every reconnect.
+    def on_sequence(self, payload: bytes, now: float, history: bytes | None = None) -> Effects:
+        """The retained ``<base>/sequence`` marker, read at start and at every reconnect
+        (with the retained ``<base>/history``, if any: what a takeover may adopt).
 
         The marker names the last game message said for the table, before it
         went out, whole. One this journal holds (or already took over from)
@@ -115,6 +121,8 @@ class BrokerFloors:
         """
         out = Effects()
         move = self.judge_sequence(payload, self._standing())
+        if move.said_again is not None:
+            move.history = self.taken_history(move.said_again, history, move)
         self._carry_out(move, now, out)
         voided: list[Decision] = []
         if move.void is not None:
@@ -147,6 +155,12 @@ class BrokerFloors:
             out.superseded = True
         if move.said_again is not None:
             out.messages += self.announce.said_again(move.said_again)
+        if move.history is not None:
+            # The table's numbers, never this journal's older ones shown as the latest.
+            self.record.history.clear()
+            self.record.history.extend(move.history)
+            out.taken_history = list(self.record.history)
+            out.messages.append(self.announce.history(self.record.history))
         if move.taken_over is not None:
             forgotten = self.engine.taken_over(*move.taken_over)
             if forgotten is not None:
@@ -210,6 +224,41 @@ class BrokerFloors:
         if event in LAUNCHED:
             move.void = game
         return move
+
+    def taken_history(
+        self, message: dict[str, Any], retained: bytes | None, move: Move
+    ) -> list[str]:
+        """The history the table shows once taken over at ``message``, latest first.
+
+        It starts from the table's latest result, the one said again: the broker's
+        retained ``<base>/history`` whole when it is that table's (its latest that
+        result, every number a pocket of this wheel, at most ``MOST_HISTORY``),
+        else that result alone. After any other event the table's latest result is
+        unknown here: none (never this journal's own, from before).
+        """
+        if message.get("event") != "result" or not isinstance(message.get("number"), str):
+            return []
+        latest: str = message["number"]
+        if retained is None:
+            return [latest]
+        try:
+            body, why = json.loads(retained, parse_constant=_not_json), "no list of numbers"
+        except (ValueError, RecursionError):
+            body, why = None, "not JSON"
+        numbers = body.get("numbers") if isinstance(body, dict) else None
+        layout = self.engine.layout
+        if not isinstance(numbers, list):
+            pass  # why: said above
+        elif not 0 < len(numbers) <= MOST_HISTORY:
+            why = f"{len(numbers)} numbers"
+        elif not all(isinstance(n, str) and layout.has_pocket(n) for n in numbers):
+            why = "not every number a pocket of this wheel"
+        elif numbers[0] != latest:
+            why = "its latest is not the result taken over from"
+        else:
+            return list(numbers)
+        move.logs.append(("warning", "broker's retained history ignored", {"why": why}))
+        return [latest]
 
     def judge_result(self, payload: bytes, standing: Standing) -> Move:
         """What the retained ``<base>/result`` moves, from where the table stands."""

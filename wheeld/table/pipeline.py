@@ -295,14 +295,14 @@ class TablePipeline:
 
     # -- the broker's retained messages ----------------------------------------------
 
-    def on_broker_sequence(self, payload: bytes, now: float) -> Effects:
-        """The broker's retained ``<base>/sequence``: game ids and seqs go on past it
-        (``floors.BrokerFloors.on_sequence``)."""
-        return self.floors.on_sequence(payload, now)
+    def on_broker_sequence(
+        self, payload: bytes, now: float, history: bytes | None = None
+    ) -> Effects:
+        """The broker's retained sequence, and history: ``floors.BrokerFloors.on_sequence``."""
+        return self.floors.on_sequence(payload, now, history)
 
     def on_broker_result(self, payload: bytes, now: float) -> Effects:
-        """The broker's retained result: a game id (or seq) at or past ours would repeat
-        (``floors.BrokerFloors.on_result``)."""
+        """The broker's retained result: ``floors.BrokerFloors.on_result``."""
         return self.floors.on_result(payload, now)
 
     def alarm(self, now: float, code: str, **detail: Any) -> Effects:

@@ -36,6 +36,8 @@ class SessionAlarms:
         unanswered = self.session.unanswered
         raised: list[tuple[str, dict[str, Any]]] = getattr(self.session, "alarms", [])
         said_unanswered, said_raised = self._said
+        if len(unanswered) == said_unanswered and len(raised) == said_raised:
+            return []  # nothing new (asked after every line from the wheel)
         self._said = (len(unanswered), len(raised))
         alarms: list[Decision] = [
             Alarm(now, "wheel_not_answering", {"command": silent})
@@ -104,5 +106,5 @@ class TableSession:
 
     def _said(self, now: float, out: Effects) -> None:
         """Commands the session gave up on, and alarms of its own: each raised once."""
-        if self._alarms is not None:
-            self._record.decide(self._alarms.take(now), out)
+        if self._alarms is not None and (alarms := self._alarms.take(now)):
+            self._record.decide(alarms, out)

@@ -1,7 +1,11 @@
 """``<base>/info``: what is running (software, drivers, wheel, key, configuration).
 
 Said when the daemon first applies anything, and again whenever the wheel's
-own hello (model, firmware, serial, pockets) says something new.
+own hello (model, firmware, serial, pockets) says something new. The software's
+and the drivers' digests are read then too, not while the daemon is built: the
+first apply follows READY (or a wheel port that is not there yet), before the
+wheel's first line is decided, so reading the package's files is no part of
+start → READY.
 """
 
 from __future__ import annotations
@@ -25,9 +29,6 @@ class InfoJob(Job):
         self.topic = f"{self._base}/info"
         #: What <base>/info last said of the wheel.
         self._said: tuple[Any, ...] | None = None
-        # Computed once, before anything runs: the digest describes the code loaded.
-        identity.package_digest()
-        identity.installed_drivers()
 
     def applied(self) -> None:
         wheel = tuple(self._wheel().values())

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from wheeld.shell.journal.schema import rollback, transaction
 
 #: The write-ahead log is cut back to this after a checkpoint.
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
+#: How long a write on a second connection waits for the write lock (SQLite's busy timeout).
+BUSY_WAIT_S = 5.0
 #: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
 _DAMAGE = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 #: ... and those it says with a generic code: a header's format bytes overwritten.
@@ -84,6 +87,29 @@ def connect(path: Path, continuation: Callable[[], str]) -> tuple[Connection, bo
     return sql, fresh
 
 
+def connect_beside(open_: Connection) -> Connection:
+    """The open journal opened again, on a connection of its own: for a worker thread
+    that writes beside the daemon's connection (retention). The two take turns at
+    ``write_lock`` (a thread's lock: the one waiting goes on as soon as the other is
+    done, not at SQLite's next poll of a busy file, up to 100 ms later)."""
+    path, continuation = open_.path, open_.continuation
+    try:
+        db = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, timeout=BUSY_WAIT_S
+        )
+        db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
+        db.execute("PRAGMA synchronous=FULL")
+        # The log's checkpoints left elsewhere as the journal's are (a commit of the
+        # loop never pays for one: ``Journal.checkpoint_elsewhere``).
+        every = open_.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        db.execute(f"PRAGMA wal_autocheckpoint = {int(every)}")
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path}: cannot open journal: {exc}") from None
+    sql = Connection(db, path, continuation, open_.write_lock)
+    sql.opened = True
+    return sql
+
+
 def _forget_stale_log(path: Path) -> None:
     """Remove the write-ahead log of a journal that is gone.
 
@@ -98,11 +124,19 @@ def _forget_stale_log(path: Path) -> None:
 class Connection:
     """The journal's database, read and written as the journal's collaborators share it."""
 
-    def __init__(self, db: sqlite3.Connection, path: Path, continuation: Callable[[], str]) -> None:
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        path: Path,
+        continuation: Callable[[], str],
+        write_lock: threading.RLock | None = None,
+    ) -> None:
         self.db = db
         self.path = path
         #: Where game ids go on: the error that refuses a damaged journal says it.
-        self._continuation = continuation
+        self.continuation = continuation
+        #: Held through every write: shared with a connection ``connect_beside`` made.
+        self.write_lock = write_lock or threading.RLock()
         #: Once the journal is open, a failed read is no proof of damage.
         self.opened = False
         self._durable = True  # connected with synchronous=FULL
@@ -121,7 +155,7 @@ class Connection:
             )
         return JournalCorrupt(
             f"{self.path}: journal is corrupt ({what}); move it aside to start a new one;"
-            f" {self._continuation()}"
+            f" {self.continuation()}"
         )
 
     def disk_bytes(self) -> int:
@@ -158,6 +192,7 @@ class Connection:
         """One transaction, on disk when it returns if ``durable``; any failure to write
         becomes JournalWriteError."""
         try:
+            self.write_lock.acquire()
             if self.db.in_transaction:
                 rollback(self.db)  # a failed ROLLBACK earlier left one open
             if durable != self._durable:
@@ -172,3 +207,5 @@ class Connection:
             raise JournalWriteError(
                 f"{self.path}: cannot write to the journal ({said}); nothing of this write was kept"
             ) from None
+        finally:
+            self.write_lock.release()

@@ -139,10 +139,12 @@ class FrameTail:
     def append(self, frames: Sequence[FrameRecord], heads: Heads) -> None:
         """Keep ``frames`` in the open block, sealing blocks as they complete (in a transaction)."""
         rows: list[tuple[float, str, str, int | None, int]] = []
+        # Whether a block is open (``pending``), followed here: asked of every line.
+        pending = self.pending
         for frame in frames:
             game = frame.game_id
             begins = self._game is None and game is not None  # a game after idle traffic
-            if self.pending and (
+            if pending and (
                 (game != self._game and not begins)
                 or (begins and self._lines > MAX_LEAD)
                 or self._lines >= MAX_BLOCK_LINES
@@ -152,14 +154,16 @@ class FrameTail:
                 self._insert(rows)
                 rows = []
                 self.seal(heads)
-            if not self.pending:
+                pending = False
+            if not pending:
                 self._game, self._first_t, self._lead = game, frame.at, 0
+                pending = True
             elif begins:
                 self._game, self._lead = game, self._lines
             if frame.noise and self._noise >= NOISE_SAMPLE:
                 self._dropped += 1
                 continue
-            rows.append((frame.at, frame.direction, escape(frame.line), frame.game_id, frame.noise))
+            rows.append((frame.at, frame.direction, escape(frame.line), game, frame.noise))
             self._lines += 1
             self._noise += frame.noise
         self._insert(rows)

@@ -93,14 +93,16 @@ class Outbox:
         except sqlite3.Error as exc:
             raise unreadable(self._sql.path, exc) from None
 
-    def acknowledge(self, entry: OutboxEntry) -> None:
-        """The broker has it: drop it from the outbox (and remember retained state).
+    def acknowledge(self, *entries: OutboxEntry) -> None:
+        """The broker has them: drop them from the outbox (and remember retained state),
+        in one commit.
 
         If a crash forgets the acknowledgement, the message is published again,
         and consumers drop repeats by game id.
         """
         with self._sql.writing(durable=False):
-            acknowledge(self._sql.db, entry)
+            for entry in entries:
+                acknowledge(self._sql.db, entry)
 
     def supersede(self, topics: Sequence[str]) -> int:
         """Let go of what waits on ``topics``, and of their retained state; the entries dropped.

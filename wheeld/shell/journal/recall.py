@@ -12,7 +12,7 @@ import math
 import os
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import repeat
@@ -22,10 +22,12 @@ from wheeld.core.commands import MAX_GAME_ID
 from wheeld.core.messages import EXPORT_FORMAT, iso_utc
 from wheeld.core.signing import ChainState, digest
 from wheeld.shell.journal.errors import JournalError
-from wheeld.shell.journal.view import StoredFrames, frame_columns, stored_payload
+from wheeld.shell.journal.view import JournalView, StoredFrames, frame_columns, stored_payload
 
 if TYPE_CHECKING:
-    from wheeld.shell.journal import JournalFrame, JournalView
+    from pathlib import Path
+
+    from wheeld.shell.journal import JournalFrame
 
 #: Recall's default: the last game and the nine before it.
 DEFAULT_LAST = 10
@@ -107,6 +109,15 @@ def recall(
     return [
         RecalledGame(gid, [_parsed(payload) for payload in events[gid]], frames[gid]) for gid in ids
     ]
+
+
+def recall_json(path: Path, last: int, game_id: int | None) -> str:
+    """The games ``recall`` asks for as the reply's JSON array, read from the journal at
+    ``path``: what the daemon's recall process hands back, one string (a game at a time
+    written, so its memory is one game's objects and the text)."""
+    with JournalView(path) as view:
+        games = recall(view, last, game_id)
+    return "[" + ",".join(json.dumps(game.to_json()) for game in games) + "]"
 
 
 class ExportError(Exception):
@@ -244,6 +255,10 @@ def _written(runs: Iterator[_Run], workers: int, rows: int) -> Iterator[tuple[st
     if workers < 2 or rows <= EXPORT_RUN:
         yield from map(_run_text, runs)
         return
+    # Imported here: multiprocessing is an export's, never the daemon's (its recalls
+    # read in a thread), and costs start-up and memory.
+    from concurrent.futures import ProcessPoolExecutor
+
     try:
         pool = ProcessPoolExecutor(workers)
     except OSError:  # no shared memory for the pool's locks (a read-only /dev/shm): here

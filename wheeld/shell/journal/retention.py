@@ -9,9 +9,14 @@ is where what is kept verifies from. A game's decisions go together.
 
 ``Pruner.step`` deletes at most one batch of one table in one transaction,
 then gives the freed pages back to the file system (a journal made with
-``auto_vacuum = INCREMENTAL``): a few milliseconds, so the daemon runs it
-between the events of its loop and a year's backlog never holds the loop,
-nor the watchdog, for long.
+``auto_vacuum = INCREMENTAL``), on a connection of its own. A step is two
+halves: ``find`` reads what goes (most of its work: a few milliseconds, the
+decisions' times read from their payloads), in a worker thread in the
+daemon; ``delete`` deletes it (a fraction of a millisecond of CPU), on the
+loop, the journal's one writer, so that no commit of the loop ever waits
+for a lock held by a thread the machine has put aside. A year's backlog
+never holds the watchdog; the delete's half, on a busy disk, can still
+hold the loop for tens of milliseconds (``benchmarks/results.md``).
 """
 
 from __future__ import annotations
@@ -22,10 +27,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from wheeld.shell.journal.chain import RETENTION, hex_hash
 from wheeld.shell.journal.codec import unpack_payload
 from wheeld.shell.journal.errors import JournalError
+
+if TYPE_CHECKING:
+    from wheeld.shell.journal.connection import Connection
 
 DAY_S = 86_400.0
 #: Rows deleted per step, by table: each batch a few milliseconds.
@@ -51,20 +60,29 @@ class Retention:
     keep_games: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What a step deletes: ``table``'s rows up to ``last_id`` (whose hash is ``link``)."""
+
+    table: str
+    last_id: int
+    link: str
+    now: float
+
+
 class Pruner:
-    """One batch at a time: ``step`` until it returns 0."""
+    """One batch at a time: ``step`` until it returns 0; ``close`` at the end.
+
+    Its connection is its own, opened (by ``connect``) at the first step, in
+    the thread that steps; one thread steps at a time.
+    """
 
     def __init__(
-        self,
-        db: sqlite3.Connection,
-        retention: Retention,
-        write: Callable[[], AbstractContextManager[None]],
-        legacy_frames: bool,
+        self, connect: Callable[[], Connection], retention: Retention, legacy_frames: bool
     ) -> None:
-        self._db = db
+        self._connect = connect
+        self._sql: Connection | None = None
         self._retention = retention
-        #: The journal's transaction (a context manager): failures become JournalWriteError.
-        self._write = write
         self._tables = (("frames",) if legacy_frames else ()) + (
             "frame_blocks",
             "decisions",
@@ -72,8 +90,33 @@ class Pruner:
             "alarms",
         )
 
+    def _connection(self) -> Connection:
+        if self._sql is None:
+            self._sql = self._connect()
+        return self._sql
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._connection().db
+
+    def _write(self) -> AbstractContextManager[None]:
+        """A transaction, not fsync'd; a failure becomes JournalWriteError."""
+        return self._connection().writing(durable=False)
+
+    def close(self) -> None:
+        sql, self._sql = self._sql, None
+        if sql is not None:
+            sql.db.close()
+
     def step(self, now: float) -> int:
-        """Delete one batch of the first table with something to let go; rows deleted.
+        """Delete one batch of the first table with something to let go; rows deleted
+        (``find`` then ``delete``, in one thread)."""
+        return self.delete(self.find(now))
+
+    def find(self, now: float) -> Batch | None:
+        """The next batch: the first table with something to let go, and its last row to
+        go. Reads only, most of a step's work (the decisions' times read from their
+        payloads): for a worker thread.
 
         Ages are counted to ``now``, or to the newest thing the journal holds when the
         clock says later than that: a daemon back after a long stop, or a clock set a
@@ -82,15 +125,29 @@ class Pruner:
         try:
             now = min(now, self._newest() or now)
             for table in self._tables:
-                deleted = self._prune(table, now)
-                if deleted:
-                    self._give_back()
-                    return deleted
+                last = self._last_to_go(table, now)
+                if last is not None:
+                    return Batch(table, last[0], last[1], now)
         except sqlite3.Error as exc:  # a damaged page among the oldest rows, say
             raise JournalError(f"retention cannot read the journal: {exc}") from None
-        return 0
+        return None
 
-    def _prune(self, table: str, now: float) -> int:
+    def delete(self, batch: Batch | None) -> int:
+        """Delete ``batch`` (one short write transaction; its anchor moved), then give the
+        freed pages back: a fraction of a millisecond of CPU, for the thread that writes
+        the journal (the daemon's loop: no lock to wait for); rows deleted."""
+        if batch is None:
+            return 0
+        try:
+            deleted = self._delete(batch)
+            if deleted:
+                self._give_back()
+        except sqlite3.Error as exc:
+            raise JournalError(f"retention cannot write the journal: {exc}") from None
+        return deleted
+
+    def _last_to_go(self, table: str, now: float) -> tuple[int, str] | None:
+        """The id and hash of the last row of ``table``'s next batch, if any goes."""
         db = self._db
         days = self._retention.frames_days if table in ("frames", "frame_blocks") else None
         cutoff = now - DAY_S * (days if days is not None else self._retention.decisions_days)
@@ -115,9 +172,10 @@ class Pruner:
                 if not (at < cutoff or (bound is not None and row_id < bound)):
                     break
                 last = (row_id, hex_hash(link))
-        if last is None:
-            return 0
-        last_id, link = last
+        return last
+
+    def _delete(self, batch: Batch) -> int:
+        db, table, last_id, link, now = self._db, batch.table, batch.last_id, batch.link, batch.now
         with self._write():
             deleted: int = db.execute(f"DELETE FROM {table} WHERE id <= ?", (last_id,)).rowcount
             if table == "decisions":
@@ -200,7 +258,8 @@ class Pruner:
             # Through executescript: the pragma frees one page a step, and execute()
             # steps a statement that returns no row only once (one page, not 2,000).
             # The connection is in autocommit, so its implicit COMMIT commits nothing.
-            db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+            with self._connection().write_lock:  # a write: the journal's turn waits
+                db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
 
 
 def _decided_at(payload: str | bytes) -> float | None:

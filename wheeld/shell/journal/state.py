@@ -207,12 +207,40 @@ class StateTable:
                 (at, "messages", seq, digest_, FLOOR),
             )
 
-    def record_takeover(self, taken_from: tuple[str, int, str]) -> None:
+    def record_takeover(
+        self, taken_from: tuple[str, int, str], history: list[str] | None = None
+    ) -> None:
         """The marker of another controller this journal took the table over from (its
         epoch, seq or game id, event): read again, at a reconnect or the next start, it
-        changes nothing. No fsync: the alarm it comes with has one."""
+        changes nothing. No fsync: the alarm it comes with has one.
+
+        ``history``: the table's numbers from then on (latest first), kept with it, and
+        with the last game id of this journal's own results then: the history a start
+        rebuilds is the results after that one, then these (``history``).
+        """
         with self._sql.writing(durable=False):
             self._sql.put("taken_from", json.dumps(list(taken_from)))
+            if history is not None:
+                ((after,),) = self._sql.read("SELECT COALESCE(MAX(game_id), 0) FROM results")
+                taken = {"after": after, "numbers": history}
+                self._sql.put("taken_history", json.dumps(taken))
+
+    def history(self, length: int) -> list[str]:
+        """The last ``length`` winning numbers the table shows, newest first: this journal's
+        results, and since a takeover, those after it, then the ones it took over."""
+        try:
+            taken = json.loads(self._sql.get("taken_history") or "null")
+            after, numbers = (0, []) if taken is None else (taken["after"], taken["numbers"])
+        except (ValueError, TypeError, KeyError):  # unreadable: this journal's results only
+            after, numbers = 0, []
+        strings = isinstance(numbers, list) and all(isinstance(n, str) for n in numbers)
+        if type(after) is not int or not strings:
+            after, numbers = 0, []
+        rows = self._sql.read(
+            "SELECT number FROM results WHERE game_id > ? ORDER BY game_id DESC LIMIT ?",
+            (after, length),
+        )
+        return ([row[0] for row in rows] + numbers)[:length]
 
     def taken_from(self) -> tuple[str, int, str] | None:
         """The marker this journal last took the table over from; None if never (or unreadable)."""

@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 
 from wheeld.shell.journal.chain import Chains, insert_chained, insert_stored, put_heads
 from wheeld.shell.journal.codec import pack_payload, unpack_payload
-from wheeld.shell.journal.connection import WAL_LIMIT_BYTES, checkpoint_wal, connect
+from wheeld.shell.journal.connection import (
+    WAL_LIMIT_BYTES,
+    checkpoint_wal,
+    connect,
+    connect_beside,
+)
 from wheeld.shell.journal.durability import fsync_due
 from wheeld.shell.journal.errors import JournalCorrupt, JournalError, JournalWriteError
 from wheeld.shell.journal.frames import FrameTail
@@ -219,9 +224,8 @@ class Journal:
         return ids
 
     def history(self, length: int) -> list[str]:
-        """The last ``length`` winning numbers, newest first."""
-        rows = self._sql.read("SELECT number FROM results ORDER BY game_id DESC LIMIT ?", (length,))
-        return [row[0] for row in rows]
+        """The last ``length`` winning numbers the table shows, newest first."""
+        return self._state.history(length)
 
     def decisions(self) -> list[tuple[int, str, str]]:
         """Every journalled game decision: (game id, event, payload), oldest first.
@@ -303,8 +307,8 @@ class Journal:
     def record_floor(self, seq: int, digest_: str, at: float) -> None:
         self._state.record_floor(seq, digest_, at)
 
-    def record_takeover(self, taken_from: tuple[str, int, str]) -> None:
-        self._state.record_takeover(taken_from)
+    def record_takeover(self, taken: tuple[str, int, str], history: list[str] | None) -> None:
+        self._state.record_takeover(taken, history)
 
     def taken_from(self) -> tuple[str, int, str] | None:
         return self._state.taken_from()
@@ -339,8 +343,8 @@ class Journal:
     def pending(self, after: int = 0, limit: int = 100) -> list[OutboxEntry]:
         return self._outbox.pending(after, limit)
 
-    def acknowledge(self, entry: OutboxEntry) -> None:
-        self._outbox.acknowledge(entry)
+    def acknowledge(self, *entries: OutboxEntry) -> None:
+        self._outbox.acknowledge(*entries)
 
     def supersede(self, topics: Sequence[str]) -> int:
         return self._outbox.supersede(topics)
@@ -358,11 +362,10 @@ class Journal:
         """Retention, a batch at a time: ``pruner(...).step(now)`` until it returns 0.
 
         Its commits are not fsync'd: what it deleted and the anchor it moved come
-        back whole after a power cut, or not at all, and the next step goes on.
-        """
-        return Pruner(
-            self._db, retention, lambda: self._sql.writing(durable=False), self._legacy_frames
-        )
+        back whole after a power cut, or not at all. Its connection is its own (for
+        ``RetentionJob``'s worker thread); its writes take turns with the journal's."""
+        sql = self._sql
+        return Pruner(lambda: connect_beside(sql), retention, self._legacy_frames)
 
     def checkpoint_elsewhere(self) -> None:
         """Leave the write-ahead log's checkpoints to ``checkpoint_wal`` (another connection,

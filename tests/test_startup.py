@@ -1,0 +1,95 @@
+"""What building the daemon costs on its way to READY: modules and file reads it does not need."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from wheeld.testing.rig import Broker, PtyWheel, free_port, write_config
+
+_BUILT = """
+import json, sys
+from pathlib import Path
+from wheeld.config import load
+from wheeld.shell import identity
+from wheeld.shell.daemon import Daemon
+daemon = Daemon(load(Path(sys.argv[1])))
+daemon.journal.close()
+later = ("multiprocessing", "concurrent.futures.process", "wheeld.shell.journal.recall", "difflib")
+print(json.dumps({
+    "modules": sorted(m for m in later if m in sys.modules),
+    "digests_read": identity._installed_digest.cache_info().currsize,
+}))
+"""
+
+
+def _last_json(code: str, config: Path) -> Any:
+    """The last line ``code`` prints, run in a fresh interpreter with ``config``."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_building_the_daemon_neither_reads_the_package_nor_imports_an_exports_pool(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path / "c.toml", port=tmp_path / "nope", broker=free_port(), state=tmp_path / "state"
+    )
+    built = _last_json(_BUILT, config)
+    # multiprocessing is for `wheeld export`'s worker processes (a recall reads in a
+    # thread), the recall's module for the first recall, difflib for a mistake's "did you
+    # mean": none of them on the way to READY.
+    assert built["modules"] == []
+    # The package's digest is read for <base>/info, after READY (tests/test_jobs.py).
+    assert built["digests_read"] == 0
+
+
+_COLLECTOR = """
+import asyncio, gc, json, os, signal, sys
+from wheeld import cli
+from wheeld.shell import notify
+
+seen = {}
+said = notify.Notifier.ready
+
+
+def ready(self, status):
+    seen["building"] = gc.isenabled()
+    said(self, status)
+
+    def after():
+        seen["after_ready"] = [gc.isenabled(), gc.get_freeze_count()]
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    asyncio.get_running_loop().call_later(0.2, after)
+
+
+notify.Notifier.ready = ready
+status = cli.main(["run", "--config", sys.argv[1]])
+seen["after_exit"] = gc.isenabled()
+print(json.dumps(seen))
+"""
+
+
+def test_the_cyclic_collector_is_paused_until_ready_then_start_up_is_frozen(
+    tmp_path: Path, broker: Broker
+) -> None:
+    wheel = PtyWheel(tmp_path / "wheel")  # noqa: F841 (kept open while the daemon runs)
+    config = write_config(
+        tmp_path / "c.toml", port=tmp_path / "wheel", broker=broker.port, state=tmp_path / "s"
+    )
+    seen = _last_json(_COLLECTOR, config)
+    assert seen["building"] is False
+    enabled, frozen = seen["after_ready"]
+    assert enabled is True
+    assert frozen > 10_000  # the modules, the models, the pipeline: never walked again
+    assert seen["after_exit"] is True
