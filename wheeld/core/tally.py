@@ -1,0 +1,365 @@
+"""The running figures over a run of results (``docs/statistics.md``): the whole
+series, or one rolling window.
+
+A ``Tally`` counts each result as it comes (numbers, by rotor direction, the even
+chances, the sectors, repeats, the distance from the previous result, the lag-1
+sums) and takes a window's oldest back out in constant time; its judgements
+(chi-squared, arcs, the distances' test) are computed again only when the
+counts they are of moved, and its JSON is put together from parts serialised once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from wheeld.core.distributions import pearson_p_value
+from wheeld.core.judgements import DEFAULT_ARCS, Arcs, ChiSquared, counts_template, pocket_counts
+from wheeld.core.layout import SECTORS, WheelLayout
+
+DIRECTIONS = ("cw", "ccw")
+
+#: Every outcome of each even chance and group, always listed (zero wins none of them).
+_CHANCES: dict[str, tuple[str, ...]] = {
+    "color": ("red", "black", "green"),
+    "parity": ("odd", "even", "zero"),
+    "half": ("low", "high", "zero"),
+    "dozen": ("1", "2", "3", "zero"),
+    "column": ("1", "2", "3", "zero"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CountedResult:
+    number: str
+    rotor_direction: str | None
+
+
+def _percent(part: int, whole: int) -> float | None:
+    return round(100 * part / whole, 2) if whole else None
+
+
+def object_text(members: Iterable[tuple[str, str]]) -> str:
+    """An object's JSON from its members' names and their values' JSON, as ``json.dumps``
+    writes it: parts serialised once and kept are put together without encoding again."""
+    return "{" + ", ".join(f"{json.dumps(name)}: {text}" for name, text in members) + "}"
+
+
+#: The families of arcs, in the order published: every result, then by rotor direction.
+FAMILIES = ("all", "cw", "ccw")
+
+
+class Tally:
+    """Everything counted over a run of results: the whole series, or one window."""
+
+    def __init__(self, layout: WheelLayout, arcs: Sequence[int] = DEFAULT_ARCS) -> None:
+        self.layout = layout
+        self.arcs = tuple(arcs)
+        self.results = 0
+        self.counts: Counter[str] = Counter()
+        #: Counts per number by the game's rotor direction, for the arcs.
+        self.by_direction: dict[str, Counter[str]] = {key: Counter() for key in DIRECTIONS}
+        #: Lag-1 sums over consecutive numbers (x the one before, y the next), exact integers.
+        self._pairs = PairSums()
+        self.chances: dict[str, Counter[str]] = {
+            name: Counter() for name in ("color", "parity", "half", "dozen", "column")
+        }
+        self.sectors: dict[str, Counter[str]] = {name: Counter() for name in SECTORS}
+        self.repeats = 0
+        self.distances: dict[str, Counter[int]] = {}
+        self._previous: str | None = None
+        #: Each family's arcs of each size as last computed, with their JSON, by the
+        #: family's counts per pocket: a family no outcome changed is not computed again.
+        self._arcs: dict[tuple[str, int], tuple[list[int], Arcs, str]] = {}
+        #: The chi-squared test as last computed, by the counts per pocket it was of.
+        self._chi: tuple[list[int], ChiSquared] | None = None
+
+    def add(self, result: CountedResult) -> None:
+        facts = self.layout.facts(result.number)
+        self.results += 1
+        self.counts[result.number] += 1
+        direction = result.rotor_direction if result.rotor_direction in DIRECTIONS else None
+        if direction is not None:
+            self.by_direction[direction][result.number] += 1
+        for name, value in (
+            ("color", facts.color),
+            ("parity", facts.parity),
+            ("half", facts.half),
+            ("dozen", facts.dozen),
+            ("column", facts.column),
+        ):
+            # Zero wins none of the even chances, dozens or columns: it is counted as "zero".
+            self.chances[name][str(value) if value is not None else "zero"] += 1
+        for sector in facts.sectors:
+            self.sectors[sector]["all"] += 1
+            self.sectors[sector][direction or "unknown"] += 1
+        if self._previous is not None:
+            if self._previous == result.number:
+                self.repeats += 1
+            distance = self._distance(self._previous, result.number, direction)
+            self.distances.setdefault(direction or "unknown", Counter())[distance] += 1
+            self._pairs.add(number_label(self._previous), number_label(result.number))
+        self._previous = result.number
+
+    def remove_oldest(self, oldest: CountedResult, following: CountedResult | None) -> None:
+        """Take the window's oldest result back out, and its pair with the one after it.
+
+        What ``add`` counted for ``oldest`` is undone exactly (keys that fall to
+        zero go, as a tally rebuilt from the window would not have them), so a
+        window slides in constant time instead of being recounted per game.
+        """
+        facts = self.layout.facts(oldest.number)
+        self.results -= 1
+        _decrement(self.counts, oldest.number)
+        direction = oldest.rotor_direction if oldest.rotor_direction in DIRECTIONS else None
+        if direction is not None:
+            _decrement(self.by_direction[direction], oldest.number)
+        for name, value in (
+            ("color", facts.color),
+            ("parity", facts.parity),
+            ("half", facts.half),
+            ("dozen", facts.dozen),
+            ("column", facts.column),
+        ):
+            _decrement(self.chances[name], str(value) if value is not None else "zero")
+        for sector in facts.sectors:
+            _decrement(self.sectors[sector], "all")
+            _decrement(self.sectors[sector], direction or "unknown")
+        if following is None:
+            self._previous = None  # the window is empty now
+            return
+        # The pair (oldest, following) was counted when ``following`` came, by its direction.
+        later = following.rotor_direction if following.rotor_direction in DIRECTIONS else None
+        if oldest.number == following.number:
+            self.repeats -= 1
+        key = later or "unknown"
+        _decrement(self.distances[key], self._distance(oldest.number, following.number, later))
+        if not self.distances[key]:
+            del self.distances[key]
+        self._pairs.remove(number_label(oldest.number), number_label(following.number))
+
+    def _distance(self, previous: str, number: str, direction: str | None) -> int:
+        """Pockets from the previous result to this one, in -(p-1)/2 .. p/2.
+
+        Counted along the wheel order (clockwise as seen from above); with a
+        known rotor direction, positive is the way the rotor turned, so the
+        two directions' histograms are comparable.
+        """
+        order = self.layout.order
+        pockets = self.layout.pockets
+        steps = (order.index(number) - order.index(previous)) % pockets
+        if steps > pockets // 2:
+            steps -= pockets
+        return -steps if direction == "ccw" else steps
+
+    def to_json(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = json.loads(self.to_json_text())
+        return loaded
+
+    def to_json_text(self) -> str:
+        """``to_json`` as JSON text (``json.dumps``'s), each arc's part serialised once."""
+        return object_text(self.json_members())
+
+    def json_members(self) -> list[tuple[str, str]]:
+        """The members of ``to_json``, each name with its value's JSON text, in order."""
+        layout = self.layout
+        families = {name: self.family_counts(name) for name in FAMILIES}
+        numbers = _in_number_order(layout.order)
+        counts = self.counts
+        dumps = json.dumps
+        return [
+            ("results", dumps(self.results)),
+            ("counts", counts_template(numbers) % tuple([counts[n] for n in numbers])),
+            ("chi_squared", dumps(self.chi_squared(families["all"]).to_json())),
+            (
+                "chances",
+                dumps(
+                    {
+                        name: {
+                            key: {
+                                "count": tally[key],
+                                "percent": _percent(tally[key], self.results),
+                            }
+                            for key in _CHANCES[name]
+                        }
+                        for name, tally in self.chances.items()
+                    }
+                ),
+            ),
+            (
+                "sectors",
+                dumps(
+                    {
+                        name: {key: tally.get(key, 0) for key in ("all", *DIRECTIONS, "unknown")}
+                        for name, tally in self.sectors.items()
+                    }
+                    if layout.pockets == 37
+                    else None  # the called bets are single-zero bets
+                ),
+            ),
+            (
+                "repeats",
+                dumps(
+                    {
+                        "count": self.repeats,
+                        "pairs": max(0, self.results - 1),
+                        "expected_rate": round(1 / layout.pockets, 6),
+                    }
+                ),
+            ),
+            (
+                "distance",
+                dumps(
+                    {
+                        direction: {str(step): n for step, n in sorted(histogram.items())}
+                        for direction, histogram in sorted(self.distances.items())
+                    }
+                ),
+            ),
+            (
+                "arcs",
+                object_text(
+                    (
+                        str(k),
+                        object_text(
+                            (name, self.family_arcs(name, per_pocket, k)[1])
+                            for name, per_pocket in families.items()
+                        ),
+                    )
+                    for k in self.arcs
+                ),
+            ),
+            (
+                "serial",
+                dumps(
+                    {
+                        "pairs": self._pairs.n,
+                        "correlation": self._pairs.correlation(),
+                        "distance_chi_squared": self.distance_test().to_json(),
+                    }
+                ),
+            ),
+        ]
+
+    def family_counts(self, family: str) -> list[int]:
+        """A family's counts per pocket in wheel order: every result (``all``), cw or ccw."""
+        return pocket_counts(
+            self.counts if family == "all" else self.by_direction[family], self.layout
+        )
+
+    def family_arcs(self, family: str, per_pocket: list[int], k: int) -> tuple[Arcs, str]:
+        """The arcs of ``k`` pockets over a family's counts per pocket, and their JSON:
+        computed again only when those counts moved."""
+        kept = self._arcs.get((family, k))
+        if kept is not None and kept[0] == per_pocket:
+            return kept[1], kept[2]
+        arcs = Arcs.of_pockets(per_pocket, self.layout, k)
+        text = arcs.to_json_text()
+        self._arcs[family, k] = (per_pocket, arcs, text)
+        return arcs, text
+
+    def chi_squared(self, per_pocket: list[int] | None = None) -> ChiSquared:
+        """The chi-squared over the counts (``per_pocket``, when already at hand):
+        computed again only when they moved."""
+        if per_pocket is None:
+            per_pocket = self.family_counts("all")
+        if self._chi is None or self._chi[0] != per_pocket:
+            self._chi = (per_pocket, ChiSquared.of_pockets(per_pocket, self.layout))
+        return self._chi[1]
+
+    def arcs_of(self, k: int) -> dict[str, Any]:
+        """The arcs of ``k`` neighbouring pockets over every result and by rotor direction."""
+        return {
+            name: self.family_arcs(name, self.family_counts(name), k)[0].to_json()
+            for name in FAMILIES
+        }
+
+    def distance_test(self) -> ChiSquared:
+        """The chi-squared of the distances between consecutive results against uniform.
+
+        Independent results of an even wheel are a uniform walk round it: every
+        distance equally likely, whatever the one before. A peak (a dealer
+        signature) or a hole shows here before it shows in the counts.
+        """
+        pockets = self.layout.pockets
+        # By residue: on a double-zero wheel +19 and -19 (a ccw game's +19) are one distance.
+        observed = [0] * pockets
+        for histogram in self.distances.values():
+            for step, count in histogram.items():
+                observed[step % pockets] += count
+        return ChiSquared.uniform(observed, "pairs")
+
+
+def _decrement(counter: Counter[Any], key: Any) -> None:
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
+
+
+#: The extra zeros as integers for the correlation: the labels after 36.
+_ZERO_LABELS = {"00": 37, "000": 38, "0000": 39}
+
+
+def number_label(number: str) -> int:
+    """A number as an integer for the correlation: 00 is 37, the label after 36 (000 38,
+    0000 39)."""
+    return _ZERO_LABELS.get(number) or int(number)
+
+
+class PairSums:
+    """Running sums over consecutive pairs (x, y), exact in integers, for a Pearson r."""
+
+    def __init__(self) -> None:
+        self.n = self.sx = self.sy = self.sxx = self.syy = self.sxy = 0
+
+    def add(self, x: int, y: int) -> None:
+        self.n += 1
+        self.sx += x
+        self.sy += y
+        self.sxx += x * x
+        self.syy += y * y
+        self.sxy += x * y
+
+    def remove(self, x: int, y: int) -> None:
+        self.n -= 1
+        self.sx -= x
+        self.sy -= y
+        self.sxx -= x * x
+        self.syy -= y * y
+        self.sxy -= x * y
+
+    def snapshot(self) -> list[int]:
+        """``[n, sx, sy, sxx, syy, sxy]``."""
+        return [self.n, self.sx, self.sy, self.sxx, self.syy, self.sxy]
+
+    def correlation(self) -> dict[str, Any]:
+        """The lag-1 correlation ``r`` and its two-sided ``p_value``; null, with a
+        ``reason``, under 3 pairs or when either side never varies."""
+        n = self.n
+        if n < 3:
+            return {"r": None, "p_value": None, "reason": f"{n} pairs: the test needs 3"}
+        var_x = n * self.sxx - self.sx * self.sx
+        var_y = n * self.syy - self.sy * self.sy
+        if var_x == 0 or var_y == 0:
+            return {"r": None, "p_value": None, "reason": "the same number every time"}
+        r = (n * self.sxy - self.sx * self.sy) / math.sqrt(var_x * var_y)
+        r = max(-1.0, min(1.0, r))
+        return {"r": r, "p_value": pearson_p_value(r, n)}
+
+
+def _number_key(number: str) -> tuple[int, int]:
+    return (-len(number), 0) if number in ("00", "000", "0000") else (0, int(number))
+
+
+@lru_cache(maxsize=8)
+def _in_number_order(order: tuple[str, ...]) -> tuple[str, ...]:
+    """A wheel's numbers as the counts are published: the extra zeros first, then 0 to 36."""
+    return tuple(sorted(order, key=_number_key))
+
+
+# -- phases, revolutions, speeds -----------------------------------------------------------------
