@@ -326,6 +326,8 @@ class ArchiveProcess:
             "alarm_topic": self.alarm_topic,
             "client_id": self.client_id,
             "recall_timeout_s": 3.0,
+            # Gaps asked for at once: the tests wait on the recall, not on its delay.
+            "recall_delay_s": 0.5,
             **archive,
         }
         lines = ["[archive]"]

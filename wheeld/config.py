@@ -850,6 +850,9 @@ class ArchiveConfig(_Section):
     #: A recall unanswered this long is asked again, at most ``recall_attempts`` times.
     recall_timeout_s: float = Field(default=30.0, gt=0, le=86_400)
     recall_attempts: int = Field(default=5, ge=1, le=1000)
+    #: A gap is first asked of its table this long after it is found: a message late by
+    #: a moment (another broker's path, a redelivery) fills it without a recall.
+    recall_delay_s: float = Field(default=5.0, gt=0, le=3600)
 
     @field_validator("tables")
     @classmethod

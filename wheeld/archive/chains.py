@@ -20,8 +20,9 @@ from wheeld.archive.records import (
 class Chains:
     """Every table's epochs and gaps, and the link each verified message makes."""
 
-    def __init__(self, alarms: Alarms) -> None:
+    def __init__(self, alarms: Alarms, recall_delay_s: float = RECALL_DELAY_S) -> None:
         self.alarms = alarms
+        self.recall_delay_s = recall_delay_s
         self.epochs: dict[tuple[str, str], Epoch] = {}
         self.gaps: dict[tuple[str, str], list[Gap]] = {}
         #: The epoch of each table most recently begun or moved on.
@@ -177,7 +178,7 @@ class Chains:
             out.epochs.add((table, older.epoch))
 
     def _open_gap(self, out: Outcome, gap: Gap) -> None:
-        gap.next_ask = gap.found + RECALL_DELAY_S
+        gap.next_ask = gap.found + self.recall_delay_s
         gaps = self.gaps.setdefault((gap.table, gap.epoch), [])
         gaps.append(gap)
         gaps.sort(key=lambda g: g.first)

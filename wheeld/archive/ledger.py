@@ -72,7 +72,7 @@ class Ledger:
         self.settings = settings
         self.alarms = Alarms()
         self.trust = Trust(settings, self.alarms, trusted)
-        self.chains = Chains(self.alarms)
+        self.chains = Chains(self.alarms, settings.recall_delay_s)
         #: Where each table's messages come (its base topic), and its recalls go.
         self.bases: dict[str, str] = {}
         self.recalls = Recalls(settings, self.chains, self.bases, self.alarms)

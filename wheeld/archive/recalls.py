@@ -10,7 +10,7 @@ import secrets
 
 from wheeld.archive.alarms import Alarms
 from wheeld.archive.chains import Chains
-from wheeld.archive.records import RECALL_DELAY_S, Gap, Outcome, RecallRequest, Settings
+from wheeld.archive.records import Gap, Outcome, RecallRequest, Settings
 
 
 class Recalls:
@@ -37,7 +37,7 @@ class Recalls:
                 continue
             # The clock set back: what was due within a wait is due within a wait of now,
             # not once the clock has caught up (an hour back held every recall an hour).
-            gap.next_ask = min(gap.next_ask, now + max(RECALL_DELAY_S, self._backoff(gap)))
+            gap.next_ask = min(gap.next_ask, now + max(settings.recall_delay_s, self._backoff(gap)))
             gap.asked_at = min(gap.asked_at, now)
             if gap.asking is not None:
                 if now - gap.asked_at < settings.recall_timeout_s:

@@ -38,8 +38,9 @@ MAX_MESSAGE_BYTES = 64 * 1024
 REMEMBERED = 1024
 #: JSON's last exact integer: no seq or game id goes past it.
 MAX_INT = 2**53 - 1
-#: A gap is first asked of the table this long after it is found: a message late by a
-#: moment (another broker's path) fills it first.
+#: A gap is first asked of the table this long after it is found (by default: the
+#: configuration's ``recall_delay_s``): a message late by a moment (another broker's
+#: path) fills it first.
 RECALL_DELAY_S = 5.0
 #: The same alarm of the same table is published at most this often; the rest are counted.
 ALARM_EVERY_S = 60.0
@@ -264,6 +265,7 @@ class Settings:
     recall_games: int = 10
     recall_timeout_s: float = 30.0
     recall_attempts: int = 5
+    recall_delay_s: float = RECALL_DELAY_S
 
 
 def public_key_from_pem(pem: str) -> Ed25519PublicKey | None:

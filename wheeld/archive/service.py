@@ -72,6 +72,7 @@ class Archive:
                 self.config.recall_games,
                 self.config.recall_timeout_s,
                 self.config.recall_attempts,
+                self.config.recall_delay_s,
             ),
             trusted,
         )
