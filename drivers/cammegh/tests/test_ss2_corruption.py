@@ -259,7 +259,7 @@ def flipped_pairs_and_stray_bare_lines(lines: list[Line]) -> Iterator[Edit]:
 #: is corrupted (so each kind of corruption is tried, on every kind of frame).
 #: ``--long`` tries them all (minutes: three on a quiet machine, more than ten on two
 #: cores with a load of 18).
-QUICK_ONE_IN = 11
+QUICK_ONE_IN = 23
 #: Each capture's edits are shared among this many tests (shard k takes every
 #: ``SHARDS``-th of the sample, from the k-th): the workers of a parallel run take
 #: one each, so the largest capture is not one long test at the end of the suite.
