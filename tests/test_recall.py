@@ -206,6 +206,17 @@ def test_an_export_is_the_same_file_in_one_process_or_in_workers(
     assert written[1] == written[2] == expected
 
 
+async def _ended(worker: Any) -> None:
+    """Wait (30 s at most) for the recall process to end. Not ``join`` then ``is_alive``:
+    the pool's own thread reaps it too, and a ``join`` that loses that race returns
+    with the process reaped but its exit code not yet set (``is_alive`` then says True)."""
+    import asyncio
+
+    from wheeld.testing.rig import wait_for
+
+    await asyncio.to_thread(wait_for, lambda: not worker.is_alive(), 30, "the process's end")
+
+
 async def test_the_daemon_s_recall_is_read_in_a_process_of_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -241,13 +252,11 @@ async def test_the_daemon_s_recall_is_read_in_a_process_of_its_own(
             await asyncio.wait_for(reader.read(1, 99), timeout=60)
         reader.close()
         (worker,) = workers
-        worker.join(30)
-        assert not worker.is_alive()
+        await _ended(worker)
         monkeypatch.setattr(recall_desk, "RECALL_IDLE_S", 0.05)
         await asyncio.wait_for(reader.read(1, None), timeout=60)
         (worker,) = set(multiprocessing.active_children()) - before
-        await asyncio.to_thread(worker.join, 30)
-        assert not worker.is_alive(), "ended once idle"
+        await _ended(worker)  # once idle
     finally:
         reader.close()
 
