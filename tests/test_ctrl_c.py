@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -117,3 +118,30 @@ def test_ctrl_c_while_the_demo_starts_is_one_line(tmp_path: Path) -> None:
     env = _installed_env(tmp_path)
     said = [_judged(*_interrupt(command, env, after_s), "demo") for after_s in (0.05, 0.8, 1.5)]
     assert "one line" in said[1:] or "stopped" in said[1:], said
+
+
+def test_a_ctrl_c_while_an_error_is_printed_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by CI: a Ctrl-C landing as ``run`` printed why it could not start (a
+    missing port) was Python's traceback through ``main``'s error handler."""
+    import builtins
+
+    from wheeld import cli
+
+    def refused(args: object) -> int:
+        raise cli.CommandError("wheel.port: no such device\nsecond line")
+
+    printed: list[str] = []
+
+    def print_then_interrupted(*args: Any, **kwargs: Any) -> None:
+        if not printed:
+            printed.append(str(args[0]))
+            raise KeyboardInterrupt
+        builtins.print(*args, **kwargs)
+
+    monkeypatch.setitem(cli._COMMANDS, "stats", refused)
+    monkeypatch.setattr(cli, "print", print_then_interrupted, raising=False)
+    assert cli.main(["stats", "--state-dir", "nowhere"]) == 130
+    assert printed == ["wheeld stats: wheel.port: no such device"]
+    assert capsys.readouterr().err.splitlines() == ["wheeld stats: interrupted"]

@@ -1160,11 +1160,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet = signal.getsignal(signal.SIGINT) is wheeld._interrupted
     if quiet:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    name = "wheeld"
+    said = {"name": "wheeld"}
+    try:
+        return _dispatch(argv, said)
+    except KeyboardInterrupt:
+        # Also one raised while a CommandError's lines were being printed: a second
+        # Ctrl-C must not cut this line short.
+        if quiet:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print(f"{said['name']}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if quiet:  # the interpreter's own shutdown, too, ends in one line
+            signal.signal(signal.SIGINT, wheeld._interrupted)
+
+
+def _dispatch(argv: Sequence[str] | None, said: dict[str, str]) -> int:
+    """The command line parsed and its command run; a CommandError's lines printed."""
     try:
         words = sys.argv[1:] if argv is None else argv
         args = _parser(plugins=not _built_in(words)).parse_args(words)
-        name = f"wheeld {args.command}"
+        said["name"] = name = f"wheeld {args.command}"
         # Plug-in commands carry their own handler; built-in ones are looked up.
         command: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
         command = command or _COMMANDS.get(args.command)
@@ -1174,18 +1190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except CommandError as exc:
         for line in str(exc).splitlines():
-            print(f"{name}: {line}", file=sys.stderr)
+            print(f"{said['name']}: {line}", file=sys.stderr)
         return exc.status
     except BrokenPipeError:
         # `wheeld replay ... | head` is normal use, not an error.
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        print(f"{name}: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        if quiet:  # the interpreter's own shutdown, too, ends in one line
-            signal.signal(signal.SIGINT, wheeld._interrupted)
 
 
 if __name__ == "__main__":
