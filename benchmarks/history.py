@@ -2002,14 +2002,17 @@ def measure_tool(args: Sequence[str], state: Path, out: Path) -> dict[str, Any]:
     }
 
 
-def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
+def measure_prune(
+    state: Path, first: float, last: float, minutes: float | None = None
+) -> dict[str, Any]:
     """The first retention run over the journal aged so that 3/4 of its lines and half its
     decisions are past their days (a year's journal at frames_days = 90 loses 3/4), run as
     ``RetentionJob`` runs it: each step found in a worker thread and deleted on the loop,
     ``RETENTION_PAUSE_S`` between them (and, in turn, all of it on the loop as before);
     meanwhile the event loop commits a line every ``LOOP_WRITE_S`` (the daemon's own
     writes) and sees how late a 1 ms timer fires: how long the loop is held. The same
-    loop, with no prune, for half as long after."""
+    loop, with no prune, for half as long after. With ``minutes``, the run stops there (its
+    steps are the same all the way: a sample of them)."""
     import asyncio
 
     from wheeld.shell.jobs.wal import WAL_CHECKPOINT_S
@@ -2065,6 +2068,7 @@ def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
             rows[table] = rows.get(table, 0) + deleted
         return int(deleted)
 
+    stopped = [False]
     #: What the loop is doing now: "thread" (a step found in its worker thread and deleted
     #: on the loop, or the pause after it), "loop" (all of it on the loop, as before), "idle".
     mode = ["idle"]
@@ -2109,9 +2113,13 @@ def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
         # Runs of PRUNE_AB_STEPS steps each way in turn: the daemon's (a worker thread)
         # and, for comparison, on the loop itself as it ran before.
         index = 0
+        deadline = time.perf_counter() + minutes * 60 if minutes else None
         while True:
             mode[0] = "loop" if (index // PRUNE_AB_STEPS) % 2 else "thread"
             if not await step(mode[0] == "loop"):
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                stopped[0] = True
                 break
             index += 1
             await asyncio.sleep(RETENTION_PAUSE_S)
@@ -2164,6 +2172,7 @@ def measure_prune(state: Path, first: float, last: float) -> dict[str, Any]:
         "loop_idle": held(*idle.get("idle", ([], []))),
         "size_before": size_before,
         "size_after": path.stat().st_size,
+        "stopped_at_minutes": minutes if stopped[0] else None,
     }
 
 
@@ -2285,8 +2294,10 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
         lines.append(text)
     prune = found.get("prune")
     if prune:
+        sample = prune.get("stopped_at_minutes")
         lines.append(
-            f"first retention run (frames_days {prune['frames_days']:.2f},"
+            (f"(stopped after {sample:g} min, a sample) " if sample else "")
+            + f"first retention run (frames_days {prune['frames_days']:.2f},"
             f" decisions_days {prune['decisions_days']:.2f}): {prune['steps']:,} steps,"
             f" {sum(prune['rows'].values()):,} rows, {prune['seconds']:,.1f} s of work"
             f" ({prune['daemon_wall_s']:,.0f} s in all with its pauses); by wall time"
@@ -2361,6 +2372,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--build-minutes",
         type=float,
         help="build for at most this long (the game under way is then the last): fewer games",
+    )
+    parser.add_argument(
+        "--prune-minutes",
+        type=float,
+        help="stop the first retention run after this long (a sample of its steps)",
     )
     parser.add_argument(
         "--phases",
@@ -2487,7 +2503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 session.close()
         if games and "prune" in phases:
-            found["prune"] = measure_prune(state, first, last)
+            found["prune"] = measure_prune(state, first, last, args.prune_minutes)
             found["prune"]["load"] = os.getloadavg()
         found["machine"]["load_after"] = os.getloadavg()
         print("\n== history benchmark, " + time.strftime("%Y-%m-%d %H:%M %Z"))

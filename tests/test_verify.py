@@ -538,6 +538,52 @@ def test_retention_in_a_worker_thread_beside_the_journal_s_writes_keeps_it_verif
     assert verify(capsys, "--key", public_key, "--state-dir", tmp_path)[0] == 0
 
 
+def test_a_game_with_more_decisions_than_a_batch_still_goes_whole(
+    tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch smaller than one game's decisions (3 here) takes that game whole in a larger
+    one, rather than finding nothing to let go and stopping retention for good."""
+    from wheeld.shell.journal import retention as retention_module
+
+    monkeypatch.setattr(retention_module, "BATCH", {**retention_module.BATCH, "decisions": 2})
+    journal = write_journal(tmp_path, games(10))
+    pruner = journal.pruner(Retention(keep_games=4))
+    while pruner.step(0.0):
+        pass
+    pruner.close()
+    assert [game_id for game_id, _, _ in journal.decisions()][::3] == [7, 8, 9, 10]
+    journal.close()
+    assert verify(capsys, "--key", public_key, "--state-dir", tmp_path)[0] == 0
+
+
+def test_a_batch_that_held_the_loop_past_its_budget_makes_the_next_smaller(
+    tmp_path: Path, public_key: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention's deletes are paced by their wall time (their cost is I/O, not rows):
+    past the budget the next batch shrinks (to a floor), under half of it it grows back
+    (to ``BATCH``); what goes is the same either way, whole games, still verifiable."""
+    from wheeld.shell.journal import retention as retention_module
+
+    monkeypatch.setattr(retention_module, "DELETE_BUDGET_S", 0.0)  # every batch too long
+    journal = write_journal(tmp_path, games(40))
+    pruner = journal.pruner(Retention(keep_games=5))
+    sizes: list[int] = []
+    while pruner.step(0.0):
+        sizes.append(pruner._rows["decisions"])
+    assert sizes[0] == retention_module.BATCH["decisions"], "other tables' steps first"
+    assert sizes[-1] == retention_module.MIN_BATCH, "a batch past the budget: to the floor"
+    assert [game_id for game_id, _, _ in journal.decisions()][::3] == [36, 37, 38, 39, 40]
+    monkeypatch.setattr(retention_module, "DELETE_BUDGET_S", 3600.0)  # every batch short
+    pruner._pace("decisions", 0.0)
+    assert pruner._rows["decisions"] == retention_module.MIN_BATCH * 3 // 2 + 1
+    for _ in range(30):
+        pruner._pace("decisions", 0.0)
+    assert pruner._rows["decisions"] == retention_module.BATCH["decisions"], "back, no further"
+    pruner.close()
+    journal.close()
+    assert verify(capsys, "--key", public_key, "--state-dir", tmp_path)[0] == 0
+
+
 def test_the_journal_and_its_pruner_take_turns_at_one_write_lock(tmp_path: Path) -> None:
     """A journal write that meets a step's transaction waits for it on a thread's lock (so
     goes on as soon as it ends), not at SQLite's polls of a busy file (1, 2, 5, 10... up to

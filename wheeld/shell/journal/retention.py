@@ -14,15 +14,19 @@ halves: ``find`` reads what goes (most of its work: a few milliseconds, the
 decisions' times read from their payloads), in a worker thread in the
 daemon; ``delete`` deletes it (a fraction of a millisecond of CPU), on the
 loop, the journal's one writer, so that no commit of the loop ever waits
-for a lock held by a thread the machine has put aside. A year's backlog
-never holds the watchdog; the delete's half, on a busy disk, can still
-hold the loop for tens of milliseconds (``benchmarks/results.md``).
+for a lock held by a thread the machine has put aside. The delete's half is
+paced by its wall time, not its row count: its cost is pages read, moved and
+logged (I/O more than CPU), so a batch that held the loop past
+``DELETE_BUDGET_S`` makes the next of its table smaller, and batches under
+half of it grow back toward ``BATCH``. A year's backlog never holds the
+watchdog.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
     from wheeld.shell.journal.connection import Connection
 
 DAY_S = 86_400.0
-#: Rows deleted per step, by table: each batch a few milliseconds.
+#: Rows deleted per step, by table, at most: each batch a few milliseconds.
 BATCH: dict[str, int] = {
     "frames": 1000,
     "frame_blocks": 40,
@@ -45,8 +49,13 @@ BATCH: dict[str, int] = {
     "commands": 500,
     "alarms": 500,
 }
-#: Free pages given back per step.
-VACUUM_PAGES = 2000
+#: Free pages given back per step, at most: more than a batch frees, so the file
+#: keeps up, few enough that moving them is a short write.
+VACUUM_PAGES = 256
+#: How long a step's delete (with its pages given back) may hold the loop.
+DELETE_BUDGET_S = 0.005
+#: The fewest rows a batch shrinks to (a game's decisions go together in any case).
+MIN_BATCH = 4
 #: Past every row id: with ``keep_games``, a table with no line of a kept game goes whole.
 _AFTER_ALL = 1 << 62
 
@@ -83,6 +92,8 @@ class Pruner:
         self._connect = connect
         self._sql: Connection | None = None
         self._retention = retention
+        #: Rows the next batch of each table takes: paced by ``delete``'s wall time.
+        self._rows = dict(BATCH)
         self._tables = (("frames",) if legacy_frames else ()) + (
             "frame_blocks",
             "decisions",
@@ -138,13 +149,25 @@ class Pruner:
         the journal (the daemon's loop: no lock to wait for); rows deleted."""
         if batch is None:
             return 0
+        started = time.perf_counter()
         try:
             deleted = self._delete(batch)
             if deleted:
                 self._give_back()
         except sqlite3.Error as exc:
             raise JournalError(f"retention cannot write the journal: {exc}") from None
+        self._pace(batch.table, time.perf_counter() - started)
         return deleted
+
+    def _pace(self, table: str, took: float) -> None:
+        """The next batch of ``table``: smaller in proportion after one that held the loop
+        past the budget, half as large again after one under half of it (up to ``BATCH``)."""
+        rows = self._rows[table]
+        if took > DELETE_BUDGET_S:
+            rows = int(rows * DELETE_BUDGET_S / took)
+        elif took < DELETE_BUDGET_S / 2:
+            rows += rows // 2 + 1
+        self._rows[table] = max(MIN_BATCH, min(rows, BATCH[table]))
 
     def _last_to_go(self, table: str, now: float) -> tuple[int, str] | None:
         """The id and hash of the last row of ``table``'s next batch, if any goes."""
@@ -152,9 +175,13 @@ class Pruner:
         days = self._retention.frames_days if table in ("frames", "frame_blocks") else None
         cutoff = now - DAY_S * (days if days is not None else self._retention.decisions_days)
         first_kept_game = self._first_kept_game(now)
-        batch = BATCH[table]
+        batch = self._rows[table]
         if table == "decisions":
-            last = self._last_old_decision(cutoff, first_kept_game, batch)
+            while True:
+                last, one_game = self._last_old_decision(cutoff, first_kept_game, batch)
+                if not one_game:
+                    break
+                batch *= 2  # a game with more decisions than the batch goes whole, in a larger
         else:
             time_column = {"frames": "t", "frame_blocks": "last_t"}.get(table, "at")
             bound = None
@@ -223,8 +250,10 @@ class Pruner:
 
     def _last_old_decision(
         self, cutoff: float, first_kept_game: int | None, batch: int
-    ) -> tuple[int, str] | None:
-        """The last row of the oldest decisions to go: whole games, all of them past the cutoff.
+    ) -> tuple[tuple[int, str] | None, bool]:
+        """The last row of the oldest decisions to go: whole games, all of them past the
+        cutoff; and whether nothing goes only because the batch holds one game's rows, all
+        old (a larger batch takes that game).
 
         A decision's time is its payload's ``ts``; one that does not read is
         not old (kept, rather than guessed at).
@@ -245,11 +274,12 @@ class Pruner:
             boundary: int | None = rows[len(old)][1]
         else:
             boundary = rows[-1][1] if len(rows) > batch else None
+        cut_short = boundary is not None and len(old) == len(rows)
         while old and old[-1][1] == boundary:
             old.pop()
         if not old:
-            return None
-        return old[-1][0], hex_hash(old[-1][2])
+            return None, cut_short
+        return (old[-1][0], hex_hash(old[-1][2])), False
 
     def _give_back(self) -> None:
         """Return freed pages to the file system (a journal made with incremental auto-vacuum)."""
