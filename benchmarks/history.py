@@ -140,6 +140,10 @@ GAMES_PER_YEAR = 547_000
 LOOP_WRITE_S = 0.25
 #: Retention's steps are timed this many at a time each way (thread, loop), in turn.
 PRUNE_AB_STEPS = 25
+#: In the build's directory, a file that ends the build at the game under way.
+STOP_FILE = "stop"
+#: How often (in games) the build looks for it.
+STOP_LOOK_EVERY = 1000
 #: Between two timed recalls: under the table's recall rate (``RECALLS_PER_S``).
 RECALL_PACE_S = 0.6
 #: The checkout: the daemons and the tools measured run from here.
@@ -159,6 +163,9 @@ class Plan:
     closed_hours: float = CLOSED_HOURS
     #: Wall-clock time (``time.time()``) past which the game under way is the last.
     stop_at: float | None = None
+    #: A file whose appearance makes the game under way the last (looked for every
+    #: ``STOP_LOOK_EVERY`` games): a long build stopped by hand, its journal still whole.
+    stop_file: Path | None = None
 
     @property
     def heartbeat_ms(self) -> int:
@@ -833,8 +840,14 @@ class Table:
         self.feed()
         day_open = wheel.host_time()
         for number in range(plan.games):
-            last = plan.games - number == 1 or (
-                plan.stop_at is not None and time.time() >= plan.stop_at
+            last = (
+                plan.games - number == 1
+                or (plan.stop_at is not None and time.time() >= plan.stop_at)
+                or (
+                    plan.stop_file is not None
+                    and number % STOP_LOOK_EVERY == 0
+                    and plan.stop_file.exists()
+                )
             )
             if last:
                 _LazyStats.real = True  # the last game's <base>/stats is the one kept
@@ -1446,8 +1459,14 @@ def built(out: Path, games: int, fps: float, minutes: float | None = None) -> di
         fps,
         start=math.floor(time.time() - span * 1.01 - 60),
         stop_at=None if minutes is None else time.time() + minutes * 60,
+        stop_file=out / STOP_FILE,
     )
-    print(f"building {games:,} games at {fps:g} frames/s into {out} ...", flush=True)
+    (out / STOP_FILE).unlink(missing_ok=True)
+    print(
+        f"building {games:,} games at {fps:g} frames/s into {out} (touch {out / STOP_FILE}"
+        " to end it at the game under way) ...",
+        flush=True,
+    )
     load = os.getloadavg()
     report: BuildReport = _in_child(lambda: build(out, plan))
     found = {
