@@ -16,8 +16,6 @@ LIMIT = 300
 
 # "path::Class": lines today. Lower a figure when a class shrinks; never raise one.
 ALLOWED: dict[str, int] = {
-    # The phase table and the rule checks could be two modules (open point).
-    "wheeld/core/engine.py::GameEngine": 437,
     # The store after chain, outbox, frames, state, view, retention and the write
     # probe (to StateTable) left it; what keeps it above the limit (open point).
     "wheeld/shell/journal/store.py::Journal": 308,
