@@ -170,3 +170,15 @@ def test_a_hello_with_a_huge_pocket_count_ends_the_game_signed(
         ("spinning", None),
         ("no_spin", "frame_loss"),
     ]
+
+
+def test_a_capture_with_a_byte_order_mark_replays_as_without(tmp_path: Path) -> None:
+    """It was 'not a wheeld capture (the first line must be ...)' over a right first line."""
+    capture = Path(__file__).parent / "captures" / "wrp" / "normal-games.cap"
+    marked = tmp_path / "normal-games.cap"
+    marked.write_bytes(b"\xef\xbb\xbf" + capture.read_bytes())
+    plain = [json.loads(line) for line in replay_output(capture).splitlines()]
+    again = [json.loads(line) for line in replay_output(marked).splitlines()]
+    # The epoch is made from the file's bytes: another file, another epoch.
+    assert [{**p, "epoch": None} for p in again] == [{**p, "epoch": None} for p in plain]
+    assert plain
