@@ -150,3 +150,28 @@ def test_a_member_named_twice_is_refused(payload: bytes) -> None:
     """The journal keeps the command's text: a reader must not take the other of the two."""
     with pytest.raises(CommandError, match="appears twice"):
         parse(OperatorCommand("no_spin", payload))
+
+
+@pytest.mark.parametrize(
+    ("body", "sender", "why"),
+    [
+        ({"note": "chip\nno_spin declared by maria"}, None, "note must not hold control"),
+        ({"note": "\x1b[2Jall clear"}, None, r"note must not hold control characters \(U\+001B\)"),
+        ({"note": "\u202edeclared"}, None, "note must not hold control"),
+        ({"note": "ok", "operator": "maria\r"}, None, "operator must not hold control"),
+        ({"note": "ok"}, "maria\x07", "the operator user property must not hold control"),
+    ],
+)
+def test_a_note_or_operator_with_control_characters_is_refused(
+    body: dict[str, Any], sender: str | None, why: str
+) -> None:
+    """They were taken, and recall printed them raw: a forged line, a cleared terminal."""
+    with pytest.raises(CommandError, match=f"^{why}"):
+        parse(OperatorCommand("no_spin", json.dumps(body).encode(), sender=sender))
+
+
+def test_a_note_in_any_script_is_taken() -> None:
+    asked = parse(
+        OperatorCommand("no_spin", json.dumps({"note": "ficha en el cilindro: ñ, 球"}).encode())
+    )
+    assert isinstance(asked, DeclareNoSpin) and asked.note == "ficha en el cilindro: ñ, 球"

@@ -144,3 +144,41 @@ def test_a_clock_step_at_an_ss2_launch_keeps_the_game(tmp_path: Path) -> None:
         if '"spin":42' in line and ('"result"' in line or '"no_spin"' in line)
     ]
     assert [(end["event"], end.get("number")) for end in ends] == [("result", "35")]
+
+
+def test_a_hello_with_a_huge_pocket_count_ends_the_game_signed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A wheel's hello mid-game naming 10^50 pockets was a traceback (its signed alarm)."""
+    from wheeld.drivers.wrp import encode
+
+    frames = [
+        encode("HEL", 0, 0, "37", "M", "1", "S"),
+        encode("ROT", 1, 100, "CW", "3000"),
+        encode("BAL", 2, 200, "CCW", "0"),
+        encode("HEL", 0, 300, "9" * 50, "M", "1", "S"),
+    ]
+    capture = tmp_path / "huge-hello.cap"
+    capture.write_text(
+        "# wheeld-capture 1\n# driver: wrp\n"
+        + "".join(f"{1758005089 + i}.000 < {f.decode().strip()}\n" for i, f in enumerate(frames))
+    )
+    key = Path(__file__).parent / "keys" / "test-signing.key"
+    assert wheeld(["replay", "--key", str(key), str(capture)]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(e["event"], e.get("reason")) for e in events] == [
+        ("spinning", None),
+        ("no_spin", "frame_loss"),
+    ]
+
+
+def test_a_capture_with_a_byte_order_mark_replays_as_without(tmp_path: Path) -> None:
+    """It was 'not a wheeld capture (the first line must be ...)' over a right first line."""
+    capture = Path(__file__).parent / "captures" / "wrp" / "normal-games.cap"
+    marked = tmp_path / "normal-games.cap"
+    marked.write_bytes(b"\xef\xbb\xbf" + capture.read_bytes())
+    plain = [json.loads(line) for line in replay_output(capture).splitlines()]
+    again = [json.loads(line) for line in replay_output(marked).splitlines()]
+    # The epoch is made from the file's bytes: another file, another epoch.
+    assert [{**p, "epoch": None} for p in again] == [{**p, "epoch": None} for p in plain]
+    assert plain

@@ -354,6 +354,29 @@ def test_pockets_come_from_the_wheel_hello_when_not_configured() -> None:
     assert outcomes(decide(wheel)) == [(1, "00")]
 
 
+def test_a_hello_naming_another_pocket_count_mid_game_voids_it() -> None:
+    """Launched on a 37-pocket wheel, a game was settled on 00 after a hello said 38."""
+    wheel = warmed_up()
+    _launch(wheel)
+    wheel.pockets = 38
+    wheel.hello()
+    wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
+    wheel.drop("00")
+    wheel.advance(1500)
+    assert _fault_then_clean(wheel) == [(1, "frame_loss"), (2, "26")]
+
+
+def test_a_hello_naming_the_same_count_mid_game_changes_nothing() -> None:
+    """A link reopened mid-game: its QRY is answered with the same hello."""
+    wheel = warmed_up()
+    _launch(wheel)
+    wheel.hello()
+    wheel.run_ball("ccw", DEFAULT_BALL_PERIODS)
+    wheel.drop("17")
+    wheel.advance(1500)
+    assert outcomes(decide(wheel)) == [(1, "17")]
+
+
 # -- frame_loss ---------------------------------------------------------------------------
 
 

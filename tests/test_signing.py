@@ -341,6 +341,17 @@ def test_keygen_writes_a_key_pair_and_prints_its_id(
     assert key.read_bytes() == before
 
 
+def test_keygen_into_a_file_says_it_is_not_a_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said '<file>/signing.key: a key is already there', sending one to look for a key."""
+    out = tmp_path / "keys"
+    out.write_text("a capture, say\n")
+    assert wheeld(["keygen", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == f"wheeld keygen: {out}: not a directory\n"
+
+
 def test_the_key_is_a_secret_found_in_the_credentials_directory(tmp_path: Path) -> None:
     credentials = tmp_path / "credentials"
     credentials.mkdir()

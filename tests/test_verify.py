@@ -210,6 +210,18 @@ def test_a_line_that_is_not_json(tmp_path: Path, public_key: Path, capsys: Any) 
     assert verify(capsys, "--key", public_key, path) == (1, f"{path}: line 2: not JSON")
 
 
+def test_a_line_nested_past_the_recursion_limit_is_not_json(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """A consumer's recording with 100 KB of '[' on a line was a RecursionError traceback."""
+    path = tmp_path / "game.jsonl"
+    path.write_text(json.dumps(games(1)[0]) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert verify(capsys, "--key", public_key, path) == (
+        1,
+        f"{path}: line 2: not JSON (nested too deeply)",
+    )
+
+
 def test_bad_arguments_are_one_line_and_exit_2(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:

@@ -294,3 +294,14 @@ def test_usual_frames_between_candidates_never_reach_the_splitter() -> None:
     # Only the frame the read cut went through the splitter, up to its LF.
     assert fed == [cut[:5], cut[5:]]
     assert decoder.counters.sequence_gaps == 0
+
+
+def test_a_hello_counting_more_pockets_than_any_number_is_malformed() -> None:
+    """Its count reached a signed alarm, which RFC 8785 cannot encode past 2^53."""
+    decoder = WrpDecoder()
+    got = decoder.feed(
+        encode("HEL", 0, 0, "9" * 50, "M", "1", "S")
+        + encode("HEL", 1, 10, "4294967295", "M", "1", "S")
+    )
+    assert got == [FrameDropped("malformed"), WheelHello(1, 10, 4294967295, "M", "1", "S")]
+    assert decoder.counters.malformed == 1

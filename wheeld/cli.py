@@ -891,6 +891,12 @@ def _keygen(args: argparse.Namespace) -> int:
     signer = Signer.generate()
     try:
         out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        # mkdir's own word for a file in the way: no key is there to keep.
+        raise CommandError(f"{out}: not a directory") from None
+    except OSError as exc:
+        raise CommandError(f"{out}: {exc.strerror or exc}") from None
+    try:
         # O_EXCL: an existing key (perhaps the only copy of a table's) is never replaced;
         # mode 0600 from the first byte, not after a chmod.
         fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)

@@ -489,6 +489,9 @@ class RecordingReader:
             except ValueError:
                 self.failure = Failure(f"line {number}", "not JSON")
                 return None
+            except RecursionError:  # a few KB of '[' are JSON past Python's recursion limit
+                self.failure = Failure(f"line {number}", "not JSON (nested too deeply)")
+                return None
             if not isinstance(value, dict):
                 self.failure = Failure(f"line {number}", "not a JSON object")
                 return None

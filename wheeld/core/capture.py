@@ -140,7 +140,9 @@ def read(path: Path) -> Capture:
     leaves, is skipped with a warning; a bad line anywhere else is an error.
     """
     try:
-        with path.open(encoding="utf-8", errors="surrogateescape") as handle:
+        # utf-8-sig: an editor's or a Windows tool's byte order mark before the format
+        # line is no reason to refuse a capture whose every line is right.
+        with path.open(encoding="utf-8-sig", errors="surrogateescape") as handle:
             return _collect(handle, str(path))
     except OSError as exc:
         raise CaptureError(f"{path}: cannot read capture: {exc.strerror or exc}") from None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -192,6 +193,7 @@ def parse(command: OperatorCommand) -> Command:
         if type(note) is not str or len(note) > MAX_NOTE:
             raise CommandError(f"note must be a string of at most {MAX_NOTE} characters")
         _unicode("note", note)
+        _plain("note", note)
         return DeclareNoSpin(note, _game_id(body.get("game_id")), operator)
     if command.name == "ack":
         _only(command.name, body, ("alert",))
@@ -237,6 +239,7 @@ def _operator(value: object) -> str | None:
         # Blanks name nobody: an acknowledgement must say who.
         raise CommandError("operator must not be blank")
     _unicode("operator", value)
+    _plain("operator", value)
     return value
 
 
@@ -244,6 +247,8 @@ def _sender(value: str | None) -> str | None:
     """The MQTT user property naming the operator: blanks name nobody either."""
     if value is not None and not value.strip():
         raise CommandError("the operator user property must not be blank")
+    if value is not None:
+        _plain("the operator user property", value)
     return value
 
 
@@ -283,3 +288,17 @@ def _unicode(name: str, value: str) -> None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise CommandError(f"{name} must be valid Unicode (a lone surrogate is not)") from None
+
+
+#: Unicode's explicit bidirectional embeddings, overrides and isolates: a note holding
+#: U+202E shows its words reversed, so "declared" can read as another reason.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _plain(name: str, value: str) -> None:
+    """Refuse control characters: a note or a name is shown one line a game by
+    ``wheeld recall`` and on consoles, where a newline forges a line and ESC drives
+    the terminal of whoever reads it."""
+    for char in value:
+        if char in _BIDI_CONTROLS or unicodedata.category(char) == "Cc":
+            raise CommandError(f"{name} must not hold control characters (U+{ord(char):04X})")

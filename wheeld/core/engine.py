@@ -84,7 +84,7 @@ class Phase(enum.Enum):
 ANY_PHASE: dict[type, str] = {
     Heartbeat: "wheel time moves on: timers are judged",
     RotorDatum: "a rotor revolution (a direction change voids a game: rotor_malfunction)",
-    WheelHello: "the wheel introduces itself (a reboot mid-game: frame_loss)",
+    WheelHello: "the wheel introduces itself (a reboot or a new pocket count mid-game: frame_loss)",
     WheelIncident: "voids a game (object, ball out, faults), else an alarm",
     SequenceGap: "frames lost: voids a game (frame_loss), else an alarm",
     FrameDropped: "a frame unusable: voids a game (frame_loss), else an alarm",
@@ -499,6 +499,11 @@ class GameEngine:
         if event.pockets not in (37, 38, 39, 40):
             out.append(Alarm(now, "pockets_unsupported", {"pockets": event.pockets}))
         elif not self._pockets_fixed:
+            if event.pockets != self.layout.pockets and self._game is not None:
+                # The game was launched on the other count's wheel: a 00 a 37-pocket
+                # game could not have would settle it. Another head answered, or this
+                # one is confused; either way what it said of this game is not vouched for.
+                self._void({"frame_loss"}, now, out)
             self.layout = layout_for(event.pockets)
         elif event.pockets != self.layout.pockets:
             out.append(

@@ -117,7 +117,12 @@ def checksum(body: bytes) -> int:
 def _hello(seq: int, tick: int, parts: list[str]) -> WheelEvent:
     if len(parts) != 7 or not parts[3].isdigit():
         raise _Malformed
-    return WheelHello(seq, tick, int(parts[3]), parts[4], parts[5], parts[6])
+    pockets = int(parts[3])
+    # A count past the protocol's largest number is out of range like any other: it
+    # reached a signed pockets_unsupported alarm, which RFC 8785 cannot encode past 2^53.
+    if pockets > _TICK_MAX:
+        raise _Malformed
+    return WheelHello(seq, tick, pockets, parts[4], parts[5], parts[6])
 
 
 def _heartbeat(seq: int, tick: int, parts: list[str]) -> WheelEvent:
