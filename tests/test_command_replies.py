@@ -92,6 +92,8 @@ def config(port: int) -> Config:
                 "keepalive_s": 5,
                 "username": "wheeld-T1",
                 "password": USERS["wheeld-T1"],
+                # As the shipped ACL example has it: replies in a space of their own.
+                "reply_prefix": "wheeld-replies/",
             },
         }
     )

@@ -343,11 +343,15 @@ def test_a_table_id_that_is_no_topic_level_is_refused(tmp_path: Path, table: str
     assert ": table.id: " in line
 
 
-def test_the_reply_prefix_defaults_apart_from_the_base_topic(tmp_path: Path) -> None:
+def test_the_reply_prefix_is_empty_by_default_and_may_be_set(tmp_path: Path) -> None:
+    """Empty: replies go to any response topic the sender names (MQTT 5's way), the
+    table's own topics aside; set, only under it."""
     path = tmp_path / "c.toml"
     path.write_text('[mqtt]\nreply_prefix = "casino/replies/"\n')
-    assert Config().mqtt.reply_prefix == "wheeld-replies/"
+    assert Config().mqtt.reply_prefix == ""
     assert load(path, {}).mqtt.reply_prefix == "casino/replies/"
+    path.write_text('[table]\nid = "T1"\n[mqtt]\nreply_prefix = ""\n')
+    assert load(path, {}).mqtt.reply_prefix == ""
 
 
 def test_an_environment_error_is_blamed_on_the_variable(tmp_path: Path) -> None:

@@ -186,6 +186,33 @@ def test_reply_topic_policy(topic: str, why: str | None) -> None:
     assert (refusal is None) if why is None else (refusal is not None and why in refusal)
 
 
+@pytest.mark.parametrize(
+    ("topic", "why"),
+    [
+        ("rig/replies/1", None),
+        ("a", None),
+        ("wheeld/T2/replies", None),
+        (f"{BASE}/status", "under the table's own"),
+        (BASE, "under the table's own"),
+        ("$SYS/broker", "a $ topic"),
+        ("rig/+/x", "'+', '#' or NUL"),
+        ("#", "'+', '#' or NUL"),
+        ("rig//x", "an empty level"),
+        ("/rig", "an empty level"),
+        ("rig/", "an empty level"),
+        ("", "an empty topic"),
+        ("r" * 513, "longer than 512 bytes"),
+    ],
+)
+def test_with_no_reply_prefix_any_topic_but_the_table_s_own_is_answered(
+    topic: str, why: str | None
+) -> None:
+    """The default: the MQTT 5 response topic as the sender gives it (the broker's ACL
+    says where wheeld may write), never the table's own topics, a $ topic or a filter."""
+    refusal = reply_topic_refusal(topic, base=BASE, prefix="")
+    assert (refusal is None) if why is None else (refusal is not None and why in refusal)
+
+
 def test_a_reply_prefix_under_the_base_still_never_answers_there() -> None:
     assert reply_topic_refusal(f"{BASE}/r/1", base=BASE, prefix=f"{BASE}/r") is not None
     assert reply_topic_refusal("pit/replies/7", base=BASE, prefix="pit/replies") is None
@@ -219,13 +246,16 @@ async def test_commands_are_handed_over_and_answered_only_where_allowed(tmp_path
                     user=[("operator", "alice"), ("user", "bob")],
                 )
                 send_command(operator, "open", user=[("user", "b" * 200)])
-                refused = ["wheeld/T9/table", "$SYS/wheeld", "pit/replies/1"]
+                refused = ["wheeld/T9/table", "$SYS/wheeld", "pit//1"]
                 for topic in refused:
                     send_command(operator, "no_spin", response_topic=topic)
-                await until(lambda: len(received) == 6, "every command handed over")
+                # No mqtt.reply_prefix (the default): any other topic the sender names.
+                send_command(operator, "open", response_topic="pit/replies/1")
+                await until(lambda: len(received) == 7, "every command handed over")
                 reply = await until(
                     lambda: watcher.on("wheeld-replies/pit/1"), "the reply on the response topic"
                 )
+                await until(lambda: watcher.on("pit/replies/1"), "the reply outside wheeld's own")
                 await until(lambda: len(log.at("warning", "response topic refused")) == 3, "3")
         finally:
             watcher.close()
@@ -241,7 +271,8 @@ async def test_commands_are_handed_over_and_answered_only_where_allowed(tmp_path
     assert reply == [{"ok": True, "command": "open", "schema_version": 1}]
     # The retained command got no answer, and nothing was sent to a refused topic.
     assert watcher.on("wheeld-replies/old") == []
-    assert watcher.on("wheeld/T9/table") == [] and watcher.on("pit/replies/1") == []
+    assert watcher.on("wheeld/T9/table") == [] and watcher.on("pit//1") == []
+    assert watcher.on("pit/replies/1") == [{"ok": True, "command": "open", "schema_version": 1}]
     warned = log.at("warning", "response topic refused")
     assert [(w["command"], w["topic"]) for w in warned] == [("no_spin", t) for t in refused]
 

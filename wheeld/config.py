@@ -459,13 +459,16 @@ class MqttConfig(_Section):
         json_schema_extra={"shown_default": '"wheeld/<table.id>"'},
     )
     reply_prefix: str = Field(
-        default="wheeld-replies/",
+        default="",
         max_length=MAX_TOPIC_CHARS,
         description="Where replies to operator commands may go (the MQTT 5 response topic or "
-        "the payload's `reply_to`). It ends with `/`, has no wildcards or empty levels, does "
-        "not start with `$`, and is neither `<base>`, under it, nor above it: the broker's "
-        "ACL lets command senders read the replies, and must not let them read or write the "
-        "table's own topics through it.",
+        "the payload's `reply_to`). Empty (the default): any topic the sender names, as MQTT "
+        "5 has it, but never `<base>` or under it, a `$` topic, a filter or a topic with an "
+        "empty level; the broker's ACL says where wheeld may write. Set (e.g. "
+        '`"wheeld-replies/"`, as the shipped ACL example does), replies go only under it: '
+        "it ends with `/`, has no wildcards or empty levels, does not start with `$`, and is "
+        "neither `<base>`, under it, nor above it (the ACL lets command senders read the "
+        "replies, and must not let them read or write the table's own topics through it).",
     )
     client_id: str | None = Field(
         default=None,
@@ -559,6 +562,8 @@ class MqttConfig(_Section):
     @field_validator("reply_prefix")
     @classmethod
     def _reply_prefix(cls, value: str) -> str:
+        if not value:
+            return value  # any topic the other checks allow
         if not value.endswith("/"):
             raise ValueError("must end with '/' (replies go to topics under it)")
         check_topic(value[:-1])
@@ -928,7 +933,7 @@ def _consistency(sections: Mapping[str, BaseModel]) -> list[tuple[str, str]]:
         # two apart, and a reply could land on <base>/result.
         base_topic = mqtt.base_topic or f"wheeld/{table.id}"
         base, prefix = base_topic + "/", mqtt.reply_prefix
-        if base.startswith(prefix) or prefix.startswith(base):
+        if prefix and (base.startswith(prefix) or prefix.startswith(base)):
             problems.append(
                 (
                     "mqtt.reply_prefix",

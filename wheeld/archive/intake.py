@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 
+#: The archive's recall replies with no ``mqtt.reply_prefix`` set.
+DEFAULT_REPLY_SPACE = "wheeld-replies/"
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """How to acknowledge a message: not the message, whose payload may be 16 MiB."""
@@ -57,7 +61,10 @@ class Intake:
         self.settings = settings
         self.config = settings.archive
         self.log = log
-        self.reply_topic = f"{settings.mqtt.reply_prefix}{self.config.client_id}/recall"
+        # Its own replies' topic: under the prefix, or where wheeld's replies went before
+        # the prefix could be left empty (a shipped ACL gives that space its readers).
+        prefix = settings.mqtt.reply_prefix or DEFAULT_REPLY_SPACE
+        self.reply_topic = f"{prefix}{self.config.client_id}/recall"
         #: What came, waiting for the committer.
         self.queue: asyncio.Queue[Item] = asyncio.Queue()
         self.client: Client | None = None

@@ -125,8 +125,9 @@ def build() -> dict[str, str]:
         "address": None,
         "title": "the requester's response topic",
         "description": "Where a command's reply goes: the MQTT 5 response topic, or the "
-        "command's reply_to, which must be under mqtt.reply_prefix (default wheeld-replies/) "
-        "with at least one more level, and never under <base>/.",
+        "command's reply_to; never under <base>/, a $ topic or a filter, and, when "
+        "mqtt.reply_prefix is set (it is empty by default), under it with at least one more "
+        "level.",
         "messages": replies,
     }
 
@@ -203,7 +204,7 @@ def _command_message(name: str, model: type[BaseModel], schema_file: str) -> dic
     }
     message["bindings"]["mqtt"]["responseTopic"] = {
         "type": "string",
-        "description": "MQTT 5: where to reply, under mqtt.reply_prefix",
+        "description": "MQTT 5: where to reply (under mqtt.reply_prefix when it is set)",
     }
     message["bindings"]["mqtt"]["correlationData"] = {
         "type": "string",

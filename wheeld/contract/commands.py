@@ -37,7 +37,8 @@ ReplyTo = Annotated[
     str,
     Field(
         min_length=1,
-        description="where to reply, under mqtt.reply_prefix (as the MQTT 5 response topic)",
+        description="where to reply, as the MQTT 5 response topic (under mqtt.reply_prefix"
+        " when it is set)",
     ),
 ]
 CorrelationId = Annotated[

@@ -3,7 +3,7 @@
 Every message on ``<base>/command/+`` is handed to the daemon's
 ``CommandHandler`` (a ``recall`` in a task of its own, so the commands after it
 do not wait); its reply goes to the MQTT 5 response topic, else the payload's
-``reply_to``, and only under ``mqtt.reply_prefix``. The same subscription
+``reply_to`` (only under ``mqtt.reply_prefix`` when it is set). The same subscription
 carries the table's status (another wheeld's, say) and, at a connect, the
 retained result and sequence: handed on to whom they concern.
 """
@@ -40,11 +40,11 @@ CommandHandler = Callable[[OperatorCommand], Awaitable[dict[str, Any] | None]]
 def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
     """Why a command's response topic may not be answered on, or None when it may.
 
-    Replies go only under the configured ``mqtt.reply_prefix``, never under the
-    table's own ``<base>/`` (a reply must not pose as the table's state) nor
-    to a ``$`` topic or a filter.
+    Never under the table's own ``<base>/`` (a reply must not pose as the
+    table's state), to a ``$`` topic, a filter or a topic with an empty level;
+    with ``mqtt.reply_prefix`` set, only under it (empty: any other topic, the
+    broker's ACL saying where wheeld may write).
     """
-    directory = prefix if prefix.endswith("/") else f"{prefix}/"
     if len(topic.encode()) > MAX_REPLY_TOPIC_BYTES:
         return f"longer than {MAX_REPLY_TOPIC_BYTES} bytes"
     if topic.startswith("$"):
@@ -53,8 +53,9 @@ def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
         return "holds '+', '#' or NUL"
     if topic == base or topic.startswith(f"{base}/"):
         return f"under the table's own {base}/"
+    directory = "" if not prefix else prefix if prefix.endswith("/") else f"{prefix}/"
     if not topic.startswith(directory) or topic == directory:
-        return f"not a topic under {directory}"
+        return f"not a topic under {directory}" if directory else "an empty topic"
     if "" in topic[len(directory) :].split("/"):
         return "has an empty level"
     return None
