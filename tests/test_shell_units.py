@@ -94,11 +94,14 @@ class _Pipeline:
         return Outgoing("wheeld/T1/status", '{"state": "online"}', retain=True)
 
 
-def _inputs() -> tuple[TableInputs, _Pipeline, list[Effects], list[float]]:
+def _inputs(
+    stops: list[int] | None = None, log: RecordingLog | None = None
+) -> tuple[TableInputs, _Pipeline, list[Effects], list[float]]:
     _, _, clock = hand_scheduler()
     pipeline = _Pipeline()
     applied: list[Effects] = []
     steps: list[float] = []
+    stopped = stops if stops is not None else []
     inputs = TableInputs(
         clock=clock,
         pipeline=cast(Any, pipeline),
@@ -107,8 +110,32 @@ def _inputs() -> tuple[TableInputs, _Pipeline, list[Effects], list[float]]:
         capture=cast(Any, SimpleNamespace(clock_step=steps.append)),
         apply=applied.append,
         settle=lambda: None,
+        stop=lambda: stopped.append(1),
+        log=log or RecordingLog(),
     )
     return inputs, pipeline, applied, steps
+
+
+def test_an_input_the_pipeline_raises_on_stops_the_daemon_once_and_says_why() -> None:
+    """Not a warning and the rest of the input dropped while the table goes on deciding:
+    the engine may have moved with its decisions unkept, so the daemon stops (status 1,
+    the unit starts it again and the start voids the game under way)."""
+    stops: list[int] = []
+    log = RecordingLog()
+    inputs, pipeline, applied, _ = _inputs(stops, log)
+    inputs.release()
+
+    def broken(data: bytes, now: float) -> Effects:
+        raise OverflowError("int too large to convert")
+
+    pipeline.on_bytes = broken  # type: ignore[method-assign]
+    inputs.on_data(b"$WRHEL,1,99999999999999999999*00\r\n", 1001.0)
+    assert stops == [1] and applied == []
+    assert isinstance(inputs.broken_by, OverflowError)
+    (line,) = [fields for level, event, fields in log.lines if level == "error"]
+    assert line["error"] == "OverflowError: int too large to convert"
+    inputs.on_data(b"again\r\n", 1002.0)  # until the loop stops: said once, stopped once
+    assert stops == [1] and len([1 for level, _, _ in log.lines if level == "error"]) == 1
 
 
 def test_what_the_wheel_says_before_the_brokers_memory_is_decided_after_it_in_order() -> None:
@@ -333,6 +360,8 @@ def test_a_derived_step_pending_runs_before_the_next_input_reaches_the_pipeline(
         capture=None,
         apply=applier.apply,
         settle=applier.settle,
+        stop=lambda: None,
+        log=RecordingLog(),
     )
     inputs.release()
     tells: list[Callable[[], None]] = [

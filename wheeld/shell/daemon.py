@@ -226,8 +226,7 @@ class Daemon:
         self.capture = CaptureWriter(capture, config.wheel.driver) if capture is not None else None
         self.scheduler = scheduler = Scheduler(clock)
         link_timeout_s = config.rules.link_timeout_ms / 1000
-        # The link's and the publisher's callbacks are late-bound (the lambdas): the
-        # units they feed are built below, from the link and the publisher.
+        # Callbacks late-bound (the lambdas): what they feed is built below, from these.
         self.link = WheelLink(
             config.wheel.port,
             config.wheel.baudrate or driver_named(config.wheel.driver).default_baudrate,
@@ -298,6 +297,8 @@ class Daemon:
             capture=self.capture,
             apply=apply,
             settle=effects.settle,
+            stop=self.stop,
+            log=log,
         )
         self.rate = CommandGate(log=log, scheduler=scheduler, apply=apply)
         self.commands = CommandDesk(
@@ -384,8 +385,8 @@ class Daemon:
         self.notifier.close()
         if self._rival is not None:
             raise self._rival
-        # A task that failed stopped the daemon: not a clean stop, so systemd restarts it.
-        return 1 if failed else 0
+        # A failed task or input stopped it: not a clean stop, so systemd restarts it.
+        return 1 if failed or self.inputs.broken_by is not None else 0
 
     async def _stop_tasks(
         self,

@@ -10,7 +10,7 @@ its time, and decided after it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 if TYPE_CHECKING:
     from wheeld.shell.capture_writer import CaptureWriter
@@ -19,6 +19,25 @@ if TYPE_CHECKING:
     from wheeld.shell.notify import Notifier
     from wheeld.table.effects import Effects
     from wheeld.table.pipeline import TablePipeline
+
+
+_P = ParamSpec("_P")
+
+
+def _guarded(
+    method: Callable[Concatenate[TableInputs, _P], None],
+) -> Callable[Concatenate[TableInputs, _P], None]:
+    """An input whose pipeline raised leaves the table's state unvouched for (the engine
+    may have moved, its decisions not kept): ``on_broken`` stops the daemon, rather than
+    a warning and the rest of the input lost while it goes on deciding."""
+
+    def guarded(self: TableInputs, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:
+            self.broke(exc)
+
+    return guarded
 
 
 class TableInputs:
@@ -34,6 +53,8 @@ class TableInputs:
         capture: CaptureWriter | None,
         apply: Callable[[Effects], None],
         settle: Callable[[], None],
+        stop: Callable[[], None],
+        log: Any,
     ) -> None:
         self._clock = clock
         self._pipeline = pipeline
@@ -43,11 +64,28 @@ class TableInputs:
         self._apply = apply
         #: Derives what kept games lead to, if it waits: before each input (``EffectsApplier``).
         self._settle = settle
+        #: Stops the daemon: an input the pipeline raised on (``_guarded``).
+        self._stop = stop
+        self._log = log
+        #: What an input raised, if one did: the daemon stops with status 1.
+        self.broken_by: Exception | None = None
         #: What the wheel said before the broker's memory was read: decided after it.
         self._deferred: list[Callable[[], None]] | None = []
         #: The broker's retained ``<base>/history``, until the sequence read with it.
         self._history: bytes | None = None
         clock.on_step = self.clock_stepped
+
+    def broke(self, error: Exception) -> None:
+        """The pipeline raised on an input: what it decided is no longer known to be
+        whole, so nothing more is decided. The daemon stops (status 1: the unit starts it
+        again, and the start voids the game under way, ``controller_restart``)."""
+        if self.broken_by is None:
+            self.broken_by = error
+            self._log.error(
+                "table pipeline failed: stopping, to start again with the game under way voided",
+                error=f"{type(error).__name__}: {error}",
+            )
+            self._stop()
 
     def release(self) -> None:
         """The broker's memory is read: decide what waited, in order, and the rest as it comes."""
@@ -55,6 +93,7 @@ class TableInputs:
         for heard in deferred:
             heard()
 
+    @_guarded
     def clock_stepped(self, step: float, wall: float) -> None:
         """The wall clock was stepped: the capture and the pipeline are told, so
         a forward step does not read as silence and void the game in progress."""
@@ -63,6 +102,7 @@ class TableInputs:
         self._settle()
         self._apply(self._pipeline.on_clock_step(step, wall))
 
+    @_guarded
     def on_data(self, data: bytes, now: float) -> None:
         self._condition.heard()
         if self._deferred is not None:  # before the broker's answer: kept, in order, with its time
@@ -71,6 +111,7 @@ class TableInputs:
         self._settle()
         self._apply(self._pipeline.on_bytes(data, now))
 
+    @_guarded
     def on_link_up(self) -> None:
         now = self._clock.now()
         if self._deferred is not None:
@@ -79,6 +120,7 @@ class TableInputs:
         self._settle()
         self._link_changed(self._pipeline.on_link_up(now))
 
+    @_guarded
     def on_link_down(self, why: str) -> None:
         now = self._clock.now()
         if self._deferred is not None:
@@ -91,6 +133,7 @@ class TableInputs:
         self._apply(effects)
         self._notifier.status(self._condition.status_line())
 
+    @_guarded
     def on_retained_result(self, name: str, payload: bytes) -> None:
         """The broker's retained ``history``, ``sequence`` or ``result``, at a (re)connect."""
         self._settle()
