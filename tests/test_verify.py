@@ -133,7 +133,9 @@ def dropped(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def repeated(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    messages.insert(5, messages[2])  # an old message again: a replay, not a redelivery
+    # An old seq again, another message under it: a forgery, not a redelivery.
+    again = dict(messages[2], game_id=99)
+    messages.insert(5, again)
     return messages
 
 
@@ -151,7 +153,7 @@ def unsigned(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     [
         (altered, "seq 6 (game 2): bad signature"),
         (dropped, "seq 6 (game 2): gap: seq 5 missing"),
-        (repeated, "seq 3 (game 1): repeat of seq 3"),
+        (repeated, "seq 3 (game 99): bad signature"),
         (reordered, "seq 5 (game 2): reordered: seq 5 where seq 4 was due"),
         (
             unsigned,
@@ -176,7 +178,38 @@ def test_a_message_said_again_right_after_itself_is_dropped(
     assert main(["verify", "--key", str(public_key), str(path)]) == 0
     assert capsys.readouterr().out.splitlines() == [
         f"{path}: epoch (none: an older wheeld): seq 1-9 (9 messages)",
-        f"{path}: 1 message(s) said again right after themselves: dropped",
+        f"{path}: 1 message(s) said again word for word: dropped",
+        f"{path}: intact",
+    ]
+
+
+def test_a_second_signed_message_under_a_seq_seen_is_a_forgery(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """Not a redelivery: another message, validly signed, under seq 2 again (the chain
+    state it was signed from is the one before seq 2)."""
+    messages = games(3)
+    another = game_events(1)[1] | {"ts": "2025-01-02T10:01:30.000Z"}
+    other = signed([another], ChainState(2, _digest(messages[0])))
+    messages.insert(4, other[0])
+    path = recording(tmp_path, messages)
+    status, out = verify(capsys, "--key", public_key, path)
+    assert status == 1 and "a second, different message with seq 2" in out
+
+
+def test_a_run_in_flight_said_again_after_a_reconnect_is_dropped(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """A publisher keeps several messages in flight: after a reconnect the broker may
+    deliver a run of them again (seq 4, 5, 6, then 4, 5, 6): a redelivery, word for word,
+    not a replay; a consumer drops it, and so does the verifier."""
+    messages = games(3)
+    messages[6:6] = messages[3:6]
+    path = recording(tmp_path, messages)
+    assert main(["verify", "--key", str(public_key), str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}: epoch (none: an older wheeld): seq 1-9 (9 messages)",
+        f"{path}: 3 message(s) said again word for word: dropped",
         f"{path}: intact",
     ]
 
@@ -845,7 +878,7 @@ def test_a_takeover_goes_on_after_the_last_message_whatever_its_seq(
         "epoch epoch-standbyaaa: seq 10-13 (4 messages), on from epoch epoch-primaryaaa seq 4"
         in out
     )
-    assert "said again right after themselves" in out and out.endswith(": intact\n")
+    assert "said again word for word" in out and out.endswith(": intact\n")
 
 
 def test_a_journal_that_took_a_table_over_verifies(

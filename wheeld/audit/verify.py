@@ -11,9 +11,11 @@ Each journal has an ``epoch``, carried in its messages: every epoch is a chain
 of its own, said as such where one gives way to another, never a gap. Where
 an epoch goes on past another's message (a standby took the table over, its
 seq moved on past the last one published), the link names that message: a
-handover, not a gap. A message said again right after itself (a broker's
-redelivery, or a successor saying again what may not have gone out) is what
-a consumer drops, and so does the verifier; a repeat anywhere else is a replay.
+handover, not a gap. A message said again word for word (a broker's
+redelivery: a publisher keeps several in flight, so after a reconnect a run
+of them may come again; or a successor saying again what may not have gone
+out) is what a consumer drops, and so does the verifier, counting it; a
+different message under a seq already seen is a forgery.
 
 A journal's messages are judged here too, with its own hash chains, by
 ``wheeld.audit.journal_check``; the signatures in worker processes, a batch
@@ -120,7 +122,7 @@ class Report:
     def lines(self) -> list[str]:
         out = [span.describe() for span in self.spans]
         if self.repeats:
-            out.append(f"{self.repeats} message(s) said again right after themselves: dropped")
+            out.append(f"{self.repeats} message(s) said again word for word: dropped")
         if self.floors:
             seqs = ", ".join(str(seq) for seq in self.floors[:5])
             if len(self.floors) > 5:
@@ -237,6 +239,11 @@ class ChainCheck:
         chain = self._chains.get(epoch)
         if chain is None:
             chain = self._chains[epoch] = _Chain(self._start if not self._chains else None)
+        if chain.seen.get(seq) == signed:
+            # Word for word again, further back: a run in flight redelivered after a
+            # reconnect. Nothing new is said by it; a consumer drops it, and so do we.
+            self.report.repeats += 1
+            return None
         why = self._link_why(payload, epoch, chain, signed, later)
         if why is None:
             why = self._games.why(payload, epoch)
@@ -293,9 +300,7 @@ class ChainCheck:
             if prev != expected.prev:
                 return "broken link: prev does not name the message before it"
             return None
-        if seq in chain.seen:
-            if chain.seen[seq] == signed:
-                return f"repeat of seq {seq}"
+        if seq in chain.seen:  # the same word for word was dropped (``feed``)
             return f"a second, different message with seq {seq}"
         if seq < expected.seq or any(m.payload.get("seq") == expected.seq for m in later):
             return f"reordered: seq {seq} where seq {expected.seq} was due"
