@@ -58,7 +58,7 @@ class EpochAudit:
         if signed is None:
             try:
                 payload = json.loads(stored.payload)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested too deep is no message either
                 payload = None
         if not isinstance(payload, dict):
             self.findings.append(f"seq {stored.seq} (row {stored.row_id}): not a JSON object")
