@@ -93,6 +93,31 @@ def test_decisions_outbox_and_state_survive_a_reopen(journal: Journal) -> None:
     journal.close()
 
 
+def test_decisions_are_read_a_batch_at_a_time_and_all_of_them(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted again from every decision (another wheel's journal, other arcs), a year of
+    them streams: never one read of the whole table."""
+    from wheeld.shell.journal import records
+
+    monkeypatch.setattr(records, "READ_BATCH", 2)
+    for game_id in range(1, 6):
+        play(journal, game_id, str(game_id), f'{{"n": {game_id}}}')
+    reads: list[str] = []
+    read = journal._sql.read
+
+    def counted(sql: str, *parameters: Any) -> list[Any]:
+        reads.append(sql)
+        return read(sql, *parameters)
+
+    monkeypatch.setattr(journal._sql, "read", counted)
+    got = list(journal.decisions_after(1))
+    assert [(game_id, payload) for game_id, _, payload in got] == [
+        (game_id, f'{{"n": {game_id}}}') for game_id in range(2, 6)
+    ]
+    assert len(reads) == 3 and all("LIMIT 2" in sql for sql in reads), "2 + 2 + none left"
+
+
 # -- integrity at open ---------------------------------------------------------------
 
 

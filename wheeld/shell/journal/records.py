@@ -20,6 +20,9 @@ from wheeld.shell.journal.durability import fsync_due
 from wheeld.shell.journal.outbox import enqueue
 from wheeld.table.effects import Effects
 
+#: Decisions read at a time by ``decisions_after``.
+READ_BATCH = 1000
+
 if TYPE_CHECKING:
     from wheeld.core.engine import EngineState
     from wheeld.core.signing import ChainState
@@ -81,11 +84,20 @@ class Records:
         return ids
 
     def decisions_after(self, row_id: int) -> Iterator[tuple[int, str, str]]:
-        """The decisions after row ``row_id``: (game id, event, payload), oldest first."""
-        for game_id, event, payload in self._sql.read(
-            "SELECT game_id, event, payload FROM decisions WHERE id > ? ORDER BY id", (row_id,)
+        """The decisions after row ``row_id``: (game id, event, payload), oldest first.
+
+        Read ``READ_BATCH`` rows at a time: statistics counted again from every decision
+        (another wheel's journal, other arcs) stream a year of them in bounded memory,
+        where one read of them all held the whole table (345 MiB at 229,440 games).
+        """
+        while rows := self._sql.read(
+            "SELECT id, game_id, event, payload FROM decisions WHERE id > ? ORDER BY id"
+            f" LIMIT {READ_BATCH}",
+            (row_id,),
         ):
-            yield game_id, event, unpack_payload(payload)
+            for _, game_id, event, payload in rows:
+                yield game_id, event, unpack_payload(payload)
+            row_id = rows[-1][0]
 
     def last_decision_id(self) -> int:
         """The row id of the last decision kept (0 for none)."""
