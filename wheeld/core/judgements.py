@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
@@ -124,13 +124,21 @@ class Arcs:
     @classmethod
     def of_pockets(cls, per_pocket: Sequence[int], layout: WheelLayout, k: int) -> Arcs:
         """The arcs over the counts per pocket in wheel order."""
-        order = layout.order
         pockets = layout.pockets
         # Each arc's count is a difference of running sums round the wheel (and k - 1 on).
         running = [0, *accumulate([*per_pocket, *per_pocket[: k - 1]])]
         by_arc = list(map(sub, running[k : k + pockets], running[:pockets]))
+        return cls.of_arc_counts(by_arc, running[pockets], layout, k)
+
+    @classmethod
+    def of_arc_counts(
+        cls, by_arc: Sequence[int], results: int, layout: WheelLayout, k: int
+    ) -> Arcs:
+        """The arcs from each arc's count (by its first pocket, in wheel order) and the
+        results they are of: what a family's ``SlidingArcs`` keeps."""
+        order = layout.order
+        pockets = layout.pockets
         arc_counts = dict(zip(order, by_arc, strict=True))
-        results = running[pockets]
         expected = results * k / pockets
         if not results:
             return cls(k, 0, 0.0, arc_counts, (), 0, None)
@@ -153,25 +161,49 @@ class Arcs:
         }
 
     def to_json_text(self) -> str:
-        """``to_json`` as ``json.dumps`` writes it; the counts per arc through a template."""
-        dumps = json.dumps
-        return (
-            f'{{"results": {self.results}, "expected": {dumps(round(self.expected, 6))}, '
-            f'"counts": {_counts_text(self.counts)}, '
-            f'"most_hit": {{"pockets": {dumps(list(self.most_hit))}, "count": {self.count}, '
-            f'"p_value": {dumps(self.p_value)}}}}}'
+        """``to_json`` as ``json.dumps`` writes it, through a template: every outcome
+        writes a score of these, and ``json.dumps`` of each part cost more than the rest."""
+        return _arcs_template(tuple(self.counts), len(self.most_hit)) % (
+            self.results,
+            number_text(round(self.expected, 6)),
+            *self.counts.values(),
+            *self.most_hit,
+            self.count,
+            number_text(self.p_value),
         )
 
 
-def _counts_text(counts: Mapping[str, int]) -> str:
-    """Counts by name as ``json.dumps`` writes them, in the mapping's order."""
-    return counts_template(tuple(counts)) % tuple(counts.values())
+def number_text(value: float | None) -> str:
+    """A figure as ``json.dumps`` writes it (a finite float is its ``repr``)."""
+    if value is None:
+        return "null"
+    return repr(value) if math.isfinite(value) else json.dumps(value)
+
+
+@lru_cache(maxsize=64)
+def _arcs_template(names: tuple[str, ...], hit: int) -> str:
+    """An ``Arcs``'s JSON with a slot for each figure: a wheel's order, ``hit`` pockets
+    most hit (k, or none before a result). A pocket's name is digits, never escaped."""
+    pockets = ", ".join(['"%s"'] * hit)
+    return (
+        '{"results": %d, "expected": %s, "counts": '
+        + counts_template(names)
+        + ', "most_hit": {"pockets": ['
+        + pockets
+        + '], "count": %d, "p_value": %s}}'
+    )
 
 
 @lru_cache(maxsize=64)
 def counts_template(names: tuple[str, ...]) -> str:
     """The JSON object of ``names`` with a ``%d`` for each count: a wheel's few orders."""
-    return "{" + ", ".join(f"{json.dumps(name)}: %d" for name in names) + "}"
+    return object_template((name, "%d") for name in names)
+
+
+def object_template(members: Iterable[tuple[str, str]]) -> str:
+    """An object's JSON as ``json.dumps`` writes it, each member's value a %-format slot
+    (or a template itself): a fixed shape written again and again with new figures."""
+    return "{" + ", ".join(f"{json.dumps(name)}: {slot}" for name, slot in members) + "}"
 
 
 @dataclass(frozen=True, slots=True)

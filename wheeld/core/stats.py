@@ -168,7 +168,7 @@ class Statistics:
     def arcs_of(self, k: int) -> dict[str, Arcs]:
         """The arcs of ``k`` pockets over the whole series: all results, cw and ccw."""
         whole = self._whole
-        return {name: whole.family_arcs(name, whole.family_counts(name), k)[0] for name in FAMILIES}
+        return {name: whole.family_arcs(name, k)[0] for name in FAMILIES}
 
     def sector_concentration(self, min_results: int) -> Concentration | None:
         """The most concentrated arc over every arc size and rotor direction with at
