@@ -139,14 +139,11 @@ class Arcs:
         order = layout.order
         pockets = layout.pockets
         arc_counts = dict(zip(order, by_arc, strict=True))
-        expected = results * k / pockets
-        if not results:
+        first, top, p_value = most_hit_arc(by_arc, results, k)
+        if p_value is None:
             return cls(k, 0, 0.0, arc_counts, (), 0, None)
-        top = max(by_arc)
-        first = by_arc.index(top)  # the first in wheel order among equals
         arc = tuple(order[(first + step) % pockets] for step in range(k))
-        p_value = min(1.0, pockets * binomial_sf(top, results, k / pockets))
-        return cls(k, results, expected, arc_counts, arc, top, p_value)
+        return cls(k, results, results * k / pockets, arc_counts, arc, top, p_value)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -163,14 +160,43 @@ class Arcs:
     def to_json_text(self) -> str:
         """``to_json`` as ``json.dumps`` writes it, through a template: every outcome
         writes a score of these, and ``json.dumps`` of each part cost more than the rest."""
-        return _arcs_template(tuple(self.counts), len(self.most_hit)) % (
-            self.results,
-            number_text(round(self.expected, 6)),
-            *self.counts.values(),
-            *self.most_hit,
-            self.count,
-            number_text(self.p_value),
+        order = tuple(self.counts)
+        first = order.index(self.most_hit[0]) if self.most_hit else 0
+        return arcs_text(
+            order, self.k, list(self.counts.values()), self.results, first, self.p_value
         )
+
+
+def most_hit_arc(by_arc: Sequence[int], results: int, k: int) -> tuple[int, int, float | None]:
+    """The most-hit arc of ``k`` pockets: its first pocket's index (the first in wheel
+    order among equals), its count, and its p-value (None before a result)."""
+    if not results:
+        return 0, 0, None
+    pockets = len(by_arc)
+    top = max(by_arc)
+    return by_arc.index(top), top, min(1.0, pockets * binomial_sf(top, results, k / pockets))
+
+
+def arcs_text(
+    order: tuple[str, ...],
+    k: int,
+    by_arc: Sequence[int],
+    results: int,
+    first: int,
+    p_value: float | None,
+) -> str:
+    """``Arcs.to_json`` as ``json.dumps`` writes it, from each arc's count (``first``
+    and ``p_value`` those of ``most_hit_arc``), through a template: every outcome writes a
+    score of these, and ``json.dumps`` of each part cost more than all the rest."""
+    template, pockets = _arcs_shape(order, k)
+    return template % (
+        results,
+        number_text(round(results * k / len(order), 6)),
+        *by_arc,
+        pockets[first] if p_value is not None else "[]",
+        by_arc[first] if p_value is not None else 0,
+        number_text(p_value),
+    )
 
 
 def number_text(value: float | None) -> str:
@@ -181,17 +207,20 @@ def number_text(value: float | None) -> str:
 
 
 @lru_cache(maxsize=64)
-def _arcs_template(names: tuple[str, ...], hit: int) -> str:
-    """An ``Arcs``'s JSON with a slot for each figure: a wheel's order, ``hit`` pockets
-    most hit (k, or none before a result). A pocket's name is digits, never escaped."""
-    pockets = ", ".join(['"%s"'] * hit)
-    return (
+def _arcs_shape(order: tuple[str, ...], k: int) -> tuple[str, tuple[str, ...]]:
+    """The JSON of a wheel's arcs of ``k`` with a slot for each figure, and the JSON of
+    each arc's pockets by its first: the most-hit one's, written in whole."""
+    template = (
         '{"results": %d, "expected": %s, "counts": '
-        + counts_template(names)
-        + ', "most_hit": {"pockets": ['
-        + pockets
-        + '], "count": %d, "p_value": %s}}'
+        + counts_template(order)
+        + ', "most_hit": {"pockets": %s, "count": %d, "p_value": %s}}'
     )
+    pockets = len(order)
+    arcs = tuple(
+        json.dumps([order[(first + step) % pockets] for step in range(k)])
+        for first in range(pockets)
+    )
+    return template, arcs
 
 
 @lru_cache(maxsize=64)

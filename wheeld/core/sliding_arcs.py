@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from wheeld.core.judgements import Arcs
+from wheeld.core.judgements import Arcs, arcs_text, most_hit_arc
 from wheeld.core.layout import WheelLayout
 
 
 class SlidingArcs:
-    """One family's counts per arc of ``k`` pockets, and their judgement as last made."""
+    """One family's counts per arc of ``k`` pockets, their judgement and its JSON."""
 
     def __init__(self, layout: WheelLayout, k: int, per_pocket: Sequence[int]) -> None:
         self.layout = layout
@@ -28,7 +28,8 @@ class SlidingArcs:
         self._by_arc = list(judged.counts.values())
         self._results = judged.results
         self._holding = _arcs_holding(layout.order, k)
-        self._judged: tuple[Arcs, str] | None = (judged, judged.to_json_text())
+        self._text: str | None = None
+        self._arcs: Arcs | None = judged
 
     def move(self, number: str, by: int) -> None:
         """Count a result in ``number``'s pocket (``by`` 1) or take one back out (-1)."""
@@ -36,14 +37,23 @@ class SlidingArcs:
         for first in self._holding[number]:
             by_arc[first] += by
         self._results += by
-        self._judged = None
+        self._text = self._arcs = None
 
-    def judged(self) -> tuple[Arcs, str]:
-        """The arcs now, and their JSON: made again only after a move."""
-        if self._judged is None:
-            arcs = Arcs.of_arc_counts(self._by_arc, self._results, self.layout, self.k)
-            self._judged = (arcs, arcs.to_json_text())
-        return self._judged
+    def arcs(self) -> Arcs:
+        """The arcs now (what the sector alert judges, after each result): made again
+        only after a move."""
+        if self._arcs is None:
+            self._arcs = Arcs.of_arc_counts(self._by_arc, self._results, self.layout, self.k)
+        return self._arcs
+
+    def text(self) -> str:
+        """The arcs' JSON now: written again only after a move."""
+        if self._text is None:
+            first, _, p_value = most_hit_arc(self._by_arc, self._results, self.k)
+            self._text = arcs_text(
+                self.layout.order, self.k, self._by_arc, self._results, first, p_value
+            )
+        return self._text
 
 
 @lru_cache(maxsize=64)

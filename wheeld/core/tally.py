@@ -281,16 +281,7 @@ class Tally:
                 ),
             ),
             ("distance", self._distance_text()),
-            (
-                "arcs",
-                object_text(
-                    (
-                        str(k),
-                        object_text((name, self.family_arcs(name, k)[1]) for name in FAMILIES),
-                    )
-                    for k in self.arcs
-                ),
-            ),
+            ("arcs", self._arcs_text()),
             ("serial", self._serial_text()),
         ]
 
@@ -327,10 +318,17 @@ class Tally:
             self.counts if family == "all" else self.by_direction[family], self.layout
         )
 
-    def family_arcs(self, family: str, k: int) -> tuple[Arcs, str]:
-        """A family's arcs of ``k`` pockets, and their JSON: made again only when a
-        result in the family moved them."""
-        return self._sliding_arcs()[family][self.arcs.index(k)].judged()
+    def _arcs_text(self) -> str:
+        """Every family's arcs of each size: a family's written again only when moved."""
+        sliding = self._sliding_arcs()
+        return object_text(
+            (str(k), object_text((name, sliding[name][index].text()) for name in FAMILIES))
+            for index, k in enumerate(self.arcs)
+        )
+
+    def family_arcs(self, family: str, k: int) -> Arcs:
+        """A family's arcs of ``k`` pockets (one of this tally's sizes) now."""
+        return self._sliding_arcs()[family][self.arcs.index(k)].arcs()
 
     def chi_squared(self, per_pocket: list[int] | None = None) -> ChiSquared:
         """The chi-squared over the counts (``per_pocket``, when already at hand):
@@ -343,7 +341,7 @@ class Tally:
 
     def arcs_of(self, k: int) -> dict[str, Any]:
         """The arcs of ``k`` neighbouring pockets over every result and by rotor direction."""
-        return {name: self.family_arcs(name, k)[0].to_json() for name in FAMILIES}
+        return {name: self.family_arcs(name, k).to_json() for name in FAMILIES}
 
     def distance_test(self) -> ChiSquared:
         """The chi-squared of the distances between consecutive results against uniform.
