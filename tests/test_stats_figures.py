@@ -380,8 +380,10 @@ def test_the_recent_rate_leaves_pauses_out() -> None:
 def test_a_summary_is_exact_to_its_resolution(tenths: list[int]) -> None:
     summary = Summary(0.1)
     values = [tenth / 10 for tenth in tenths]
-    for value in values:
+    for seen, value in enumerate(values, 1):
         summary.add(value)
+        # Asked after each value: the steps kept sorted between medians stay right.
+        assert summary.median() == pytest.approx(py_statistics.median(values[:seen]), abs=1e-9)
     data = summary.to_json()
     assert data["count"] == len(values)
     assert data["median"] == pytest.approx(py_statistics.median(values), abs=1e-9)

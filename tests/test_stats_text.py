@@ -13,6 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.test_stats_snapshot import _table, payloads
+from wheeld.core.judgements import Arcs
+from wheeld.core.layout import layout_for
+from wheeld.core.sliding_arcs import SlidingArcs
 from wheeld.core.stats import Statistics
 
 
@@ -61,3 +64,27 @@ def test_the_text_is_json_dumps_of_the_figures_byte_for_byte() -> None:
 def test_an_extra_member_may_not_replace_a_figure() -> None:
     with pytest.raises(ValueError, match="already a member of the figures: \\['games'\\]"):
         Statistics().to_json_text(games=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pockets=st.sampled_from([37, 38]),
+    k=st.integers(1, 36),
+    moves=st.lists(st.tuples(st.integers(0, 37), st.booleans()), max_size=80),
+)
+def test_arcs_moved_one_result_at_a_time_are_the_arcs_counted_afresh(
+    pockets: int, k: int, moves: list[tuple[int, bool]]
+) -> None:
+    """A family's kept arcs, moved by each result in and out, judge and write exactly
+    what the arcs summed again from the counts per pocket would."""
+    layout = layout_for(pockets)
+    per_pocket = [0] * pockets
+    sliding = SlidingArcs(layout, k, per_pocket)
+    for drawn, taken_out in moves:
+        index = drawn % pockets
+        by = -1 if taken_out and per_pocket[index] else 1
+        per_pocket[index] += by
+        sliding.move(layout.order[index], by)
+        fresh = Arcs.of_pockets(per_pocket, layout, k)
+        assert sliding.text() == json.dumps(fresh.to_json()) == fresh.to_json_text()
+        assert sliding.arcs() == fresh

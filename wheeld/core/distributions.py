@@ -100,24 +100,35 @@ def _beta_front(a: float, b: float, x: float) -> float:
 
 
 def _beta_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction for I_x(a, b), by the modified Lentz method."""
+    """The continued fraction for I_x(a, b), by the modified Lentz method.
+
+    Each step's two terms are written out rather than looped over, and the
+    guards against a zero compare without ``abs``: this runs tens to hundreds of
+    steps for each arc of the whole series an outcome moves, and the same
+    operations in the same order keep every p-value bit for bit.
+    """
+    tiny = _TINY
     c = 1.0
     d = 1 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) >= _TINY else _TINY)
+    d = 1 / (d if d >= tiny or d <= -tiny else tiny)
     h = d
     for m in range(1, _MAX_TERMS):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) >= _TINY else _TINY)
-            c = 1 + numerator / c
-            if abs(c) < _TINY:
-                c = _TINY
-            delta = d * c
-            h *= delta
-        if abs(delta - 1) < _EPS:
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1 + even * d
+        d = 1 / (d if d >= tiny or d <= -tiny else tiny)
+        c = 1 + even / c
+        if -tiny < c < tiny:
+            c = tiny
+        h *= d * c
+        d = 1 + odd * d
+        d = 1 / (d if d >= tiny or d <= -tiny else tiny)
+        c = 1 + odd / c
+        if -tiny < c < tiny:
+            c = tiny
+        delta = d * c
+        h *= delta
+        if -_EPS < delta - 1 < _EPS:
             break
     return h
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
@@ -124,21 +124,26 @@ class Arcs:
     @classmethod
     def of_pockets(cls, per_pocket: Sequence[int], layout: WheelLayout, k: int) -> Arcs:
         """The arcs over the counts per pocket in wheel order."""
-        order = layout.order
         pockets = layout.pockets
         # Each arc's count is a difference of running sums round the wheel (and k - 1 on).
         running = [0, *accumulate([*per_pocket, *per_pocket[: k - 1]])]
         by_arc = list(map(sub, running[k : k + pockets], running[:pockets]))
+        return cls.of_arc_counts(by_arc, running[pockets], layout, k)
+
+    @classmethod
+    def of_arc_counts(
+        cls, by_arc: Sequence[int], results: int, layout: WheelLayout, k: int
+    ) -> Arcs:
+        """The arcs from each arc's count (by its first pocket, in wheel order) and the
+        results they are of: what a family's ``SlidingArcs`` keeps."""
+        order = layout.order
+        pockets = layout.pockets
         arc_counts = dict(zip(order, by_arc, strict=True))
-        results = running[pockets]
-        expected = results * k / pockets
-        if not results:
+        first, top, p_value = most_hit_arc(by_arc, results, k)
+        if p_value is None:
             return cls(k, 0, 0.0, arc_counts, (), 0, None)
-        top = max(by_arc)
-        first = by_arc.index(top)  # the first in wheel order among equals
         arc = tuple(order[(first + step) % pockets] for step in range(k))
-        p_value = min(1.0, pockets * binomial_sf(top, results, k / pockets))
-        return cls(k, results, expected, arc_counts, arc, top, p_value)
+        return cls(k, results, results * k / pockets, arc_counts, arc, top, p_value)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -153,25 +158,81 @@ class Arcs:
         }
 
     def to_json_text(self) -> str:
-        """``to_json`` as ``json.dumps`` writes it; the counts per arc through a template."""
-        dumps = json.dumps
-        return (
-            f'{{"results": {self.results}, "expected": {dumps(round(self.expected, 6))}, '
-            f'"counts": {_counts_text(self.counts)}, '
-            f'"most_hit": {{"pockets": {dumps(list(self.most_hit))}, "count": {self.count}, '
-            f'"p_value": {dumps(self.p_value)}}}}}'
+        """``to_json`` as ``json.dumps`` writes it, through a template: every outcome
+        writes a score of these, and ``json.dumps`` of each part cost more than the rest."""
+        order = tuple(self.counts)
+        first = order.index(self.most_hit[0]) if self.most_hit else 0
+        return arcs_text(
+            order, self.k, list(self.counts.values()), self.results, first, self.p_value
         )
 
 
-def _counts_text(counts: Mapping[str, int]) -> str:
-    """Counts by name as ``json.dumps`` writes them, in the mapping's order."""
-    return counts_template(tuple(counts)) % tuple(counts.values())
+def most_hit_arc(by_arc: Sequence[int], results: int, k: int) -> tuple[int, int, float | None]:
+    """The most-hit arc of ``k`` pockets: its first pocket's index (the first in wheel
+    order among equals), its count, and its p-value (None before a result)."""
+    if not results:
+        return 0, 0, None
+    pockets = len(by_arc)
+    top = max(by_arc)
+    return by_arc.index(top), top, min(1.0, pockets * binomial_sf(top, results, k / pockets))
+
+
+def arcs_text(
+    order: tuple[str, ...],
+    k: int,
+    by_arc: Sequence[int],
+    results: int,
+    first: int,
+    p_value: float | None,
+) -> str:
+    """``Arcs.to_json`` as ``json.dumps`` writes it, from each arc's count (``first``
+    and ``p_value`` those of ``most_hit_arc``), through a template: every outcome writes a
+    score of these, and ``json.dumps`` of each part cost more than all the rest."""
+    template, pockets = _arcs_shape(order, k)
+    return template % (
+        results,
+        number_text(round(results * k / len(order), 6)),
+        *by_arc,
+        pockets[first] if p_value is not None else "[]",
+        by_arc[first] if p_value is not None else 0,
+        number_text(p_value),
+    )
+
+
+def number_text(value: float | None) -> str:
+    """A figure as ``json.dumps`` writes it (a finite float is its ``repr``)."""
+    if value is None:
+        return "null"
+    return repr(value) if math.isfinite(value) else json.dumps(value)
+
+
+@lru_cache(maxsize=64)
+def _arcs_shape(order: tuple[str, ...], k: int) -> tuple[str, tuple[str, ...]]:
+    """The JSON of a wheel's arcs of ``k`` with a slot for each figure, and the JSON of
+    each arc's pockets by its first: the most-hit one's, written in whole."""
+    template = (
+        '{"results": %d, "expected": %s, "counts": '
+        + counts_template(order)
+        + ', "most_hit": {"pockets": %s, "count": %d, "p_value": %s}}'
+    )
+    pockets = len(order)
+    arcs = tuple(
+        json.dumps([order[(first + step) % pockets] for step in range(k)])
+        for first in range(pockets)
+    )
+    return template, arcs
 
 
 @lru_cache(maxsize=64)
 def counts_template(names: tuple[str, ...]) -> str:
     """The JSON object of ``names`` with a ``%d`` for each count: a wheel's few orders."""
-    return "{" + ", ".join(f"{json.dumps(name)}: %d" for name in names) + "}"
+    return object_template((name, "%d") for name in names)
+
+
+def object_template(members: Iterable[tuple[str, str]]) -> str:
+    """An object's JSON as ``json.dumps`` writes it, each member's value a %-format slot
+    (or a template itself): a fixed shape written again and again with new figures."""
+    return "{" + ", ".join(f"{json.dumps(name)}: {slot}" for name, slot in members) + "}"
 
 
 @dataclass(frozen=True, slots=True)

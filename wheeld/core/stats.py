@@ -168,7 +168,7 @@ class Statistics:
     def arcs_of(self, k: int) -> dict[str, Arcs]:
         """The arcs of ``k`` pockets over the whole series: all results, cw and ccw."""
         whole = self._whole
-        return {name: whole.family_arcs(name, whole.family_counts(name), k)[0] for name in FAMILIES}
+        return {name: whole.family_arcs(name, k) for name in FAMILIES}
 
     def sector_concentration(self, min_results: int) -> Concentration | None:
         """The most concentrated arc over every arc size and rotor direction with at
@@ -210,16 +210,12 @@ class Statistics:
         """
         dumps = json.dumps
         games = self.results + sum(self.no_spins.values())
+        whole = self._whole.json_members()
         members = [
             ("pockets", dumps(self.layout.pockets)),
             ("games", dumps(games)),
-            *self._whole.json_members(),
-            (
-                "windows",
-                object_text(
-                    (str(size), self._window_tallies[size].to_json_text()) for size in self.windows
-                ),
-            ),
+            *whole,
+            ("windows", self._windows_text(whole)),
             (
                 "no_spins",
                 dumps(
@@ -239,6 +235,20 @@ class Statistics:
         if clash:
             raise ValueError(f"already a member of the figures: {sorted(clash)}")
         return object_text([*members, *((name, dumps(value)) for name, value in extra.items())])
+
+    def _windows_text(self, whole: list[tuple[str, str]]) -> str:
+        """Each window's figures. A window not yet full holds every result counted, in
+        the same order: its figures are the whole series', written once for both."""
+        whole_text: str | None = None
+        texts = []
+        for size in self.windows:
+            tally = self._window_tallies[size]
+            if tally.results == self._whole.results:
+                whole_text = whole_text or object_text(whole)
+                texts.append((str(size), whole_text))
+            else:
+                texts.append((str(size), tally.to_json_text()))
+        return object_text(texts)
 
     def snapshot(self) -> dict[str, Any]:
         """Everything needed to go on exactly from here, in plain JSON values

@@ -232,6 +232,7 @@ def load_tally(tally: Tally, snapshot: Any, where: str) -> None:
             for key in DIRECTIONS:
                 _credit(tally.sectors[sector], key, by_direction[key][index])
             _credit(tally.sectors[sector], "unknown", counts[index] - known[index])
+    tally.counts_loaded()
 
 
 def _load_distances(

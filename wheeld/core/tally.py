@@ -19,8 +19,17 @@ from functools import lru_cache
 from typing import Any
 
 from wheeld.core.distributions import pearson_p_value
-from wheeld.core.judgements import DEFAULT_ARCS, Arcs, ChiSquared, counts_template, pocket_counts
+from wheeld.core.judgements import (
+    DEFAULT_ARCS,
+    Arcs,
+    ChiSquared,
+    counts_template,
+    number_text,
+    object_template,
+    pocket_counts,
+)
 from wheeld.core.layout import SECTORS, WheelLayout
+from wheeld.core.sliding_arcs import SlidingArcs
 
 DIRECTIONS = ("cw", "ccw")
 
@@ -44,10 +53,47 @@ def _percent(part: int, whole: int) -> float | None:
     return round(100 * part / whole, 2) if whole else None
 
 
+# The small members every outcome moves are written through templates of their
+# fixed shape, as ``json.dumps`` writes them: it cost more than all the rest.
+_CHANCES_TEMPLATE = object_template(
+    (name, object_template((key, '{"count": %d, "percent": %s}') for key in keys))
+    for name, keys in _CHANCES.items()
+)
+_SECTOR_KEYS = ("all", *DIRECTIONS, "unknown")
+_SECTORS_TEMPLATE = object_template(
+    (name, object_template((key, "%d") for key in _SECTOR_KEYS)) for name in SECTORS
+)
+_REPEATS_TEMPLATE = '{"count": %d, "pairs": %d, "expected_rate": %s}'
+
+
+def _chances_text(chances: dict[str, Counter[str]], results: int) -> str:
+    """The even chances' counts and percents (of ``results``), as ``json.dumps`` writes them."""
+    figures: list[int | str] = []
+    for name, keys in _CHANCES.items():
+        tally = chances[name]
+        for key in keys:
+            count = tally[key]
+            figures += (count, number_text(_percent(count, results)))
+    return _CHANCES_TEMPLATE % tuple(figures)
+
+
+def _sectors_text(sectors: dict[str, Counter[str]]) -> str:
+    """Each sector's counts by rotor direction, as ``json.dumps`` writes them."""
+    return _SECTORS_TEMPLATE % tuple(
+        [sectors[name].get(key, 0) for name in SECTORS for key in _SECTOR_KEYS]
+    )
+
+
 def object_text(members: Iterable[tuple[str, str]]) -> str:
     """An object's JSON from its members' names and their values' JSON, as ``json.dumps``
     writes it: parts serialised once and kept are put together without encoding again."""
-    return "{" + ", ".join(f"{json.dumps(name)}: {text}" for name, text in members) + "}"
+    return "{" + ", ".join([_name_text(name) + ": " + text for name, text in members]) + "}"
+
+
+@lru_cache(maxsize=256)
+def _name_text(name: str) -> str:
+    """A member's name as JSON: the same few score names, every outcome."""
+    return json.dumps(name)
 
 
 #: The families of arcs, in the order published: every result, then by rotor direction.
@@ -73,17 +119,28 @@ class Tally:
         self.repeats = 0
         self.distances: dict[str, Counter[int]] = {}
         self._previous: str | None = None
-        #: Each family's arcs of each size as last computed, with their JSON, by the
-        #: family's counts per pocket: a family no outcome changed is not computed again.
-        self._arcs: dict[tuple[str, int], tuple[list[int], Arcs, str]] = {}
+        #: Each family's arcs of each size, moved by each result: made from the counts
+        #: when first wanted (or again after a snapshot is loaded: ``counts_loaded``).
+        self._sliding: dict[str, tuple[SlidingArcs, ...]] | None = None
         #: The chi-squared test as last computed, by the counts per pocket it was of.
         self._chi: tuple[list[int], ChiSquared] | None = None
+        #: Each direction's distance histogram as JSON, and the directions a pair moved
+        #: since: an outcome moves one (two in a window), the others keep their text.
+        self._distance_texts: dict[str, str] = {}
+        self._distances_moved: set[str] = set()
+        #: Results counted or taken out so far: what the serial member was written at.
+        self._moves = 0
+        #: The serial member as last written, by ``_moves`` then: the correlation's
+        #: p-value and the distances' test are made once per move, however often asked.
+        self._serial: tuple[int, str] | None = None
 
     def add(self, result: CountedResult) -> None:
         facts = self.layout.facts(result.number)
+        direction = result.rotor_direction if result.rotor_direction in DIRECTIONS else None
+        self._move_arcs(result.number, direction, 1)  # before the counts they are made from
+        self._moves += 1
         self.results += 1
         self.counts[result.number] += 1
-        direction = result.rotor_direction if result.rotor_direction in DIRECTIONS else None
         if direction is not None:
             self.by_direction[direction][result.number] += 1
         for name, value in (
@@ -103,6 +160,7 @@ class Tally:
                 self.repeats += 1
             distance = self._distance(self._previous, result.number, direction)
             self.distances.setdefault(direction or "unknown", Counter())[distance] += 1
+            self._distances_moved.add(direction or "unknown")
             self._pairs.add(number_label(self._previous), number_label(result.number))
         self._previous = result.number
 
@@ -114,9 +172,11 @@ class Tally:
         window slides in constant time instead of being recounted per game.
         """
         facts = self.layout.facts(oldest.number)
+        direction = oldest.rotor_direction if oldest.rotor_direction in DIRECTIONS else None
+        self._move_arcs(oldest.number, direction, -1)  # before the counts they are made from
+        self._moves += 1
         self.results -= 1
         _decrement(self.counts, oldest.number)
-        direction = oldest.rotor_direction if oldest.rotor_direction in DIRECTIONS else None
         if direction is not None:
             _decrement(self.by_direction[direction], oldest.number)
         for name, value in (
@@ -141,7 +201,37 @@ class Tally:
         _decrement(self.distances[key], self._distance(oldest.number, following.number, later))
         if not self.distances[key]:
             del self.distances[key]
+        self._distances_moved.add(key)
         self._pairs.remove(number_label(oldest.number), number_label(following.number))
+
+    def _move_arcs(self, number: str, direction: str | None, by: int) -> None:
+        """A result counted (``by`` 1) or taken back out (-1) in its families' arcs:
+        every result's, and its rotor direction's when known."""
+        sliding = self._sliding_arcs()
+        for arcs in sliding["all"]:
+            arcs.move(number, by)
+        if direction is not None:
+            for arcs in sliding[direction]:
+                arcs.move(number, by)
+
+    def _sliding_arcs(self) -> dict[str, tuple[SlidingArcs, ...]]:
+        if self._sliding is None:
+            self._sliding = {
+                family: tuple(
+                    SlidingArcs(self.layout, k, self.family_counts(family)) for k in self.arcs
+                )
+                for family in FAMILIES
+            }
+        return self._sliding
+
+    def counts_loaded(self) -> None:
+        """The counts were set from a snapshot, not counted: what is kept beside them
+        (the arcs) is made from them again when next wanted."""
+        self._sliding = None
+        self._chi = None
+        self._serial = None
+        self._distance_texts.clear()
+        self._distances_moved.update(self.distances)
 
     def _distance(self, previous: str, number: str, direction: str | None) -> int:
         """Pockets from the previous result to this one, in -(p-1)/2 .. p/2.
@@ -168,83 +258,59 @@ class Tally:
     def json_members(self) -> list[tuple[str, str]]:
         """The members of ``to_json``, each name with its value's JSON text, in order."""
         layout = self.layout
-        families = {name: self.family_counts(name) for name in FAMILIES}
         numbers = _in_number_order(layout.order)
         counts = self.counts
         dumps = json.dumps
         return [
             ("results", dumps(self.results)),
             ("counts", counts_template(numbers) % tuple([counts[n] for n in numbers])),
-            ("chi_squared", dumps(self.chi_squared(families["all"]).to_json())),
-            (
-                "chances",
-                dumps(
-                    {
-                        name: {
-                            key: {
-                                "count": tally[key],
-                                "percent": _percent(tally[key], self.results),
-                            }
-                            for key in _CHANCES[name]
-                        }
-                        for name, tally in self.chances.items()
-                    }
-                ),
-            ),
+            ("chi_squared", dumps(self.chi_squared().to_json())),
+            ("chances", _chances_text(self.chances, self.results)),
             (
                 "sectors",
-                dumps(
-                    {
-                        name: {key: tally.get(key, 0) for key in ("all", *DIRECTIONS, "unknown")}
-                        for name, tally in self.sectors.items()
-                    }
-                    if layout.pockets == 37
-                    else None  # the called bets are single-zero bets
-                ),
+                # The called bets are single-zero bets.
+                _sectors_text(self.sectors) if layout.pockets == 37 else "null",
             ),
             (
                 "repeats",
-                dumps(
-                    {
-                        "count": self.repeats,
-                        "pairs": max(0, self.results - 1),
-                        "expected_rate": round(1 / layout.pockets, 6),
-                    }
+                _REPEATS_TEMPLATE
+                % (
+                    self.repeats,
+                    max(0, self.results - 1),
+                    number_text(round(1 / layout.pockets, 6)),
                 ),
             ),
-            (
-                "distance",
-                dumps(
-                    {
-                        direction: {str(step): n for step, n in sorted(histogram.items())}
-                        for direction, histogram in sorted(self.distances.items())
-                    }
-                ),
-            ),
-            (
-                "arcs",
-                object_text(
-                    (
-                        str(k),
-                        object_text(
-                            (name, self.family_arcs(name, per_pocket, k)[1])
-                            for name, per_pocket in families.items()
-                        ),
-                    )
-                    for k in self.arcs
-                ),
-            ),
-            (
-                "serial",
-                dumps(
-                    {
-                        "pairs": self._pairs.n,
-                        "correlation": self._pairs.correlation(),
-                        "distance_chi_squared": self.distance_test().to_json(),
-                    }
-                ),
-            ),
+            ("distance", self._distance_text()),
+            ("arcs", self._arcs_text()),
+            ("serial", self._serial_text()),
         ]
+
+    def _distance_text(self) -> str:
+        """The distances' histograms, each direction's written again only when moved."""
+        texts = self._distance_texts
+        for key in self._distances_moved:
+            histogram = self.distances.get(key)
+            if histogram is None:
+                texts.pop(key, None)
+            else:
+                steps = sorted(histogram)
+                texts[key] = counts_template(tuple(map(str, steps))) % tuple(
+                    map(histogram.__getitem__, steps)
+                )
+        self._distances_moved.clear()
+        return object_text((key, texts[key]) for key in sorted(texts))
+
+    def _serial_text(self) -> str:
+        """Lag-1 correlation and the distances' test: both move with every pair, and
+        both cost a p-value, so they are made once per move of the pair sums."""
+        if self._serial is None or self._serial[0] != self._moves:
+            serial = {
+                "pairs": self._pairs.n,
+                "correlation": self._pairs.correlation(),
+                "distance_chi_squared": self.distance_test().to_json(),
+            }
+            self._serial = (self._moves, json.dumps(serial))
+        return self._serial[1]
 
     def family_counts(self, family: str) -> list[int]:
         """A family's counts per pocket in wheel order: every result (``all``), cw or ccw."""
@@ -252,16 +318,17 @@ class Tally:
             self.counts if family == "all" else self.by_direction[family], self.layout
         )
 
-    def family_arcs(self, family: str, per_pocket: list[int], k: int) -> tuple[Arcs, str]:
-        """The arcs of ``k`` pockets over a family's counts per pocket, and their JSON:
-        computed again only when those counts moved."""
-        kept = self._arcs.get((family, k))
-        if kept is not None and kept[0] == per_pocket:
-            return kept[1], kept[2]
-        arcs = Arcs.of_pockets(per_pocket, self.layout, k)
-        text = arcs.to_json_text()
-        self._arcs[family, k] = (per_pocket, arcs, text)
-        return arcs, text
+    def _arcs_text(self) -> str:
+        """Every family's arcs of each size: a family's written again only when moved."""
+        sliding = self._sliding_arcs()
+        return object_text(
+            (str(k), object_text((name, sliding[name][index].text()) for name in FAMILIES))
+            for index, k in enumerate(self.arcs)
+        )
+
+    def family_arcs(self, family: str, k: int) -> Arcs:
+        """A family's arcs of ``k`` pockets (one of this tally's sizes) now."""
+        return self._sliding_arcs()[family][self.arcs.index(k)].arcs()
 
     def chi_squared(self, per_pocket: list[int] | None = None) -> ChiSquared:
         """The chi-squared over the counts (``per_pocket``, when already at hand):
@@ -274,10 +341,7 @@ class Tally:
 
     def arcs_of(self, k: int) -> dict[str, Any]:
         """The arcs of ``k`` neighbouring pockets over every result and by rotor direction."""
-        return {
-            name: self.family_arcs(name, self.family_counts(name), k)[0].to_json()
-            for name in FAMILIES
-        }
+        return {name: self.family_arcs(name, k).to_json() for name in FAMILIES}
 
     def distance_test(self) -> ChiSquared:
         """The chi-squared of the distances between consecutive results against uniform.

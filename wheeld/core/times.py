@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_right
 from collections import Counter, deque
 from collections.abc import Mapping
 from datetime import datetime
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 
 #: Games the recent rate of play is taken over.
@@ -52,6 +53,9 @@ class Summary:
         self.low = math.inf
         self.high = -math.inf
         self._histogram: Counter[int] = Counter()
+        #: The histogram's steps in order, as last sorted: the median walks them in C,
+        #: each outcome, and a new step (which sorts them again) soon comes seldom.
+        self._steps: list[int] = []
         #: ``to_json`` as last computed: the median walks the histogram, and most
         #: outcomes add to only some of the summaries.
         self._figures: dict[str, Any] | None = None
@@ -67,14 +71,14 @@ class Summary:
     def median(self) -> float | None:
         if not self.count:
             return None
-        middle = [(self.count - 1) // 2, self.count // 2]  # one index, or the two middle ones
-        found: list[float] = []
-        seen = 0
-        for step in sorted(self._histogram):
-            seen += self._histogram[step]
-            while middle and middle[0] < seen:
-                middle.pop(0)
-                found.append(step * self.resolution)
+        histogram = self._histogram
+        # Steps are only ever added: a histogram with as many as were sorted has no new one.
+        if len(self._steps) != len(histogram):
+            self._steps = sorted(histogram)
+        steps = self._steps
+        seen = list(accumulate(map(histogram.__getitem__, steps)))
+        middle = ((self.count - 1) // 2, self.count // 2)  # one index twice, or the two middle
+        found = [steps[bisect_right(seen, index)] * self.resolution for index in middle]
         return sum(found) / len(found)
 
     def to_json(self) -> dict[str, Any]:
