@@ -71,6 +71,25 @@ class LineSplitter:
         here, and these lines are still the same however the bytes were cut."""
         return not self._partial and not self._over and (not self._start or not self._open)
 
+    def whole_line(self, data: bytes) -> bytes | None:
+        """The line ``data`` is, when it is one whole line and nothing else and no line is
+        open: what ``feed`` would return for it, and the splitter left as ``feed`` would
+        leave it. Else None (``feed`` then). A link read a line at a time takes this short
+        way with every line: no list, no ``Line``."""
+        last = len(data) - 1
+        if (
+            self._partial
+            or self._over
+            or self._start
+            or len(self._ends) != 1
+            or not 0 <= last <= self._limit
+            or data.find(self._ends) != last
+        ):
+            return None
+        # An LF's CR goes, as in ``feed``.
+        crlf = self._ends == b"\n" and last > 0 and data[last - 1] == _CR
+        return data[: last - crlf]
+
     def take_junk(self) -> int:
         """Bytes that fell outside every line since last asked (only with a start byte)."""
         junk, self._junk = self._junk, 0
@@ -149,6 +168,8 @@ def lines_of(block: bytes) -> list[bytes]:
 def cut_after_line_ends(data: bytes) -> list[bytes]:
     """``data`` cut after each LF, its bytes untouched: a decoder fed one line at a time
     lets each line's frame record name the game it fell in."""
+    if data.find(b"\n") == len(data) - 1:
+        return [data]  # the usual read: one line, or none ended (and no LF to cut at)
     pieces = data.split(b"\n")
     segments = [piece + b"\n" for piece in pieces[:-1]]
     if pieces[-1] or not segments:
