@@ -52,6 +52,8 @@ class LineSplitter:
         #: One C call finds the first of several stop bytes; a lone one needs no regex.
         self._stop = re.compile(b"[" + re.escape(stops) + b"]") if len(stops) > 1 else None
         self._partial = bytearray()
+        #: The one byte that ends a line, for ``whole_line``: None with several, or a start byte.
+        self._lone_end = ends if len(ends) == 1 and not start else None
         #: Within a line (always, without a start byte); with one, within a candidate.
         self._open = not start
         #: The line being read has run past the limit: its pieces are ``over``.
@@ -76,19 +78,15 @@ class LineSplitter:
         open: what ``feed`` would return for it, and the splitter left as ``feed`` would
         leave it. Else None (``feed`` then). A link read a line at a time takes this short
         way with every line: no list, no ``Line``."""
+        end = self._lone_end
         last = len(data) - 1
-        if (
-            self._partial
-            or self._over
-            or self._start
-            or len(self._ends) != 1
-            or not 0 <= last <= self._limit
-            or data.find(self._ends) != last
-        ):
+        if end is None or self._partial or self._over or data.find(end) != last:
             return None
-        # An LF's CR goes, as in ``feed``.
-        crlf = self._ends == b"\n" and last > 0 and data[last - 1] == _CR
-        return data[: last - crlf]
+        if not 0 <= last <= self._limit:
+            return None  # no line at all, or one that comes in pieces
+        if end == b"\n" and last and data[last - 1] == _CR:
+            return data[: last - 1]  # an LF's CR goes, as in ``feed``
+        return data[:last]
 
     def take_junk(self) -> int:
         """Bytes that fell outside every line since last asked (only with a start byte)."""

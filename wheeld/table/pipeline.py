@@ -223,7 +223,7 @@ class TablePipeline:
         # Drivers that time the wheel by the host's clock get it without its steps.
         events = self.decoder.feed(data, now - self._clock_steps)
         decisions: list[Decision] = []
-        if events and WHEEL_LINK_LOST in self.faults:
+        if events and WHEEL_LINK_LOST in self.faults.since:  # asked after every line
             # The wheel is heard again: a port that merely reopened proves nothing.
             self.record.said(self.faults.clear(WHEEL_LINK_LOST, now), out)
         for event in events:
