@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fuzz import wrp_fuzz
-from wheeld.core.engine import GameEngine
 from wheeld.core.events import BallPassed, PocketReading, WheelEvent
 from wheeld.core.game import Decision, NoSpin, Result, Spinning
+from wheeld.core.open_game import OpenGame
 from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import WrpDecoder, frame_splitter
 
@@ -38,16 +37,18 @@ def test_three_seconds_of_fuzzing_find_nothing(tmp_path: Path) -> None:
     assert report.inputs > 0, report.summary()  # how many is speed: not asserted here
 
 
-def _announce_another_number(self: GameEngine, game: Any, now: float, out: list[Decision]) -> None:
-    """A broken engine: it settles on a pocket next to the one the sensor read."""
-    number = "17" if game.candidate != "17" else "18"
-    self._announce_result(game, number, now, out)
+_result = OpenGame.result
+
+
+def _announce_another_number(self: OpenGame, number: str, now: float) -> Result | NoSpin:
+    """A broken game: it settles on a pocket next to the one the sensor read."""
+    return _result(self, "17" if number != "17" else "18", now)
 
 
 def test_an_invented_result_is_caught_saved_and_replayed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(GameEngine, "_settle", _announce_another_number)
+    monkeypatch.setattr(OpenGame, "result", _announce_another_number)
     report = wrp_fuzz.fuzz(20.0, SEED, tmp_path, shrink_s=1.0)
 
     assert report.failure is not None and report.failure.oracle == "invented"

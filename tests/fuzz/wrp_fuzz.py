@@ -43,9 +43,10 @@ from pathlib import Path
 from types import FrameType
 
 from wheeld.core import capture
-from wheeld.core.engine import GameEngine, ticks_since
+from wheeld.core.engine import GameEngine
 from wheeld.core.events import BallPassed, PocketReading, WheelEvent
 from wheeld.core.game import Alarm, Decision, NoMoreBets, Result, Spinning
+from wheeld.core.open_game import ticks_since
 from wheeld.core.rules import RulesConfig
 from wheeld.drivers.wrp import DecoderCounters, WrpDecoder, checksum
 

@@ -4,14 +4,19 @@ A pure state machine. It does no I/O and reads no clock: every call is given
 the host time ``now``, which the engine uses only to stamp decisions and to
 judge ``wheel_link_lost``. Every rule duration is measured in wheel ticks.
 
-The rules and their reason codes are those of ``docs/rules.md``.
+The rules and their reason codes are those of ``docs/rules.md``. The engine
+lets each wheel event in by the phase table, keeps what it knows of the wheel
+between games (its rotor, its link, its pockets) and the state that survives a
+restart; the game under way holds its own facts and judges its own rules
+(``open_game.OpenGame``), and the engine announces the end it returns.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wheeld.core.events import (
@@ -43,21 +48,17 @@ from wheeld.core.game import (
     REASONS,
     Alarm,
     Decision,
-    NoMoreBets,
     NoSpin,
     ReasonCode,
     Result,
     Spinning,
-    in_rule_order,
 )
 from wheeld.core.layout import WheelLayout, layout_for
+from wheeld.core.open_game import OpenGame, Thresholds, ticks_since
 from wheeld.core.rules import RESPIN_ROTOR_REVOLUTIONS
 
 if TYPE_CHECKING:
     from wheeld.core.rules import RulesConfig
-
-_TICK_MASK = (1 << 32) - 1
-_HALF_TICK_RANGE = 1 << 31
 
 _INCIDENT_REASONS: dict[str, ReasonCode] = {
     "object": "foreign_object",
@@ -137,14 +138,6 @@ PHASE_EVENTS: dict[Phase, dict[type, str]] = {
 }
 
 
-def ticks_since(now: int, then: int) -> int:
-    """Wheel milliseconds from ``then`` to ``now`` on the wrapping 32-bit clock."""
-    elapsed = (now - then) & _TICK_MASK
-    # A tick slightly behind the reference (reordering, a sloppy head) is "no
-    # time", not four billion milliseconds.
-    return 0 if elapsed >= _HALF_TICK_RANGE else elapsed
-
-
 @dataclass(slots=True)
 class EngineState:
     """What must survive a restart: small, plain and JSON-serialisable."""
@@ -155,6 +148,39 @@ class EngineState:
     #: Rotor revolutions since the last no-spin, capped at the respin threshold;
     #: None when no no-spin is waiting for the rotor.
     rotor_revolutions_since_no_spin: int | None = None
+
+    # How the engine's decisions move it: every change of the state is one of these.
+
+    def open_next(self) -> int:
+        """A launch: the next game id is taken, and that game is open until it ends."""
+        game_id = self.open_game = self.next_game_id
+        self.next_game_id += 1
+        return game_id
+
+    def ended(self, ending: Result | NoSpin) -> None:
+        """The open game ended: a result sets the rotor the next one must alternate
+        from; a no-spin makes the next launch wait for the rotor to turn again."""
+        if isinstance(ending, Result):
+            self.last_result_rotor = ending.rotor_direction
+            self.rotor_revolutions_since_no_spin = None
+        else:
+            self.rotor_revolutions_since_no_spin = 0
+        self.open_game = None
+
+    def rotor_turned(self) -> None:
+        """A rotor revolution: counted while a no-spin waits for the rotor (up to enough)."""
+        counted = self.rotor_revolutions_since_no_spin
+        if counted is not None and counted < RESPIN_ROTOR_REVOLUTIONS:
+            self.rotor_revolutions_since_no_spin = counted + 1
+
+    def void_left_open(self, now: float) -> NoSpin | None:
+        """A start after a stop: the game the previous run left open is void."""
+        if self.open_game is None:
+            return None
+        reasons: tuple[ReasonCode, ...] = ("controller_restart",)
+        no_spin = NoSpin(self.open_game, now, "controller_restart", reasons)
+        self.ended(no_spin)
+        return no_spin
 
     def to_dict(self) -> dict[str, Any]:
         """The state as a JSON-ready mapping (stored with every decision: by hand, not
@@ -202,27 +228,6 @@ def _stored_count(data: dict[str, Any], key: str, *, minimum: int) -> int | None
     return value
 
 
-@dataclass(slots=True)
-class _Game:
-    game_id: int
-    rotor_direction: Direction | None
-    ball_direction: Direction | None
-    last_ball_tick: int
-    #: False for wheels that do not stream ball passes: revolutions are unknown.
-    counted: bool = True
-    revolutions: int = 0
-    no_more_bets: bool = False
-    #: The wheel itself called no more bets (its threshold stands in for a count).
-    wheel_closed_betting: bool = False
-    #: False when the wheel's output never reports the rotor: unknown is not stopped.
-    rotor_reported: bool = True
-    #: False when the wheel is silent between its events: silence is not a lost link.
-    link_judged: bool = True
-    candidate: str | None = None
-    candidate_tick: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 class GameEngine:
     """Turns wheel events into game decisions by the regulator's rules."""
 
@@ -235,12 +240,7 @@ class GameEngine:
         order: tuple[str, ...] | None = None,
     ) -> None:
         self.state = state if state is not None else EngineState()
-        # Copied once: the hot path reads plain ints, not model attributes.
-        self._min_revolutions = rules.min_ball_revolutions
-        self._settle_ms = rules.settle_ms
-        self._no_more_bets_ms = rules.no_more_bets_period_ms
-        self._result_timeout_ms = rules.result_timeout_ms
-        self._rotor_timeout_ms = rules.rotor_timeout_ms
+        self._thresholds = Thresholds.of(rules)
         self._link_timeout_s = rules.link_timeout_ms / 1000.0
         # Configured pockets (or a custom order, ``wheel.pocket_order``) win; without
         # them the wheel's hello says, 37 until it does.
@@ -248,7 +248,7 @@ class GameEngine:
             pockets = len(order)
         self._pockets_fixed = pockets is not None
         self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37, order)
-        self._game: _Game | None = None
+        self._game: OpenGame | None = None
         self._rotor_direction: Direction | None = None
         self._last_rotor_tick: int | None = None
         self._heard_from_wheel = False
@@ -256,28 +256,6 @@ class GameEngine:
         #: Events refused for the phase they came in: (phase, event name) -> count.
         self.refused: Counter[tuple[str, str]] = Counter()
         self._refusals: list[tuple[Phase, WheelEvent]] = []
-        self._handlers = {
-            Heartbeat: self._on_heartbeat,
-            RotorDatum: self._on_rotor,
-            BallPassed: self._on_ball,
-            PocketReading: self._on_pocket,
-            WheelIncident: self._on_incident,
-            WheelHello: self._on_hello,
-            SequenceGap: self._on_loss,
-            FrameDropped: self._on_loss,
-            BallLaunched: self._on_launched,
-            BallRunning: self._on_running,
-            WheelNoMoreBets: self._on_no_more_bets,
-            WinningNumber: self._on_winning_number,
-            WheelVoid: self._on_wheel_void,
-            AlternationUnknown: self._on_alternation_unknown,
-            WheelReply: self._on_reply,
-            DisplayMismatch: self._on_display_mismatch,
-            ResultContradicted: self._on_display_mismatch,
-            WheelProfile: self._on_display_mismatch,
-            WheelVerdict: self._on_display_mismatch,
-            WheelRecords: self._on_display_mismatch,
-        }
 
     # -- queries ---------------------------------------------------------
 
@@ -311,12 +289,8 @@ class GameEngine:
 
     def resume(self, now: float) -> list[Decision]:
         """Start after a stop: a game left open by the previous run is void."""
-        game_id = self.state.open_game
-        if game_id is None:
-            return []
-        self.state.open_game = None
-        self.state.rotor_revolutions_since_no_spin = 0
-        return [NoSpin(game_id, now, "controller_restart", ("controller_restart",))]
+        no_spin = self.state.void_left_open(now)
+        return [] if no_spin is None else [no_spin]
 
     def taken_over(self, up_to: int, last_rotor: Direction | None) -> int | None:
         """Another controller announced games up to ``up_to`` since this engine's last
@@ -339,7 +313,9 @@ class GameEngine:
         game = self._game
         tick = getattr(event, "tick", None)
         if game is not None and tick is not None:
-            self._expire(game, tick, now, out)
+            ending = game.expire(tick, self._last_rotor_tick, now)
+            if ending is not None:
+                self._end(ending, out)
         phase = self.phase
         if type(event) not in PHASE_EVENTS[phase] or (
             type(event) is BallPassed and event.period_ms == 0 and phase is not Phase.IDLE
@@ -347,7 +323,7 @@ class GameEngine:
             self.refused[(phase.value, WHEEL_EVENT_NAMES[type(event)])] += 1
             self._refusals.append((phase, event))
             return out
-        self._handlers[type(event)](event, now, out)  # type: ignore[operator]
+        _HANDLERS[type(event)](self, event, now, out)
         self._heard_from_wheel = True
         return out
 
@@ -397,54 +373,12 @@ class GameEngine:
         self.state.rotor_revolutions_since_no_spin = 0
         return [NoSpin(game_id, now, "controller_restart", reasons)]
 
-    # -- wheel time --------------------------------------------------------
+    # -- a game's end ------------------------------------------------------
 
-    def _expire(self, game: _Game, tick: int, now: float, out: list[Decision]) -> None:
-        """Fire the wheel-time rules whose time has come by ``tick``."""
-        # Each entry: how far past its deadline a timer is (>= 0 means expired).
-        overdue: dict[ReasonCode, int] = {}
-        late = ticks_since(tick, game.last_ball_tick) - self._result_timeout_ms
-        if late >= 0:
-            overdue["ball_not_settled"] = late
-        if self._last_rotor_tick is not None:
-            late = ticks_since(tick, self._last_rotor_tick) - self._rotor_timeout_ms
-            if late >= 0:
-                overdue["rotor_stopped"] = late
-        settled_late = -1
-        if game.candidate is not None:
-            settled_late = ticks_since(tick, game.candidate_tick) - self._settle_ms
-        if settled_late >= 0 and all(settled_late >= late for late in overdue.values()):
-            # The ball rested before (or as) any timeout struck.
-            self._settle(game, now, out)
-        elif overdue:
-            self._void(set(overdue), now, out)
-
-    def _settle(self, game: _Game, now: float, out: list[Decision]) -> None:
-        assert game.candidate is not None
-        self._announce_result(game, game.candidate, now, out)
-
-    def _announce_result(self, game: _Game, number: str, now: float, out: list[Decision]) -> None:
-        if game.counted and game.revolutions < self._min_revolutions:
-            self._void({"insufficient_revolutions"}, now, out)
-            return
-        if not game.counted and not game.wheel_closed_betting:
-            # Without a count, only the wheel's own no-more-bets vouches for the run.
-            self._void({"insufficient_revolutions"}, now, out)
-            return
-        out.append(
-            Result(
-                game.game_id,
-                now,
-                number,
-                game.revolutions if game.counted else None,
-                game.rotor_direction,
-                game.ball_direction,
-                game.extra,
-            )
-        )
-        self.state.last_result_rotor = game.rotor_direction
-        self.state.open_game = None
-        self.state.rotor_revolutions_since_no_spin = None
+    def _end(self, ending: Result | NoSpin, out: list[Decision]) -> None:
+        """The open game ended: announce it, close it, and move the state on."""
+        out.append(ending)
+        self.state.ended(ending)
         self._game = None
 
     def _void(
@@ -456,23 +390,14 @@ class GameEngine:
     ) -> None:
         game = self._game
         assert game is not None
-        ordered = in_rule_order(reasons)
-        out.append(NoSpin(game.game_id, at, ordered[0], ordered, note, game.extra))
-        self.state.open_game = None
-        self.state.rotor_revolutions_since_no_spin = 0
-        self._game = None
+        self._end(game.void(reasons, at, note), out)
 
     # -- wheel events ------------------------------------------------------
-
-    def _on_heartbeat(self, event: Heartbeat, now: float, out: list[Decision]) -> None:
-        """Wheel time moved; the timers were already judged."""
 
     def _on_rotor(self, event: RotorDatum, now: float, out: list[Decision]) -> None:
         self._last_rotor_tick = event.tick
         self._rotor_direction = event.direction
-        counted = self.state.rotor_revolutions_since_no_spin
-        if counted is not None and counted < RESPIN_ROTOR_REVOLUTIONS:
-            self.state.rotor_revolutions_since_no_spin = counted + 1
+        self.state.rotor_turned()
         game = self._game
         if game is not None and event.direction != game.rotor_direction:
             self._void({"rotor_malfunction"}, now, out)
@@ -484,75 +409,39 @@ class GameEngine:
                 self._launch(event, now, out)
             # Otherwise: the ball of a voided spin still running; ignored.
             return
-        # A wheel that reports its own phases starts counting once passes stream.
-        game.counted = True
-        game.revolutions += 1
-        game.last_ball_tick = event.tick
-        if event.direction == game.rotor_direction:
-            self._void({"ball_same_direction"}, now, out)
-            return
-        if not game.no_more_bets and event.period_ms >= self._no_more_bets_ms:
-            self._close_betting(game, now, out)
+        ending = game.ball_passed(event, now, out)
+        if ending is not None:
+            self._end(ending, out)
 
     def _launch(self, event: BallPassed, now: float, out: list[Decision]) -> None:
-        state = self.state
+        limits = self._thresholds
         rotor: Direction | None = None
         if (
             self._last_rotor_tick is not None
-            and ticks_since(event.tick, self._last_rotor_tick) < self._rotor_timeout_ms
+            and ticks_since(event.tick, self._last_rotor_tick) < limits.rotor_timeout_ms
         ):
             rotor = self._rotor_direction
-        self._open_game(_Game(state.next_game_id, rotor, event.direction, event.tick), now, out)
+        game_id = self.state.open_next()
+        game = OpenGame(game_id, rotor, event.direction, event.tick, thresholds=limits)
+        self._open(game, now, out)
 
-    def _open_game(self, game: _Game, now: float, out: list[Decision]) -> None:
-        """A launch: announce the game and judge what can be judged at once."""
+    def _open(self, game: OpenGame, now: float, out: list[Decision]) -> None:
+        """A launch (the state has opened it): announce it, judge what can be judged at once."""
         state = self.state
-        state.next_game_id += 1
-        state.open_game = game.game_id
         self._game = game
-        rotor = game.rotor_direction
-        out.append(Spinning(game.game_id, now, rotor, game.ball_direction, game.extra))
-
-        causes: set[ReasonCode] = set()
-        if rotor is None:
-            if game.rotor_reported:
-                causes.add("rotor_stopped")
-        else:
-            if game.ball_direction == rotor:
-                causes.add("ball_same_direction")
-            if state.last_result_rotor == rotor:
-                causes.add("direction_not_alternated")
+        rotor, ball = game.rotor_direction, game.ball_direction
+        out.append(Spinning(game.game_id, now, rotor, ball, game.extra))
         revolutions = state.rotor_revolutions_since_no_spin
-        # A wheel whose output never reports the rotor cannot show its turns either.
-        if (
-            game.rotor_reported
-            and revolutions is not None
-            and revolutions < RESPIN_ROTOR_REVOLUTIONS
-        ):
-            causes.add("respin_too_early")
+        causes = game.faults_at_launch(state.last_result_rotor, revolutions)
         if causes:
-            self._void(causes, now, out)
+            self._end(game.void(causes, now), out)
 
     def _on_pocket(self, event: PocketReading, now: float, out: list[Decision]) -> None:
         game = self._game
-        if game is None:
-            return
-        pocket = event.pocket
-        if pocket is None:
-            game.candidate = None
-            return
-        self._close_betting(game, now, out)  # "at the latest when the ball drops"
-        if not self.layout.has_pocket(pocket):
-            self._void({"invalid_pocket"}, now, out)
-            return
-        if pocket != game.candidate:
-            game.candidate = pocket
-            game.candidate_tick = event.tick
-
-    def _close_betting(self, game: _Game, now: float, out: list[Decision]) -> None:
-        if not game.no_more_bets:
-            game.no_more_bets = True
-            out.append(NoMoreBets(game.game_id, now, game.extra))
+        if game is not None:
+            ending = game.pocket_read(event, self.layout, now, out)
+            if ending is not None:
+                self._end(ending, out)
 
     # -- wheels that judge the game themselves ------------------------------
 
@@ -563,17 +452,8 @@ class GameEngine:
             # for the rotor timeout (not counted as a revolution).
             self._last_rotor_tick = event.tick
             self._rotor_direction = event.rotor_direction
-        game = _Game(
-            self.state.next_game_id,
-            event.rotor_direction,
-            event.ball_direction,
-            event.tick,
-            counted=event.counts_revolutions,
-            extra=dict(event.extra),
-            rotor_reported=event.rotor_reported,
-            link_judged=event.link_judged,
-        )
-        self._open_game(game, now, out)
+        game = OpenGame.reported(event, self.state.open_next(), self._thresholds)
+        self._open(game, now, out)
 
     def _on_running(self, event: BallRunning, now: float, out: list[Decision]) -> None:
         if self._game is not None:
@@ -581,21 +461,11 @@ class GameEngine:
 
     def _on_no_more_bets(self, event: WheelNoMoreBets, now: float, out: list[Decision]) -> None:
         if self._game is not None:
-            self._game.wheel_closed_betting = True
-            self._close_betting(self._game, now, out)
+            self._game.wheel_closes_betting(now, out)
 
     def _on_winning_number(self, event: WinningNumber, now: float, out: list[Decision]) -> None:
-        game = self._game
-        if game is None:
-            return
-        self._close_betting(game, now, out)
-        if not self.layout.has_pocket(event.number):
-            self._void({"invalid_pocket"}, now, out)
-            return
-        if event.extra:
-            # A new dict: the game's earlier decisions keep the one they were made with.
-            game.extra = {**game.extra, **event.extra}
-        self._announce_result(game, event.number, now, out)
+        if self._game is not None:
+            self._end(self._game.number_given(event, self.layout, now, out), out)
 
     def _on_wheel_void(self, event: WheelVoid, now: float, out: list[Decision]) -> None:
         # A driver names a reason code (typed so); anything else, from a driver
@@ -613,16 +483,9 @@ class GameEngine:
     ) -> None:
         self.state.last_result_rotor = None
 
-    def _on_reply(self, event: WheelReply, now: float, out: list[Decision]) -> None:
-        """Command replies are for the controller, not the rules."""
-
-    def _on_display_mismatch(
-        self,
-        event: DisplayMismatch | ResultContradicted | WheelProfile | WheelVerdict | WheelRecords,
-        now: float,
-        out: list[Decision],
-    ) -> None:
-        """Facts about the wheel, not the game: the pipeline's to say, not the rules'."""
+    def _nothing_for_the_rules(self, event: WheelEvent, now: float, out: list[Decision]) -> None:
+        """Wheel time moved (the timers were judged on the way in), or a fact for the
+        pipeline or the controller, not the game: ``ANY_PHASE`` says which."""
 
     def _on_incident(self, event: WheelIncident, now: float, out: list[Decision]) -> None:
         reason = _INCIDENT_REASONS.get(event.code)
@@ -660,3 +523,29 @@ class GameEngine:
                 {"lost": event.lost} if isinstance(event, SequenceGap) else {"why": event.reason}
             )
             out.append(Alarm(now, "frame_loss", detail))
+
+
+#: Which of the engine's methods applies each wheel event, once the phase table
+#: (``PHASE_EVENTS``) has let it in: one table for every engine.
+_HANDLERS: dict[type[WheelEvent], Callable[[GameEngine, Any, float, list[Decision]], None]] = {
+    Heartbeat: GameEngine._nothing_for_the_rules,
+    RotorDatum: GameEngine._on_rotor,
+    BallPassed: GameEngine._on_ball,
+    PocketReading: GameEngine._on_pocket,
+    WheelIncident: GameEngine._on_incident,
+    WheelHello: GameEngine._on_hello,
+    SequenceGap: GameEngine._on_loss,
+    FrameDropped: GameEngine._on_loss,
+    BallLaunched: GameEngine._on_launched,
+    BallRunning: GameEngine._on_running,
+    WheelNoMoreBets: GameEngine._on_no_more_bets,
+    WinningNumber: GameEngine._on_winning_number,
+    WheelVoid: GameEngine._on_wheel_void,
+    AlternationUnknown: GameEngine._on_alternation_unknown,
+    WheelReply: GameEngine._nothing_for_the_rules,
+    DisplayMismatch: GameEngine._nothing_for_the_rules,
+    ResultContradicted: GameEngine._nothing_for_the_rules,
+    WheelProfile: GameEngine._nothing_for_the_rules,
+    WheelVerdict: GameEngine._nothing_for_the_rules,
+    WheelRecords: GameEngine._nothing_for_the_rules,
+}

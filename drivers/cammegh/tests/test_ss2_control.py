@@ -209,8 +209,13 @@ def _session(
         stdout=subprocess.PIPE,
         text=True,
     )
-    wait_for(link.exists, 10, "the simulated SS2")
-    wheel = table(broker, link, driver="cammegh-ss2", control=control)
+    try:
+        # A limit, not a duration: a Python start under a loaded suite took over 10 s.
+        wait_for(link.exists, 30, "the simulated SS2")
+        wheel = table(broker, link, driver="cammegh-ss2", control=control)
+    except BaseException:
+        simulate.kill()  # the test's own finally is not reached: no simulator left behind
+        raise
     return simulate, wheel.daemon, wheel.subscriber
 
 

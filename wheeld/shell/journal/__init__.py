@@ -1,14 +1,14 @@
 """The journal: a table's durable memory, in its state directory.
 
 ``store`` (the ``Journal`` the daemon writes), and what it holds:
-``durability`` (which commit is fsync'd), ``connection`` (the database, one
-write at a time), ``chain`` (the hash chains), ``frames`` (serial lines in
-compressed blocks), ``outbox``, ``state`` (what a start resumes from),
-``marks`` (``game-ids`` and the lock beside the database); ``schema``
-(tables and upgrades), ``codec`` (how payloads and blocks are stored),
-``retention``, ``view`` (read-only, for recall, verify, export and stats)
-and ``recall`` (games read back with their events and lines, for ``recall``
-and ``export``).
+``records`` (decisions, commands and alarms), ``durability`` (which commit
+is fsync'd), ``connection`` (the database, one write at a time), ``chain``
+(the hash chains), ``frames`` (serial lines in compressed blocks),
+``outbox``, ``state`` (what a start resumes from), ``marks`` (``game-ids``
+and the lock beside the database); ``schema`` (tables and upgrades),
+``codec`` (how payloads and blocks are stored), ``retention``, ``view``
+(read-only, for recall, verify, export and stats) and ``recall`` (games
+read back with their events and lines, for ``recall`` and ``export``).
 """
 
 from wheeld.shell.journal.chain import CHAINED, ChainBreak, ChainWalk, link_hash

@@ -4,9 +4,9 @@ SQLite in WAL mode (``connection``). ``Journal`` is what the daemon writes
 and reads, each part of it held by a collaborator: the hash chains
 (``chain.Chains``), the serial lines' open block (``frames.FrameTail``), the
 publisher's queue (``outbox.Outbox``), what a start resumes from
-(``state.StateTable``) and ``game-ids`` with the journal's memory of it
-(``marks.GameIds``). Itself it keeps the decisions, operator commands and
-alarms, and opens and closes the whole.
+(``state.StateTable``), ``game-ids`` with the journal's memory of it
+(``marks.GameIds``), and the decisions, operator commands and alarms
+(``records.Records``). Itself it opens and closes the whole.
 
 Whether a commit is fsync'd is ``durability.fsync_due``'s to say: a game's
 end, an alarm, the table opened or closed and the engine state alone are on
@@ -33,23 +33,22 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wheeld.shell.journal.chain import Chains, insert_chained, insert_stored, put_heads
-from wheeld.shell.journal.codec import pack_payload, unpack_payload
+from wheeld.shell.journal.chain import Chains, put_heads
 from wheeld.shell.journal.connection import (
     WAL_LIMIT_BYTES,
     checkpoint_wal,
     connect,
     connect_beside,
 )
-from wheeld.shell.journal.durability import fsync_due
 from wheeld.shell.journal.errors import JournalCorrupt, JournalError, JournalWriteError
 from wheeld.shell.journal.frames import FrameTail
 from wheeld.shell.journal.marks import GameIds, lock_state_dir, read_boot_id
-from wheeld.shell.journal.outbox import Outbox, OutboxEntry, enqueue
+from wheeld.shell.journal.outbox import Outbox, OutboxEntry
+from wheeld.shell.journal.records import Records
 from wheeld.shell.journal.retention import Pruner, Retention
 from wheeld.shell.journal.schema import Schema, tables
 from wheeld.shell.journal.state import PROBE_BYTES, StateTable
-from wheeld.table.effects import Effects, GameRecord, Outgoing
+from wheeld.table.effects import GameRecord, Outgoing
 
 if TYPE_CHECKING:
     from wheeld.core.engine import EngineState
@@ -125,6 +124,7 @@ class Journal:
             self.chain_problem = self._chains.check(clock())
             self._tail = FrameTail(self._sql, self._chains)
             self._outbox = Outbox(self._sql)
+            self._records = Records(self._sql, self._ids, self._chains, self._state)
             had_decisions = bool(self.last_decision_id()) and not self.upgraded
             self.epoch = self._state.epoch(had_decisions=had_decisions, warnings=self.warnings)
             try:  # a block of lines the last run left open ends here: that run ended
@@ -172,7 +172,7 @@ class Journal:
             os.close(fd)  # releases the flock
         self._locks = ()
 
-    # -- decisions ------------------------------------------------------------------------
+    # -- decisions, commands and alarms (``records.Records``) -----------------------------
 
     def record(
         self,
@@ -195,33 +195,7 @@ class Journal:
         the first commit of a run whatever it holds: it marks the run open,
         which a power cut's losses are told by.
         """
-        durable = fsync_due(Effects(games=games, alarmed=alarm or not games))
-        self._ids.reserve(games, state, chain)
-        marking = not self._ids.run_marked
-        db = self._db
-        with self._chains.extending(durable=durable or marking) as heads:
-            if marking:
-                self._ids.put_run(self._sql, closed=False)
-            self._ids.put_mark(self._sql)
-            for game in games:
-                insert_stored(
-                    db,
-                    heads,
-                    "decisions",
-                    (game.game_id, game.event, game.payload),
-                    (game.game_id, game.event, pack_payload(game.payload)),
-                )
-                if game.number is not None:
-                    db.execute(
-                        "INSERT OR REPLACE INTO results (game_id, number) VALUES (?, ?)",
-                        (game.game_id, game.number),
-                    )
-            ids = [enqueue(db, message) for message in messages]
-            self._state.put_engine(state)
-            if chain is not None:
-                self._state.put_chain(chain)
-        self._ids.run_marked = True
-        return ids
+        return self._records.record(games, messages, state, chain, alarm=alarm)
 
     def history(self, length: int) -> list[str]:
         """The last ``length`` winning numbers the table shows, newest first."""
@@ -232,20 +206,13 @@ class Journal:
 
         For tests and tools on small journals; the daemon never reads them all.
         """
-        return list(self.decisions_after(0))
+        return list(self._records.decisions_after(0))
 
     def decisions_after(self, row_id: int) -> Iterator[tuple[int, str, str]]:
-        """The decisions after row ``row_id``: (game id, event, payload), oldest first."""
-        for game_id, event, payload in self._sql.read(
-            "SELECT game_id, event, payload FROM decisions WHERE id > ? ORDER BY id", (row_id,)
-        ):
-            yield game_id, event, unpack_payload(payload)
+        return self._records.decisions_after(row_id)
 
     def last_decision_id(self) -> int:
-        """The row id of the last decision kept (0 for none)."""
-        return self._chains.last("decisions")[0]
-
-    # -- commands, alarms and lines: chained, no fsync of their own (``durability``) -------
+        return self._records.last_decision_id()
 
     def record_commands(self, commands: Sequence[CommandRecord]) -> None:
         """Keep operator commands, accepted or refused, with who sent them.
@@ -254,17 +221,10 @@ class Journal:
         committed durably on its own, and this commit is made durable with it.
         A flood of commands costs no flood of fsyncs.
         """
-        self._chains.append(
-            "commands",
-            [(c.at, c.name, c.sender, c.payload, int(c.accepted), c.outcome) for c in commands],
-        )
+        self._records.record_commands(commands)
 
     def commands(self) -> list[tuple[float, str, str | None, str, bool, str]]:
-        """Every journalled operator command: (at, name, sender, payload, accepted, outcome)."""
-        rows = self._sql.read(
-            "SELECT at, name, sender, payload, accepted, outcome FROM commands ORDER BY id"
-        )
-        return [(r[0], r[1], r[2], r[3], bool(r[4]), r[5]) for r in rows]
+        return self._records.commands()
 
     def record_alarms(
         self, alarms: Sequence[AlarmRecord], set_alerts: dict[str, dict[str, Any]] | None
@@ -273,17 +233,12 @@ class Journal:
 
         Alarms are no game decisions: the next durable commit makes them durable.
         """
-        rows = [(a.at, a.code, a.state, a.payload) for a in alarms]
-        with self._chains.extending(durable=False) as heads:
-            for values in rows:
-                insert_chained(self._db, heads, "alarms", values)
-            if set_alerts is not None:
-                self._state.put_set_alerts(set_alerts)
+        self._records.record_alarms(alarms, set_alerts)
 
     def alarms(self) -> list[tuple[float, str, str, str]]:
-        """Every journalled alarm: (at, code, state, payload), oldest first."""
-        rows = self._sql.read("SELECT at, code, state, payload FROM alarms ORDER BY id")
-        return [(r[0], r[1], r[2], r[3]) for r in rows]
+        return self._records.alarms()
+
+    # -- lines and the write probe ------------------------------------------------------
 
     def record_frames(self, frames: Sequence[FrameRecord]) -> None:
         """Keep the lines that crossed the link (``FrameTail.keep``)."""
