@@ -202,21 +202,17 @@ class TablePipeline:
         for segment in cut_after_line_ends(data):
             before = engine.game_in_progress
             next_before = engine.state.next_game_id
-            # The frames the decoder read whole so far (None: it keeps no such count).
-            frames_before = getattr(self.decoder.counters, "frames", None)
+            frames_before = getattr(self.decoder.counters, "frames", None)  # None: not counted
             self._on_segment(segment, now, out)
             # The game in progress when the line crossed, or the one it opened
             # (even if the launch was voided at once).
             game = before
             if game is None and engine.state.next_game_id != next_before:
                 game = engine.state.next_game_id - 1
-            # Noise: the line made no frame (the count did not move).
             frames_after = getattr(self.decoder.counters, "frames", None)
-            noise = type(frames_before) is int and frames_after == frames_before
+            noise = type(frames_before) is int and frames_after == frames_before  # no frame
             self.lines.heard(segment, now, game, noise, out)
-        noisy = self.lines.judge_noise(now, self.faults)
-        if noisy is not None:
-            self.record.said(noisy, out)
+        self.record.said(self.lines.judge_noise(now, self.faults), out)
         return self._frame_writes(out, now) if out.writes else out
 
     def _on_segment(self, data: bytes, now: float, out: Effects) -> None:
