@@ -71,8 +71,11 @@ def pipeline(signed: bool) -> TablePipeline:
     )
     signer = Signer.generate() if signed else None
     stats = Statistics(37, arcs=config.alerts.sector_arcs)
-    decoder = driver_named("wrp").new_decoder(None)
-    return TablePipeline(settings, decoder, signer=signer, statistics=stats)
+    driver = driver_named("wrp")
+    decoder = driver.new_decoder(None)
+    # The driver's session too, as the daemon makes it: the table tells it of every line.
+    session = driver.session(decoder, None) if driver.session is not None else None
+    return TablePipeline(settings, decoder, session, signer=signer, statistics=stats)
 
 
 def run_once(lines: list[tuple[float, bytes]], games: int, signed: bool) -> Figures:

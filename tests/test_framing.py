@@ -123,6 +123,39 @@ def test_cut_after_line_ends_keeps_every_byte(data: bytes) -> None:
     assert all(b"\n" not in segment[:-1] for segment in segments)
 
 
+@given(_STREAMS, _STREAMS, _SHAPES)
+def test_a_whole_line_read_alone_is_the_line_feed_gives(
+    before: bytes, read: bytes, shape: dict[str, object]
+) -> None:
+    """``whole_line``, the short way, says what ``feed`` would, from any state, or nothing."""
+    short = LineSplitter(**shape)  # type: ignore[arg-type]
+    fed = LineSplitter(**shape)  # type: ignore[arg-type]
+    short.feed(before)
+    fed.feed(before)
+    line = short.whole_line(read)
+    lines = fed.feed(read)
+    if line is not None:
+        assert [(it.data, it.over) for it in lines] == [(line, False)]
+        assert short.partial == fed.partial == b""
+        assert short.between_lines == fed.between_lines
+
+
+def test_the_usual_read_takes_the_short_way() -> None:
+    assert LineSplitter().whole_line(b"$WRHBT,1,250*3A\r\n") == b"$WRHBT,1,250*3A"
+    assert LineSplitter().whole_line(b"\n") == b""
+    assert LineSplitter().whole_line(b"two\nlines\n") is None
+    assert LineSplitter(limit=4).whole_line(b"12345\n") is None  # over the limit: pieces
+
+
+@given(st.binary(max_size=80))
+def test_cut_after_line_ends_agrees_with_splitting_at_each_lf(data: bytes) -> None:
+    pieces = data.split(b"\n")
+    expected = [piece + b"\n" for piece in pieces[:-1]]
+    if pieces[-1] or not expected:
+        expected.append(pieces[-1])
+    assert cut_after_line_ends(data) == expected
+
+
 @pytest.mark.parametrize(
     "shape",
     [{"ends": b""}, {"limit": 0}, {"start": b"$$"}, {"ends": b"\n", "start": b"\n"}],

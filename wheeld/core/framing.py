@@ -52,6 +52,8 @@ class LineSplitter:
         #: One C call finds the first of several stop bytes; a lone one needs no regex.
         self._stop = re.compile(b"[" + re.escape(stops) + b"]") if len(stops) > 1 else None
         self._partial = bytearray()
+        #: The one byte that ends a line, for ``whole_line``: None with several, or a start byte.
+        self._lone_end = ends if len(ends) == 1 and not start else None
         #: Within a line (always, without a start byte); with one, within a candidate.
         self._open = not start
         #: The line being read has run past the limit: its pieces are ``over``.
@@ -70,6 +72,21 @@ class LineSplitter:
         junk unless it is one). A caller that recognises a whole line itself may skip it
         here, and these lines are still the same however the bytes were cut."""
         return not self._partial and not self._over and (not self._start or not self._open)
+
+    def whole_line(self, data: bytes) -> bytes | None:
+        """The line ``data`` is, when it is one whole line and nothing else and no line is
+        open: what ``feed`` would return for it, and the splitter left as ``feed`` would
+        leave it. Else None (``feed`` then). A link read a line at a time takes this short
+        way with every line: no list, no ``Line``."""
+        end = self._lone_end
+        last = len(data) - 1
+        if end is None or self._partial or self._over or data.find(end) != last:
+            return None
+        if not 0 <= last <= self._limit:
+            return None  # no line at all, or one that comes in pieces
+        if end == b"\n" and last and data[last - 1] == _CR:
+            return data[: last - 1]  # an LF's CR goes, as in ``feed``
+        return data[:last]
 
     def take_junk(self) -> int:
         """Bytes that fell outside every line since last asked (only with a start byte)."""
@@ -149,6 +166,8 @@ def lines_of(block: bytes) -> list[bytes]:
 def cut_after_line_ends(data: bytes) -> list[bytes]:
     """``data`` cut after each LF, its bytes untouched: a decoder fed one line at a time
     lets each line's frame record name the game it fell in."""
+    if data.find(b"\n") == len(data) - 1:
+        return [data]  # the usual read: one line, or none ended (and no LF to cut at)
     pieces = data.split(b"\n")
     segments = [piece + b"\n" for piece in pieces[:-1]]
     if pieces[-1] or not segments:

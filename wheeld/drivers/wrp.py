@@ -200,20 +200,23 @@ class WrpDecoder:
         frames, usual = self._frames, self._usual
         whole = _WHOLE_FRAME.match
         pos, end = 0, len(data)
+        split = False
         while pos < end:
             # Fast path: between candidates, whole frames of the usual shape are matched
             # in place by one regex in C each, without the splitter. Anything else (a
             # frame cut by the read, an unusual one, junk) goes the general way up to its
             # LF, after which the splitter is between candidates again.
             if frames.between_lines:
-                while (match := whole(data, pos)) is not None and usual(match, out):
+                while pos < end and (match := whole(data, pos)) is not None and usual(match, out):
                     pos = match.end()
                 if pos == end:
                     break
             stop = data.find(b"\n", pos) + 1 or end
             self._lines(data[pos:stop], out)
+            split = True
             pos = stop
-        self.counters.garbage_bytes += frames.take_junk()
+        if split:  # junk is only ever counted by the splitter, and taken after every feed
+            self.counters.garbage_bytes += frames.take_junk()
         return out
 
     def _lines(self, data: bytes, out: list[WheelEvent]) -> None:

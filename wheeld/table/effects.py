@@ -36,9 +36,13 @@ class Outgoing:
         return cls(said.address(base), payload, said.qos, said.retain)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FrameRecord:
-    """A line that crossed the link, for the journal: host time, direction, the game it fell in."""
+    """A line that crossed the link, for the journal: host time, direction, the game it fell in.
+
+    Never changed once made, yet not frozen: one is made for every line, and a frozen
+    dataclass's ``__init__`` (``object.__setattr__`` a field) costs four times as much.
+    """
 
     at: float
     direction: Literal["<", ">"]

@@ -27,17 +27,20 @@ class LinkLines:
     def heard(self, data: bytes, now: float, game: int | None, noise: bool, out: Effects) -> None:
         """Bytes from the wheel: the lines they complete, in the game ``game``; ``noise``:
         they made no frame."""
-        for line in self._from_wheel.feed(data):
-            out.frames.append(FrameRecord(now, "<", line.data, game, noise))
+        splitter = self._from_wheel
+        whole = splitter.whole_line(data)
+        lines = (whole,) if whole is not None else [line.data for line in splitter.feed(data)]
+        for line in lines:
+            out.frames.append(FrameRecord(now, "<", line, game, noise))
             if noise:
-                self._noisy += len(line.data) + 1
+                self._noisy += len(line) + 1
 
     def judge_noise(self, now: float, faults: Book) -> Alarm | None:
         """``line_noise`` set or cleared, once bytes were heard (noise, or while it is set)."""
         noisy, self._noisy = self._noisy, 0
         if noisy:
             self.noise.heard(now, noisy)
-        if noisy or LINE_NOISE in faults:
+        if noisy or LINE_NOISE in faults.since:  # asked after every read: the dict itself
             return self.noise.judge(now, faults)
         return None
 

@@ -22,6 +22,9 @@ from typing import Any
 from wheeld.core.commands import OperatorCommand
 from wheeld.core.engine import EngineState, GameEngine
 from wheeld.core.events import (
+    DisplayMismatch,
+    ResultContradicted,
+    WheelEvent,
     WheelHello,
     WheelProfile,
     WheelRecords,
@@ -53,6 +56,14 @@ from wheeld.table.wheel import WheelFacts
 
 #: A table's chain before its first message ever: seq 1, prev null.
 FIRST_MESSAGE = ChainState()
+
+#: The wheel events the table reads itself, never the rules (``TablePipeline._read``):
+#: the wheel contradicting wheeld, its profile, its verdicts and its own log. Every
+#: other event goes to the engine, so the common ones (a heartbeat, a rotor datum, a
+#: ball's pass) are told apart from these by one set look-up.
+_READ_BY_THE_TABLE: frozenset[type[WheelEvent]] = frozenset(
+    {DisplayMismatch, ResultContradicted, WheelProfile, WheelVerdict, WheelRecords}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,54 +198,42 @@ class TablePipeline:
         (``line_noise``), and journaled as a sample rather than whole.
         """
         out = Effects()
+        engine = self.engine
         for segment in cut_after_line_ends(data):
-            before = self.engine.game_in_progress
-            next_before = self.engine.state.next_game_id
-            frames_before = self._good_frames()
+            before = engine.game_in_progress
+            next_before = engine.state.next_game_id
+            frames_before = getattr(self.decoder.counters, "frames", None)  # None: not counted
             self._on_segment(segment, now, out)
             # The game in progress when the line crossed, or the one it opened
             # (even if the launch was voided at once).
             game = before
-            if game is None and self.engine.state.next_game_id != next_before:
-                game = self.engine.state.next_game_id - 1
-            noise = frames_before is not None and self._good_frames() == frames_before
+            if game is None and engine.state.next_game_id != next_before:
+                game = engine.state.next_game_id - 1
+            frames_after = getattr(self.decoder.counters, "frames", None)
+            noise = type(frames_before) is int and frames_after == frames_before  # no frame
             self.lines.heard(segment, now, game, noise, out)
         self.record.said(self.lines.judge_noise(now, self.faults), out)
-        return self._frame_writes(out, now)
-
-    def _good_frames(self) -> int | None:
-        """The frames the decoder has read whole (its ``frames`` counter), None if it keeps none."""
-        count = getattr(self.decoder.counters, "frames", None)
-        return count if type(count) is int else None
+        return self._frame_writes(out, now) if out.writes else out
 
     def _on_segment(self, data: bytes, now: float, out: Effects) -> None:
-        decisions: list[Decision] = []
         # Drivers that time the wheel by the host's clock get it without its steps.
         events = self.decoder.feed(data, now - self._clock_steps)
-        if events:
+        decisions: list[Decision] = []
+        if events and WHEEL_LINK_LOST in self.faults.since:  # asked after every line
             # The wheel is heard again: a port that merely reopened proves nothing.
             self.record.said(self.faults.clear(WHEEL_LINK_LOST, now), out)
         for event in events:
-            said = contradiction(event, now, self.engine.game_in_progress, self.record.last_game)
-            if said is not None:
-                decisions.append(said)
-            elif isinstance(event, WheelProfile):
-                if self.wheel.profiled(event.facts):
-                    out.messages.append(self.wheel_message(now))
-            elif isinstance(event, WheelVerdict):
-                decisions += self._verdicts.judge(event, now)
-            elif isinstance(event, WheelRecords):
-                if event.figures:  # the wheel's own statistics, beside wheeld's
-                    out.messages += self.record.wheel_figures_read(event.figures, now)
-                decisions += log_mismatches(event, now, self.history)
-            elif not self.journal_failed:  # nothing new is decided while it cannot be kept
+            if type(event) in _READ_BY_THE_TABLE:
+                decisions += self._read(event, now, out)
+            elif not self.record.journal_failed:  # nothing new is decided while it cannot be kept
                 made = self.engine.on_event(event, now)
-                if self.table_state == "closed":
-                    made = self.operator.closed_table(made, now)
-                self._verdicts.follow(event, made)
-                decisions += made
+                if made:  # most events (a heartbeat, a rotor datum, a pass) decide nothing
+                    if self.table_state == "closed":
+                        made = self.operator.closed_table(made, now)
+                    self._verdicts.follow(event, made)
+                    decisions += made
                 self.session.event(event, now, out)
-                if isinstance(event, WheelHello):
+                if type(event) is WheelHello:
                     self.wheel.hello(event)
                     out.messages.append(self.wheel_message(now))
         for phase, refused in self.engine.take_refusals():
@@ -243,6 +242,22 @@ class TablePipeline:
             out.log("info", "wheel event refused", phase=phase.value, wheel_event=repr(refused))
         self.record.decide(decisions, out)
         self.session.decided(decisions, now, out)
+
+    def _read(self, event: WheelEvent, now: float, out: Effects) -> list[Decision]:
+        """A wheel event the table reads itself (``_READ_BY_THE_TABLE``), never the rules."""
+        said = contradiction(event, now, self.engine.game_in_progress, self.record.last_game)
+        if said is not None:
+            return [said]
+        if isinstance(event, WheelProfile):
+            if self.wheel.profiled(event.facts):
+                out.messages.append(self.wheel_message(now))
+        elif isinstance(event, WheelVerdict):
+            return self._verdicts.judge(event, now)
+        elif isinstance(event, WheelRecords):
+            if event.figures:  # the wheel's own statistics, beside wheeld's
+                out.messages += self.record.wheel_figures_read(event.figures, now)
+            return log_mismatches(event, now, self.history)
+        return []
 
     def on_timer(self, now: float) -> Effects:
         """A deadline set by :meth:`next_deadline` has come."""

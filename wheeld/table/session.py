@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from wheeld.core.events import Direction, WheelEvent
 from wheeld.core.game import Alarm, Decision
-from wheeld.drivers import DriverSession
+from wheeld.drivers import DriverSession, GreetingSession
 from wheeld.table.decisions import Recorder
 from wheeld.table.effects import Effects
 
@@ -59,8 +59,12 @@ class TableSession:
 
     def __init__(self, session: DriverSession | None, record: Recorder) -> None:
         self.session = session
+        #: The session told of every line, decision and timer: none for one that only
+        #: greets (``GreetingSession``, a WRP/1 head's ``QRY``), which answers them all with
+        #: nothing and raises nothing, so asking it would cost every line for nothing.
+        self._listening = None if type(session) is GreetingSession else session
         self._record = record
-        self._alarms = None if session is None else SessionAlarms(session)
+        self._alarms = None if self._listening is None else SessionAlarms(self._listening)
 
     def connect(self, now: float, last_rotor: Direction | None, out: Effects) -> None:
         """The port opened: what the session sends first (it may want the last result's
@@ -80,29 +84,29 @@ class TableSession:
 
     def event(self, event: WheelEvent, now: float, out: Effects) -> None:
         """A wheel event the engine judged."""
-        if self.session is not None:
-            out.writes += self.session.on_event(event, now)
+        if self._listening is not None:
+            out.writes += self._listening.on_event(event, now)
 
     def decided(self, decisions: list[Decision], now: float, out: Effects) -> None:
         """What the table decided after a read; what the session gave up on said."""
-        if self.session is not None:
-            out.writes += self.session.after_decisions(decisions, now)
+        if self._listening is not None:
+            out.writes += self._listening.after_decisions(decisions, now)
             self._said(now, out)
 
     def after_decisions(self, decisions: list[Decision], now: float, out: Effects) -> None:
         """An operator's decisions: the session told, nothing else said yet."""
-        if self.session is not None:
-            out.writes += self.session.after_decisions(decisions, now)
+        if self._listening is not None:
+            out.writes += self._listening.after_decisions(decisions, now)
 
     def timer(self, now: float, out: Effects) -> None:
         """The session's deadline came."""
-        if self.session is not None:
-            out.writes += self.session.on_timer(now)
+        if self._listening is not None:
+            out.writes += self._listening.on_timer(now)
             self._said(now, out)
 
     def deadline(self) -> float | None:
         """When the session next wants ``timer``, if it does."""
-        return None if self.session is None else self.session.next_deadline()
+        return None if self._listening is None else self._listening.next_deadline()
 
     def _said(self, now: float, out: Effects) -> None:
         """Commands the session gave up on, and alarms of its own: each raised once."""
