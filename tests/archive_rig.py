@@ -11,6 +11,7 @@ cluster can be started, a database of its own on the machine's server on
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import pwd
@@ -47,6 +48,25 @@ def _as_postgres() -> list[str]:
     return [runuser, "-u", "postgres", "--"]
 
 
+#: Free room a cluster's directory in memory leaves (a worker's cluster grows to a few
+#: hundred MiB: a database a test, some 300 files each, and their WAL).
+IN_MEMORY_ROOM = 2 << 30
+
+
+def _in_memory() -> str | None:
+    """/dev/shm when it has ``IN_MEMORY_ROOM`` free, else None (the usual temporary
+    directory). On disk, deleting a worker's cluster (some 6,000 files) took 9 s of a
+    loaded machine, in the teardown of the last test a worker ran, as its other files
+    (initdb, a database a test) took their part of each test; nothing there needs to
+    outlive the machine's power (the cluster runs with fsync off already)."""
+    try:
+        room = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    free = room.f_bavail * room.f_frsize
+    return "/dev/shm" if free >= IN_MEMORY_ROOM and os.access("/dev/shm", os.W_OK) else None
+
+
 class PgCluster:
     """A PostgreSQL cluster of the tests' own, on a free port; stop() and start() at will."""
 
@@ -55,7 +75,7 @@ class PgCluster:
             raise RuntimeError("no initdb (Debian package postgresql)")
         self.bin = PG_ROOTS[0].parent
         self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="wheeld-pg-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="wheeld-pg-", dir=_in_memory()))
         if os.geteuid() == 0:
             user = pwd.getpwnam("postgres")
             os.chown(self.dir, user.pw_uid, user.pw_gid)
@@ -114,6 +134,14 @@ class PgCluster:
         with contextlib.suppress(subprocess.CalledProcessError):
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "60", "stop")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def own_cluster() -> PgCluster | None:
+    """A cluster of the tests' own, or None where none can be started (no initdb)."""
+    try:
+        return PgCluster()
+    except (RuntimeError, KeyError, OSError, subprocess.CalledProcessError):
+        return None
 
 
 class Databases:
@@ -389,6 +417,23 @@ def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def answer(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``wheeld archive ACTION ...`` (an answer: verify, gaps, report, game) run by the
+    command line's own ``main`` in this process, its status and both streams kept as
+    ``run_cli``'s. An answer only reads the database and prints; a process of its own
+    was mostly Python's start and wheeld's imports (2 to 7 s each on a loaded machine,
+    some 30 of them in tests/test_archive_service.py). ``run_cli`` still runs the
+    archive itself, and one answer in a real process (test_games_are_kept_verified_and_answered)."""
+    from wheeld.cli import main
+
+    argv = [str(arg) for arg in args]
+    assert argv[:1] == ["archive"] and argv[1] in {"verify", "gaps", "report", "game"}, argv
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    return subprocess.CompletedProcess(["wheeld", *argv], status, out.getvalue(), err.getvalue())
 
 
 @contextlib.contextmanager

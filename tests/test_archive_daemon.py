@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.archive_rig import ArchiveProcess, archiving, query
-from tests.test_archive_service import databases, dsn, kept, pg_cluster  # noqa: F401
+from tests.test_archive_service import kept
 from wheeld.testing.rig import Broker, DaemonProcess, NotifySocket, PtyWheel, Subscriber, wait_for
 from wheeld.testing.rig import write_config as write_daemon_config
 from wheeld_simulators.scripted import ScriptedWheel
@@ -57,7 +57,7 @@ class Wheel:
 def test_a_real_table_fills_what_the_archive_missed(
     tmp_path: Path,
     broker: Broker,
-    dsn: str,  # noqa: F811
+    dsn: str,
 ) -> None:
     notify = NotifySocket(tmp_path / "notify.sock")
     config = write_daemon_config(

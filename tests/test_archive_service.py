@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,11 +17,11 @@ import pytest
 from tests.archive_rig import (
     ArchiveProcess,
     Databases,
-    PgCluster,
     ScriptedTable,
+    answer,
     archiving,
     count,
-    machine_server,
+    own_cluster,
     query,
     run_cli,
 )
@@ -33,43 +32,6 @@ from wheeld.core.signing import Signer
 from wheeld.testing.rig import Broker, Subscriber, free_port, wait_for
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _cluster() -> PgCluster | None:
-    try:
-        return PgCluster()
-    except (RuntimeError, KeyError, OSError, subprocess.CalledProcessError):
-        return None
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster | None]:
-    cluster = _cluster()
-    yield cluster
-    if cluster is not None:
-        cluster.destroy()
-
-
-@pytest.fixture(scope="session")
-def databases(pg_cluster: PgCluster | None) -> Iterator[Databases]:
-    if pg_cluster is not None:
-        made = Databases(pg_cluster.dsn(), pg_cluster.dsn)
-    else:
-        server = machine_server()
-        if server is None:
-            pytest.skip("no PostgreSQL: initdb cannot start a cluster and none on 127.0.0.1:5432")
-        made = server
-    yield made
-    if pg_cluster is None:
-        # The machine's server keeps what is not dropped; the suite's own cluster is
-        # deleted whole, and each DROP DATABASE is a checkpoint (likely the 33 s of a loaded
-        # suite's teardown for the databases of one worker).
-        made.drop_all()
-
-
-@pytest.fixture
-def dsn(databases: Databases) -> str:
-    return databases.new()
 
 
 @pytest.fixture
@@ -154,7 +116,7 @@ def test_games_are_kept_verified_and_answered(
     verified = run_cli("archive", "verify", "--config", config)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "T1 epoch" in verified.stdout and verified.stdout.strip().endswith("intact")
-    report = run_cli(
+    report = answer(
         "archive",
         "report",
         "--config",
@@ -171,7 +133,7 @@ def test_games_are_kept_verified_and_answered(
     assert (day["games"], day["results"], day["no_spins"]) == (3, 2, 1)
     assert day["numbers"] == {"17": 1, "0": 1} and day["no_spin_reasons"] == {"ball_out": 1}
     assert day["table_alarms"] == {"cover_open": 1}
-    csv = run_cli(
+    csv = answer(
         "archive",
         "report",
         "--config",
@@ -186,7 +148,7 @@ def test_games_are_kept_verified_and_answered(
         "csv",
     )
     assert csv.stdout.splitlines()[1].startswith("T1,2026-01-02,3,2,1,8,")
-    game = run_cli("archive", "game", "--config", config, "--table", "T1", "--game", "2")
+    game = answer("archive", "game", "--config", config, "--table", "T1", "--game", "2")
     lines = [json.loads(line) for line in game.stdout.splitlines()]
     assert [(m["event"], m["verdict"]) for m in lines] == [
         ("spinning", "verified"),
@@ -198,7 +160,7 @@ def test_games_are_kept_verified_and_answered(
     assert query(dsn, "SELECT games, results, no_spins, flagged FROM daily_summary") == [
         (3, 2, 1, 0)
     ]
-    missing = run_cli("archive", "game", "--config", config, "--table", "T1", "--game", "99")
+    missing = answer("archive", "game", "--config", config, "--table", "T1", "--game", "99")
     assert missing.returncode == 1
     assert (
         missing.stderr.strip()
@@ -223,7 +185,7 @@ def test_a_bad_signature_is_kept_flagged_and_alarmed(
             alarm = alarms.wait(archive.alarm_topic, lambda a: a["alarm"] == "bad_signature")
         assert (alarm["table"], alarm["seq"], alarm["why"]) == ("T1", 2, "bad signature")
         assert kept(dsn, "bad_signature") == [2]
-        verified = run_cli("archive", "verify", "--config", archive.config)
+        verified = answer("archive", "verify", "--config", archive.config)
         assert verified.returncode == 0, verified.stdout
     finally:
         alarms.close()
@@ -245,7 +207,7 @@ def test_a_message_under_an_unknown_key_is_kept_flagged_and_alarmed(
             wait_kept(dsn, [1, 2, 3])
         assert alarm["kid"] == stranger.signer.kid
         today = datetime.now(UTC).date().isoformat()  # the archive's alarms: when raised
-        report = run_cli(
+        report = answer(
             "archive",
             "report",
             "--config",
@@ -315,9 +277,9 @@ def test_a_gap_is_filled_by_recall(
             ("recall",)
         ]
     assert count(dsn, "SELECT count(*) FROM gaps") == 0
-    gaps = run_cli("archive", "gaps", "--config", archive.config)
+    gaps = answer("archive", "gaps", "--config", archive.config)
     assert (gaps.returncode, gaps.stdout) == (0, "")
-    assert run_cli("archive", "verify", "--config", archive.config).returncode == 0
+    assert answer("archive", "verify", "--config", archive.config).returncode == 0
     codes = [a["alarm"] for a in archived_alarms(dsn)]
     assert codes == ["gap", "gap_filled"]
 
@@ -333,19 +295,19 @@ def test_a_gap_the_table_cannot_fill_stays_listed(
         table.play("2", publish=False)
         table.play("3")
         wait_for(lambda: query(dsn, "SELECT state FROM gaps") == [("unfillable",)], 60, "given up")
-    gaps = run_cli("archive", "gaps", "--config", archive.config)
+    gaps = answer("archive", "gaps", "--config", archive.config)
     assert gaps.returncode == 0
     assert gaps.stdout.startswith(
         f"T1 epoch {table.epoch}: seq 4-6 (3 missing, games 1-3): unfillable"
     )
-    verified = run_cli("archive", "verify", "--config", archive.config)
+    verified = answer("archive", "verify", "--config", archive.config)
     assert verified.returncode == 0 and "1 known problem" in verified.stdout
 
 
 def test_nothing_is_lost_when_the_database_restarts_mid_stream(
     tmp_path: Path, broker: Broker, table: ScriptedTable
 ) -> None:
-    cluster = _cluster()
+    cluster = own_cluster()
     if cluster is None:
         pytest.skip("no PostgreSQL cluster of the test's own to restart (initdb)")
     try:
@@ -408,7 +370,7 @@ def test_nothing_is_lost_when_the_broker_fails_over_mid_stream(tmp_path: Path, d
             table.play("3")
             wait_kept(dsn, list(range(1, 10)), timeout=90, what="every message after failover")
         assert count(dsn, "SELECT count(*) FROM gaps") == 0
-        assert run_cli("archive", "verify", "--config", archive.config).returncode == 0
+        assert answer("archive", "verify", "--config", archive.config).returncode == 0
     finally:
         table.close()
         primary.stop()
@@ -428,9 +390,9 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     out = run_cli("archive", "--config", config)
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert out.stderr.startswith("wheeld archive: archive.dsn: ")
-    out = run_cli("archive", "gaps", "--config", config)
+    out = answer("archive", "gaps", "--config", config)
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert run_cli("archive", "gaps").stderr.strip() == "wheeld archive: --config FILE is required"
+    assert answer("archive", "gaps").stderr.strip() == "wheeld archive: --config FILE is required"
 
 
 def test_topics_that_cannot_work_are_refused(tmp_path: Path) -> None:
@@ -509,7 +471,7 @@ def test_verify_finds_an_altered_message_among_thousands(tmp_path: Path, dsn: st
     [altered] = list(answers.verify(config))
     assert len(altered.findings) == 1 and altered.findings[0].startswith("seq 1000")
     assert "bad signature" in altered.findings[0]
-    out = run_cli("archive", "verify", "--config", config_file)
+    out = answer("archive", "verify", "--config", config_file)
     assert out.returncode == 1 and out.stdout.strip().endswith("1 finding(s)")
 
 
@@ -630,7 +592,7 @@ def test_messages_under_a_key_installed_later_are_verified_at_the_restart(
         wait_kept(dsn, list(range(1, 10)))
     assert count(dsn, "SELECT count(*) FROM messages") == 9
     assert count(dsn, "SELECT count(*) FROM gaps") == 0
-    assert run_cli("archive", "verify", "--config", archive.config).returncode == 0
+    assert answer("archive", "verify", "--config", archive.config).returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -710,16 +672,16 @@ def test_answers_to_odd_questions_are_one_line(tmp_path: Path, dsn: str) -> None
     config = tmp_path / "archive.toml"
     config.write_text(f'[archive]\ndsn = "{dsn}"\ntables = ["wheeld/+"]\n')
     day = ("--from", "2026-03-04", "--to", "2026-03-04")
-    known = run_cli("archive", "report", "--config", config, "--table", "T1", *day)
+    known = answer("archive", "report", "--config", config, "--table", "T1", *day)
     assert known.returncode == 0 and json.loads(known.stdout)["days"][0]["results"] == 1
-    typo = run_cli("archive", "report", "--config", config, "--table", "t1", *day)
+    typo = answer("archive", "report", "--config", config, "--table", "t1", *day)
     assert (typo.returncode, typo.stderr) == (
         1,
         "wheeld archive: no table 't1' in the archive (tables: T1)\n",
     )
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM archive_migrations WHERE version > 1")
-    behind = run_cli("archive", "gaps", "--config", config)
+    behind = answer("archive", "gaps", "--config", config)
     assert behind.returncode == 1 and behind.stderr.startswith(
         "wheeld archive: the archive's schema lacks migration(s) 2 (run `wheeld archive`"
     )
@@ -727,7 +689,7 @@ def test_answers_to_odd_questions_are_one_line(tmp_path: Path, dsn: str) -> None
         conn.execute("INSERT INTO archive_migrations VALUES (2, 'back')")
         conn.execute("ALTER TABLE gaps RENAME TO gaps_elsewhere")  # not the archive's any more
     for action in (["gaps"], ["verify"]):
-        broken = run_cli("archive", *action, "--config", config)
+        broken = answer("archive", *action, "--config", config)
         assert broken.returncode == 1, broken.stdout
         assert broken.stderr.startswith('wheeld archive: archive.dsn: relation "gaps"')
         assert len(broken.stderr.splitlines()) == 1, broken.stderr
@@ -890,7 +852,7 @@ def test_huge_payloads_held_while_the_database_is_away_are_held_small(
 ) -> None:
     """While the database is away the archive holds what it was sent, unacknowledged: 24
     payloads of 8 MiB (no message of a table) must not be held whole (192 MiB)."""
-    cluster = _cluster()
+    cluster = own_cluster()
     if cluster is None:
         pytest.skip("no PostgreSQL cluster of the test's own to stop (initdb)")
     try:

@@ -284,6 +284,59 @@ async def test_a_recall_process_that_died_is_said_and_replaced(tmp_path: Path) -
         reader.close()
 
 
+#: A daemon's recall, read in its process, the process's id printed; then it waits.
+KILLED_DAEMON = """
+import asyncio, multiprocessing, sys
+from pathlib import Path
+from wheeld.shell.recall_desk import RecallReader
+
+reader = RecallReader(Path(sys.argv[1]))
+asyncio.run(asyncio.wait_for(reader.read(1, None), timeout=60))
+(worker,) = multiprocessing.active_children()
+print(worker.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_recall_process_ends_with_a_killed_daemon(tmp_path: Path) -> None:
+    """Found orphaned after the suite's runs: a daemon SIGKILLed (as the tests stop theirs)
+    tells its recall process nothing, and that process, and the resource tracker beside
+    it, lived on for ever."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from wheeld.testing.rig import wait_for
+
+    write_journal(tmp_path, games(3)).close()
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", KILLED_DAEMON, str(tmp_path / JOURNAL_FILE)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert daemon.stdout is not None
+    try:
+        worker = int(daemon.stdout.readline())
+    finally:
+        daemon.kill()
+        daemon.wait(30)
+
+    def ended() -> bool:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return True
+        stat = Path(f"/proc/{worker}/stat")
+        return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+    try:
+        wait_for(ended, 30, "the recall process's end")
+    finally:
+        if not ended():
+            os.kill(worker, signal.SIGKILL)
+
+
 async def test_without_a_process_recall_is_read_in_a_worker_thread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

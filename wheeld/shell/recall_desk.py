@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,7 +79,10 @@ class RecallReader:
                 # Spawned, not forked: the daemon has threads (and their locks) a fork
                 # would copy in whatever state they are.
                 self._pool = ProcessPoolExecutor(
-                    1, multiprocessing.get_context("spawn"), initializer=_behind_the_loop
+                    1,
+                    multiprocessing.get_context("spawn"),
+                    initializer=_behind_the_loop,
+                    initargs=(os.getpid(),),
                 )
             except OSError:
                 self._in_process = False
@@ -94,10 +99,28 @@ class RecallReader:
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _behind_the_loop() -> None:
-    """In the recall process, first: yield the CPU to the daemon's loop."""
+def _behind_the_loop(daemon: int) -> None:
+    """In the recall process, first: yield the CPU to the daemon's loop, and end with the
+    daemon."""
     with contextlib.suppress(OSError):
         os.nice(RECALL_NICENESS)
+    threading.Thread(target=_end_with, args=(daemon,), name="end-with-daemon", daemon=True).start()
+
+
+def _end_with(daemon: int) -> None:
+    """Ends this process once ``daemon`` has ended. A daemon stopped cleanly shuts the
+    pool down, but one killed (SIGKILL, out of memory) tells its worker nothing: the
+    worker holds both ends of the pool's queue, so it never reads an end of file, and
+    lived on for ever, orphaned, with the resource tracker whose pipe it keeps open."""
+    try:
+        gone = os.pidfd_open(daemon)
+    except ProcessLookupError:
+        os._exit(0)
+    except OSError:  # no pidfd (Linux before 5.3): it ends with the pool's shutdown only
+        return
+    if os.getppid() == daemon:  # the pidfd is the daemon's, not a successor's of its pid
+        select.select([gone], [], [])
+    os._exit(0)
 
 
 class RecallDesk:
