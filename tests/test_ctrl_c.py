@@ -145,3 +145,29 @@ def test_a_ctrl_c_while_an_error_is_printed_is_one_line(
     assert cli.main(["stats", "--state-dir", "nowhere"]) == 130
     assert printed == ["wheeld stats: wheel.port: no such device"]
     assert capsys.readouterr().err.splitlines() == ["wheeld stats: interrupted"]
+
+
+def test_a_ctrl_c_wrapped_by_a_class_s_creation_is_still_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python wraps what ``__set_name__`` raises in a RuntimeError: a Ctrl-C landing while
+    a pydantic model was built at import came out as a traceback (CI, at 0.1 s)."""
+    from wheeld import cli
+
+    def interrupted(argv: Any, said: dict[str, str]) -> int:
+        said["name"] = "wheeld run"
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'cached_property'") from exc
+
+    monkeypatch.setattr(cli, "_dispatch", interrupted)
+    assert cli.main(["run"]) == 130
+    assert capsys.readouterr().err == "wheeld run: interrupted\n"
+
+    def failed(argv: Any, said: dict[str, str]) -> int:
+        raise RuntimeError("a defect, not an interrupt")
+
+    monkeypatch.setattr(cli, "_dispatch", failed)
+    with pytest.raises(RuntimeError, match="a defect"):
+        cli.main(["run"])

@@ -1168,7 +1168,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     said = {"name": "wheeld"}
     try:
-        return _dispatch(argv, said)
+        try:
+            return _dispatch(argv, said)
+        except Exception as exc:
+            # A Ctrl-C inside a class's creation (``__set_name__``, a pydantic model
+            # built at import) comes out wrapped in a RuntimeError: still an interrupt.
+            if not _from_ctrl_c(exc):
+                raise
+            raise KeyboardInterrupt from None
     except KeyboardInterrupt:
         # Also one raised while a CommandError's lines were being printed: a second
         # Ctrl-C must not cut this line short.
@@ -1179,6 +1186,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if quiet:  # the interpreter's own shutdown, too, ends in one line
             signal.signal(signal.SIGINT, wheeld._interrupted)
+
+
+def _from_ctrl_c(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among what ``error`` was raised from."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _dispatch(argv: Sequence[str] | None, said: dict[str, str]) -> int:
