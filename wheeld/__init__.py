@@ -4,7 +4,7 @@
 # ``signal`` imports ``enum`` and ``functools`` first, and a Ctrl-C in those was a
 # traceback through this file.
 import _signal  # type: ignore[import-not-found]  # typeshed stubs only `signal`
-import os as _os
+import posix as _os  # built in, as ``sys``: nothing imported before the handler is set
 import sys as _sys
 
 
@@ -18,7 +18,7 @@ def _interrupted(signum: int, frame: object) -> None:
 def _a_wheeld_command() -> bool:
     """Whether this process is the ``wheeld`` command: the console script, or
     ``python -m wheeld`` (its package is imported while ``sys.argv[0]`` is still "-m")."""
-    if _os.path.basename(_sys.argv[0] if _sys.argv else "") == "wheeld":
+    if (_sys.argv[0] if _sys.argv else "").rsplit("/", 1)[-1] == "wheeld":
         return True
     words = iter(getattr(_sys, "orig_argv", [])[1:])
     for word in words:  # the interpreter's options, up to the first that names a program
