@@ -53,7 +53,7 @@ def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
         return "holds '+', '#' or NUL"
     if topic == base or topic.startswith(f"{base}/"):
         return f"under the table's own {base}/"
-    directory = "" if not prefix else prefix if prefix.endswith("/") else f"{prefix}/"
+    directory = prefix if not prefix or prefix.endswith("/") else f"{prefix}/"
     if not topic.startswith(directory) or topic == directory:
         return f"not a topic under {directory}" if directory else "an empty topic"
     if "" in topic[len(directory) :].split("/"):

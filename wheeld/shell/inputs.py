@@ -28,8 +28,8 @@ def _guarded(
     method: Callable[Concatenate[TableInputs, _P], None],
 ) -> Callable[Concatenate[TableInputs, _P], None]:
     """An input whose pipeline raised leaves the table's state unvouched for (the engine
-    may have moved, its decisions not kept): ``on_broken`` stops the daemon, rather than
-    a warning and the rest of the input lost while it goes on deciding."""
+    may have moved, its decisions not kept): ``TableInputs.broke`` stops the daemon,
+    rather than a warning and the rest of the input lost while it goes on deciding."""
 
     def guarded(self: TableInputs, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
         try:
