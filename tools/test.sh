@@ -9,6 +9,6 @@ echo "== ruff"; ruff check $lint && ruff format --check $lint
 echo "== mypy --strict"; mypy wheeld simulators/wheeld_simulators tests \
     drivers/cammegh/wheeld_cammegh drivers/cammegh/tests
 echo "== import contracts"; lint-imports
-# Three workers on two cores: most tests wait on a broker, a pty or a daemon,
-# and every test has its own ports, directories and topics.
-echo "== pytest"; exec pytest -q -n 3 --durations=15 "$@"
+# Four workers on two cores, work stolen at the end: most tests wait on a broker,
+# a pty or a daemon, and every test has its own ports, directories and topics.
+echo "== pytest"; exec pytest -q -n 4 --dist worksteal --durations=15 "$@"
