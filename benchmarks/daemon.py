@@ -13,6 +13,7 @@ target and with the load average when it was taken: a benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -27,6 +28,9 @@ from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 #: The rules' ``settle_ms`` in the configuration the rig writes (the default).
 SETTLE_MS = 1000
+#: The idle window: heartbeats at 4 a second, after the hello has settled.
+IDLE_SETTLE_S = 2.0
+IDLE_FRAMES = 120
 
 FORWARDER = textwrap.dedent("""
     import sys, serial, paho.mqtt.client as mqtt
@@ -57,8 +61,18 @@ PROFILED = textwrap.dedent("""
 
 
 def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The process's CPU time to the nanosecond: every thread's ``schedstat``.
+
+    ``/proc/<pid>/stat`` counts clock ticks (10 ms): over the idle window a tick
+    is 0.05 % of a core, a third of the idle target, so that figure moved in
+    steps of its own size. A thread that has ended is not counted (the daemon's
+    threads live as long as it does).
+    """
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
 
 
 def _rss_mib(pid: int) -> float:
@@ -165,10 +179,12 @@ def main(games: int = 150, results: int = 100, profile: Path | None = None) -> N
     for _, frame in wheel.lines:
         pty.write(frame + b"\r\n")
 
-    # Idle: heartbeats at 4 frames/s for 20 s.
+    # Idle: heartbeats at 4 frames/s for 30 s, once what follows the wheel's hello
+    # (its link's first publishes, the collector's first run) is over.
+    time.sleep(IDLE_SETTLE_S)
     cpu_before = _cpu_seconds(daemon.pid)
     idle_start = time.monotonic()
-    for _ in range(80):
+    for _ in range(IDLE_FRAMES):
         wheel.lines.clear()
         wheel.heartbeat()
         pty.write(wheel.lines[0][1] + b"\r\n")
