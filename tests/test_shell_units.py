@@ -138,6 +138,30 @@ def test_an_input_the_pipeline_raises_on_stops_the_daemon_once_and_says_why() ->
     assert stops == [1] and len([1 for level, _, _ in log.lines if level == "error"]) == 1
 
 
+def test_a_waiting_line_the_pipeline_raises_on_stops_the_daemon_and_the_rest_wait_no_more() -> None:
+    """Lines heard before the broker's memory was read are inputs too: the first the
+    pipeline raises on at their release stops the daemon, once, and the rest wait no more."""
+    stops: list[int] = []
+    log = RecordingLog()
+    inputs, pipeline, _, _ = _inputs(stops, log)
+    decided: list[bytes] = []
+
+    def breaks_on_b(data: bytes, now: float) -> Effects:
+        if data == b"B\r\n":
+            raise OverflowError("int too large to convert")
+        decided.append(data)
+        return Effects()
+
+    pipeline.on_bytes = breaks_on_b  # type: ignore[method-assign]
+    for heard in (b"A\r\n", b"B\r\n", b"C\r\n"):
+        inputs.on_data(heard, 1001.0)
+    inputs.release()
+    assert decided == [b"A\r\n"] and stops == [1]
+    assert isinstance(inputs.broken_by, OverflowError)
+    (line,) = [fields for level, event, fields in log.lines if level == "error"]
+    assert line["error"] == "OverflowError: int too large to convert"
+
+
 def test_what_the_wheel_says_before_the_brokers_memory_is_decided_after_it_in_order() -> None:
     inputs, pipeline, applied, _ = _inputs()
     inputs.on_link_up()

@@ -87,8 +87,12 @@ class TableInputs:
             )
             self._stop()
 
+    @_guarded
     def release(self) -> None:
-        """The broker's memory is read: decide what waited, in order, and the rest as it comes."""
+        """The broker's memory is read: decide what waited, in order, and the rest as it comes.
+
+        Guarded as the inputs are: a line that waited is an input all the same, and
+        what follows one the pipeline raised on is not decided."""
         deferred, self._deferred = self._deferred or [], None
         for heard in deferred:
             heard()
