@@ -264,3 +264,27 @@ def test_a_clock_step_comment_is_attached_to_the_next_line(tmp_path: Path) -> No
     path.write_text("# wheeld-capture 1\n# clock-step: soon\n1.000 < A\n")
     with pytest.raises(CaptureError, match="2: clock-step 'soon'"):
         read(path)
+
+
+def test_time_going_back_without_a_clock_step_comment_is_read_as_a_step_and_said(
+    tmp_path: Path,
+) -> None:
+    """run writes a clock-step comment before a line whose time went back a second or
+    more: a capture without one was edited or joined. Replayed as the step run would
+    have seen (never as time running backwards through the rules), with a warning."""
+    path = tmp_path / "back.cap"
+    path.write_text(
+        "# wheeld-capture 1\n# driver: wrp\n100.000 < A\n100.500 < B\n100.200 < C\n"
+        "40.000 < D\n41.000 < E\n"
+    )
+    capture = read(path)
+    assert [line.clock_step for line in capture.lines] == [0.0, 0.0, 0.0, -60.2, 0.0]
+    (warning,) = capture.warnings
+    assert warning == (
+        f"{path}:6: time goes back 60.200 s with no clock-step comment before it:"
+        " read as a step of the host's clock"
+    )
+    # A comment that says the step is the step: nothing to warn of.
+    path.write_text("# wheeld-capture 1\n100.000 < A\n# clock-step: -60.000\n40.000 < B\n")
+    capture = read(path)
+    assert [line.clock_step for line in capture.lines] == [0.0, -60.0] and not capture.warnings

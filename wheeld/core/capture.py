@@ -32,6 +32,9 @@ MAX_LINE_CHARS = 64 * 1024
 CLOCK_STEP_KEY = "clock-step"
 #: A step larger than this (about 32 years) is a corrupt comment, not a clock.
 MAX_CLOCK_STEP_S = 1e9
+#: The host's wall clock moving this much unlike its monotonic clock has been stepped
+#: (``run`` then writes a clock-step comment; smaller backward moves are a clock's jitter).
+CLOCK_STEP_S = 1.0
 #: 9999-12-31T23:59:59.999Z: the last time a payload's timestamp can show.
 MAX_TIME = 253_402_300_799.999
 
@@ -167,6 +170,14 @@ def _collect(handle: TextIO, name: str) -> Capture:
             break
         item = _parse_line(raw, name, number)
         if isinstance(item, CaptureLine):
+            if not step and lines and item.at <= lines[-1].at - CLOCK_STEP_S:
+                # run writes a clock-step comment before such a line: this capture was
+                # edited or joined. Read as the step run would have seen, and said.
+                step = item.at - lines[-1].at
+                warnings.append(
+                    f"{name}:{number}: time goes back {-step:.3f} s with no clock-step"
+                    " comment before it: read as a step of the host's clock"
+                )
             if step:
                 item = CaptureLine(item.at, item.direction, item.data, step)
                 step = 0.0

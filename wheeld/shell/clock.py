@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-#: A wall clock that moves this much unlike the monotonic clock has been stepped.
-CLOCK_STEP_S = 1.0
+# A wall clock that moves CLOCK_STEP_S unlike the monotonic clock has been stepped; the
+# capture's reader holds a capture's times to the same.
+from wheeld.core.capture import CLOCK_STEP_S
 
 
 class HostClock:
