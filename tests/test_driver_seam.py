@@ -34,6 +34,7 @@ from wheeld.core.events import (
 )
 from wheeld.core.rules import RulesConfig
 from wheeld.drivers import ENTRY_POINT_GROUP, CounterSet, Driver
+from wheeld.drivers.wrp import DRIVER as WRP_DRIVER
 
 # -- the fake driver: "<tick> BEAT | ROTOR | LAUNCH | CLOSED | WIN <n>", a line each
 
@@ -266,3 +267,25 @@ def test_a_driver_that_does_not_load_is_named_with_why(
     with pytest.raises(registry.UnknownDriver, match="'broken' is installed but does not load: "):
         registry.driver_named("broken")
     assert "wrp" in registry.drivers()
+
+
+def test_the_reference_driver_is_found_without_reading_entry_points(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A start configured for WRP/1 does not pay for a scan of every installed
+    distribution's metadata (nor import the other drivers) before READY."""
+
+    def no_scan(**selection: Any) -> Any:
+        raise AssertionError(f"entry points read: {selection}")
+
+    monkeypatch.setattr(metadata, "entry_points", no_scan)
+    monkeypatch.setattr(registry, "_registry", None)
+    assert registry.driver_named("wrp") is WRP_DRIVER
+
+
+def test_a_plug_in_named_wrp_does_not_replace_the_reference_driver(
+    installed: Callable[..., None],
+) -> None:
+    installed(add={"wrp": f"{__name__}:FAKE_DRIVER"})
+    assert registry.drivers()["wrp"] is WRP_DRIVER
+    assert registry.driver_named("wrp") is WRP_DRIVER

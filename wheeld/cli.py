@@ -41,6 +41,32 @@ class CommandError(Exception):
         self.status = status
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: ``wheeld.shell.identity``'s, imported only when the option is given
+    (it reads the installed package's metadata: no other command pays for it)."""
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: Any = argparse.SUPPRESS,
+        help: str | None = None,  # argparse passes it by this name
+    ) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        from wheeld.shell.identity import version_text
+
+        sys.stdout.write(version_text())  # stdout, as argparse's own --version
+        parser.exit()
+
+
 def _parser(plugins: bool = True) -> argparse.ArgumentParser:
     """The command line; ``plugins`` False: without the plug-in commands (a built-in
     command is asked for: looking for them imports every plug-in's distribution)."""
@@ -48,11 +74,9 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
         prog="wheeld",
         description="Controller daemon for electronic roulette wheels.",
     )
-    from wheeld.shell.identity import VersionAction
-
     parser.add_argument(
         "--version",
-        action=VersionAction,
+        action=_VersionAction,
         help="print the version, the SHA-256 of the installed package and the installed "
         "drivers, and exit",
     )

@@ -146,6 +146,8 @@ class UnknownDriver(ValueError):
     """No driver by that name."""
 
 
+#: The reference driver's name (WRP/1, ``wheeld.drivers.wrp``).
+REFERENCE = "wrp"
 _registry: dict[str, Driver[Any]] | None = None
 #: Installed drivers that failed to load: name -> why, for the error that names them.
 _broken: dict[str, str] = {}
@@ -168,16 +170,27 @@ def drivers() -> dict[str, Driver[Any]]:
                 found[driver.name] = driver
             else:
                 _broken[point.name] = f"{point.value} is not a wheeld Driver"
-        if "wrp" not in found:  # the reference driver, even from a bare source tree
-            from wheeld.drivers.wrp import DRIVER
+        # The reference driver, even from a bare source tree; a plug-in that names
+        # itself so does not replace it (``driver_named`` finds it without the scan).
+        from wheeld.drivers.wrp import DRIVER
 
-            found["wrp"] = DRIVER
+        found[REFERENCE] = DRIVER
+        _broken.pop(REFERENCE, None)
         _registry = found
     return _registry
 
 
 def driver_named(name: str) -> Driver[Any]:
-    """The installed driver called ``name``."""
+    """The installed driver called ``name``.
+
+    The reference driver is wheeld's own: found without reading every installed
+    distribution's entry points (importlib.metadata and a scan of site-packages,
+    tens of milliseconds of a start that READY waits for).
+    """
+    if name == REFERENCE and _registry is None:
+        from wheeld.drivers.wrp import DRIVER
+
+        return DRIVER
     known = drivers()
     if name in _broken:
         raise UnknownDriver(f"driver {name!r} is installed but does not load: {_broken[name]}")

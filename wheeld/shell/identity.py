@@ -26,15 +26,12 @@ computed once, on first use.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import PackageNotFoundError, entry_points, version
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +51,10 @@ WHEEL_KEYS = ("model", "firmware", "serial", "pockets")
 
 def software_version() -> str:
     """The installed ``wheeld`` distribution's version ("unknown" from a bare source tree)."""
+    # Here, not at the top: importlib.metadata costs a start tens of milliseconds that
+    # READY does not need (the version is first asked for after it).
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
@@ -137,6 +138,8 @@ def installed_drivers() -> tuple[DriverIdentity, ...]:
     broken one is still named. The WRP/1 driver is in ``wheeld`` itself, so its
     digest is the software's.
     """
+    from importlib.metadata import entry_points
+
     found = []
     for point in sorted(entry_points(group=DRIVER_GROUP), key=lambda point: point.name):
         dist = point.dist
@@ -269,30 +272,3 @@ def version_text() -> str:
         detail = f"sha256 {found.sha256}" if found.sha256 else f"unavailable: {found.problem}"
         lines.append(f"driver {found.name}: {provider} ({detail})")
     return "\n".join(lines) + "\n"
-
-
-class VersionAction(argparse.Action):
-    """``--version``: print :func:`version_text` and exit 0.
-
-    Unlike argparse's own, the text is built only when the option is given, so
-    no other command pays for reading the package.
-    """
-
-    def __init__(
-        self,
-        option_strings: Sequence[str],
-        dest: str = argparse.SUPPRESS,
-        default: Any = argparse.SUPPRESS,
-        help: str | None = None,  # argparse passes it by this name
-    ) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[Any] | None,
-        option_string: str | None = None,
-    ) -> None:
-        sys.stdout.write(version_text())  # stdout, as argparse's own --version
-        parser.exit()
