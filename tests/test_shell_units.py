@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from tests.shell_fakes import LoopClock, RecordingLog, hand_scheduler
 from wheeld.core.commands import OperatorCommand
+from wheeld.core.messages import SCHEMA_VERSION
 from wheeld.shell.applier import EffectsApplier
 from wheeld.shell.command_desk import CommandDesk
 from wheeld.shell.command_rate import RATE_SUMMARY_S, CommandGate
@@ -416,18 +417,105 @@ async def test_a_command_reaches_the_pipeline_after_a_derived_step_pending() -> 
         return {"ok": True}, Effects()
 
     _, _, clock = hand_scheduler()
-    desk = CommandDesk(
-        log=RecordingLog(),
+    inputs = TableInputs(
         clock=clock,
         pipeline=cast(Any, SimpleNamespace(on_command=on_command)),
-        gate=cast(Any, SimpleNamespace(allow=lambda sender, name, now: True)),
-        recalls=cast(Any, None),
+        condition=cast(Any, None),
+        notifier=cast(Any, None),
+        capture=None,
         apply=lambda effects: order.append("applied"),
         settle=lambda: order.append("settled"),
+        stop=lambda: None,
+        log=RecordingLog(),
     )
+    desk = _desk(clock, inputs, order)
     reply = await desk(OperatorCommand("close", b"{}"))
     assert reply is not None and reply["ok"]
     assert order == ["settled", "close", "applied"]
+
+
+def _desk(clock: Any, inputs: TableInputs, order: list[str]) -> CommandDesk:
+    return CommandDesk(
+        log=RecordingLog(),
+        clock=clock,
+        inputs=inputs,
+        gate=cast(Any, SimpleNamespace(allow=lambda sender, name, now: True)),
+        recalls=cast(Any, None),
+        apply=lambda effects: order.append("applied"),
+    )
+
+
+async def test_a_command_the_pipeline_raises_on_stops_the_daemon_and_none_after_is_done() -> None:
+    """Not "internal error" and the table deciding on with its state unvouched for: the
+    daemon stops as on any input the pipeline raises on, and refuses what comes meanwhile."""
+    stops: list[int] = []
+    log = RecordingLog()
+    inputs, pipeline, _, _ = _inputs(stops, log)
+    inputs.release()
+    carried: list[str] = []
+
+    def on_command(command: OperatorCommand, now: float) -> tuple[dict[str, Any], Effects]:
+        if command.name == "no_spin":
+            raise RuntimeError("engine moved, decision unkept")
+        carried.append(command.name)
+        return {"ok": True}, Effects()
+
+    pipeline.on_command = on_command  # type: ignore[attr-defined]
+    order: list[str] = []
+    desk = _desk(hand_scheduler()[2], inputs, order)
+    refused = {
+        "ok": False,
+        "error": "internal error: the daemon is stopping, to start again",
+        "schema_version": SCHEMA_VERSION,
+    }
+    assert await desk(OperatorCommand("no_spin", b"{}")) == refused
+    assert stops == [1] and isinstance(inputs.broken_by, RuntimeError) and order == []
+    assert await desk(OperatorCommand("close", b"{}")) == refused
+    assert carried == [] and order == [] and stops == [1]
+    (line,) = [fields for level, event, fields in log.lines if level == "error"]
+    assert line["error"] == "RuntimeError: engine moved, decision unkept"
+
+
+def test_inputs_after_the_pipeline_raised_are_not_decided_while_the_daemon_stops() -> None:
+    """The stop ends the loop a turn later: a line, the link's news or the broker's that
+    come meanwhile reach no pipeline (a frame_loss void of the lines it dropped, found)."""
+    stops: list[int] = []
+    inputs, pipeline, applied, _ = _inputs(stops)
+    inputs.release()
+    told = len(pipeline.told)
+
+    def broken(data: bytes, now: float) -> Effects:
+        raise RuntimeError("committed failed")
+
+    pipeline.on_bytes = broken  # type: ignore[method-assign]
+    inputs.on_data(b"A\r\n", 1001.0)
+    pipeline.on_bytes = lambda data, now: pipeline._said("bytes", data, now)  # type: ignore[method-assign]
+    inputs.on_data(b"B\r\n", 1002.0)
+    inputs.on_link_down("gone")
+    inputs.on_link_up()
+    inputs.clock_stepped(5.0, 1003.0)
+    inputs.on_retained_result("result", b"[]")
+    ran: list[int] = []
+    inputs.guarded_call(lambda: ran.append(1))
+    assert len(pipeline.told) == told and applied == [] and ran == [] and stops == [1]
+
+
+def test_the_pipelines_work_a_timer_starts_is_guarded_as_an_input() -> None:
+    """A raise in the deadline's or the derived step's pipeline work stops the daemon
+    (it was a logged warning, the table deciding on and its deadline never set again)."""
+    applier, _, pipeline, loop, _ = _applier()
+    stops: list[int] = []
+    inputs, _, _, _ = _inputs(stops)
+    applier.guard = inputs.guarded_call
+
+    def broken(now: float) -> Effects:
+        raise RuntimeError("on_timer failed")
+
+    pipeline.on_timer = broken  # type: ignore[method-assign]
+    pipeline.deadline = 1000.0 + loop.t
+    applier.apply(Effects())
+    loop.run_until(loop.t)
+    assert stops == [1] and isinstance(inputs.broken_by, RuntimeError)
 
 
 def _fault_parts(

@@ -67,6 +67,9 @@ class EffectsApplier:
         )
         #: The periodic jobs, told of decisions and of effects applied (set once built).
         self.jobs: Jobs | None = None
+        #: Runs the pipeline's work a timer starts as an input is run
+        #: (``TableInputs.guarded_call``, set once built): a raise stops the daemon.
+        self.guard: Callable[[Callable[[], None]], None] = lambda action: action()
         self._deadline: Timer | None = None
         #: The pipeline's deadline (host time) ``_deadline`` was set for.
         self._deadline_for = 0.0
@@ -170,7 +173,7 @@ class EffectsApplier:
                 self._journal_failed(Effects(), str(exc))
 
     def _derive_due(self, now: float) -> None:
-        self.settle()
+        self.guard(self.settle)
 
     def apply_start(self, started: Effects) -> None:
         """The start's effects (the broker's memory acted on, a game left open voided),
@@ -232,6 +235,9 @@ class EffectsApplier:
 
     def _deadline_due(self, now: float) -> None:
         self._deadline = None
+        self.guard(lambda: self._deadline_reached(now))
+
+    def _deadline_reached(self, now: float) -> None:
         armed_for = self._deadline_for
         self.settle()  # may apply, and so set a timer for the deadline as it is now
         deadline = self._pipeline.next_deadline()

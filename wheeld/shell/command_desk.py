@@ -1,7 +1,8 @@
 """Operator commands, as the publisher hands them over: rate, carry out, reply.
 
-Within its rates (``CommandGate``) a command goes to the pipeline, or for
-``recall`` to the journal (``RecallDesk``); its effects are applied and the
+Within its rates (``CommandGate``) a command goes to the pipeline as the table's
+other inputs do (``TableInputs.on_command``: a raise there stops the daemon), or
+for ``recall`` to the journal (``RecallDesk``); its effects are applied and the
 reply handed back to the publisher to send. Past its rate it gets no reply.
 """
 
@@ -16,9 +17,9 @@ from wheeld.core.messages import SCHEMA_VERSION
 if TYPE_CHECKING:
     from wheeld.shell.clock import HostClock
     from wheeld.shell.command_rate import CommandGate
+    from wheeld.shell.inputs import TableInputs
     from wheeld.shell.recall_desk import RecallDesk
     from wheeld.table.effects import Effects
-    from wheeld.table.pipeline import TablePipeline
 
 
 class CommandDesk:
@@ -29,20 +30,17 @@ class CommandDesk:
         *,
         log: Any,
         clock: HostClock,
-        pipeline: TablePipeline,
+        inputs: TableInputs,
         gate: CommandGate,
         recalls: RecallDesk,
         apply: Callable[[Effects], None],
-        settle: Callable[[], None],
     ) -> None:
         self._log = log
         self._clock = clock
-        self._pipeline = pipeline
+        self._inputs = inputs
         self._gate = gate
         self._recalls = recalls
         self._apply = apply
-        #: Derives what kept games lead to, if it waits (``EffectsApplier.settle``).
-        self._settle = settle
 
     def close(self) -> None:
         """At a stop: the recall process ends."""
@@ -57,11 +55,13 @@ class CommandDesk:
         if command.name == "recall":
             reply = await self._recalls.answer(command, now)
             return {**reply, "schema_version": SCHEMA_VERSION}
-        self._settle()
-        try:
-            reply, effects = self._pipeline.on_command(command, now)
-        except Exception as exc:  # a command must never take the daemon down
-            self._log.error("command failed", command=command.name, error=repr(exc))
-            return {"ok": False, "error": "internal error", "schema_version": SCHEMA_VERSION}
+        decided = self._inputs.on_command(command, now)
+        if decided is None:  # the table broke, on it or before: the daemon is stopping
+            return {
+                "ok": False,
+                "error": "internal error: the daemon is stopping, to start again",
+                "schema_version": SCHEMA_VERSION,
+            }
+        reply, effects = decided
         self._apply(effects)
         return {**reply, "schema_version": SCHEMA_VERSION}

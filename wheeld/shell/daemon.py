@@ -301,14 +301,14 @@ class Daemon:
             log=log,
         )
         self.rate = CommandGate(log=log, scheduler=scheduler, apply=apply)
+        effects.guard = self.inputs.guarded_call
         self.commands = CommandDesk(
             log=log,
             clock=clock,
-            pipeline=pipeline,
+            inputs=self.inputs,
             gate=self.rate,
             recalls=RecallDesk(log=log, journal_path=journal.path, apply=apply),
             apply=apply,
-            settle=effects.settle,
         )
         self.jobs = effects.jobs = Jobs(parts)
         self._stop = asyncio.Event()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 
 if TYPE_CHECKING:
+    from wheeld.core.commands import OperatorCommand
     from wheeld.shell.capture_writer import CaptureWriter
     from wheeld.shell.clock import HostClock
     from wheeld.shell.condition import TableCondition
@@ -32,6 +33,8 @@ def _guarded(
     rather than a warning and the rest of the input lost while it goes on deciding."""
 
     def guarded(self: TableInputs, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
+        if self.broken_by is not None:
+            return  # stopping: what comes until the loop ends is not decided
         try:
             method(self, *args, **kwargs)
         except Exception as exc:
@@ -86,6 +89,30 @@ class TableInputs:
                 error=f"{type(error).__name__}: {error}",
             )
             self._stop()
+
+    def guarded_call(self, action: Callable[[], None]) -> None:
+        """``action`` (the pipeline's work a timer starts) run as an input is: not once
+        the table broke, and a raise breaks it."""
+        if self.broken_by is not None:
+            return
+        try:
+            action()
+        except Exception as exc:
+            self.broke(exc)
+
+    def on_command(
+        self, command: OperatorCommand, now: float
+    ) -> tuple[dict[str, Any], Effects] | None:
+        """An operator's command to the pipeline: its reply and effects, or None when the
+        table broke (before, or on this command: it stops as on any input)."""
+        if self.broken_by is not None:
+            return None
+        try:
+            self._settle()
+            return self._pipeline.on_command(command, now)
+        except Exception as exc:
+            self.broke(exc)
+            return None
 
     @_guarded
     def release(self) -> None:
