@@ -219,3 +219,45 @@ async def test_on_mqtt_5_the_response_topic_wins_and_the_correlation_id_is_a_pro
             b"k-1",
         )
     ]
+
+
+async def test_a_byte_order_mark_in_a_commands_properties_is_read_not_a_protocol_error(
+    tmp_path: Path,
+) -> None:
+    """MQTT 5 allows U+FEFF in a string ([MQTT-1.5.4-3]) and mosquitto passes it on; paho
+    refused it, dropped the connection before the command was read, and the broker gave
+    the command again at every reconnect: one message kept the table off its broker."""
+    broker = Broker(tmp_path)
+    broker.start()
+
+    async def on_command(command: OperatorCommand) -> dict[str, Any]:
+        return {"ok": True}
+
+    answers: list[tuple[str, Any]] = []
+    pitboss = paho.Client(CallbackAPIVersion.VERSION2, protocol=paho.MQTTv5)
+    pitboss.on_message = lambda c, u, m: answers.append((m.topic, json.loads(m.payload)))
+    pitboss.connect("127.0.0.1", broker.port)
+    pitboss.loop_start()
+    pitboss.subscribe("\ufeffreplies/#", qos=1)
+    settings = config(broker.port).model_dump()
+    settings["mqtt"].update(protocol="5", username=None, password=None, reply_prefix="")
+    journal = Journal(tmp_path / "journal.sqlite")
+    log = Log()
+    publisher = Publisher(Config.model_validate(settings), journal, on_command=on_command, log=log)
+    try:
+        async with running(publisher):
+            await until(lambda: publisher.listening, "the publisher subscribed to commands")
+            properties = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            properties.ResponseTopic = "\ufeffreplies/pitboss"
+            properties.UserProperty = [("operator", "\ufeffbob")]
+            pitboss.publish(
+                f"{BASE}/command/open", "{}", qos=1, properties=properties
+            ).wait_for_publish(5)
+            await until(lambda: answers, "the reply")
+            assert publisher.connected
+    finally:
+        pitboss.loop_stop()
+        journal.close()
+        broker.stop()
+    assert answers == [("\ufeffreplies/pitboss", {"ok": True, "schema_version": 1})]
+    assert not [line for line in log.lines if "lost" in str(line) or "Protocol" in str(line)]

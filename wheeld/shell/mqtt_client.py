@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import aiomqtt
 import paho.mqtt.client as paho
 from aiomqtt.exceptions import MqttConnectError
+from paho.mqtt import properties as paho_properties
+from paho.mqtt.exception import MalformedPacket
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
@@ -41,6 +43,30 @@ if TYPE_CHECKING:
     from paho.mqtt.reasoncodes import ReasonCode
 
     from wheeld.config import Config, MqttConfig
+
+
+def _read_utf(buffer: bytes, maxlen: int) -> tuple[str, int]:
+    """A length-prefixed UTF-8 string of an MQTT 5 property, read as paho 2.2's
+    ``readUTF`` reads it but for U+FEFF, which paho refuses and MQTT 5 allows: "A
+    UTF-8 encoded sequence 0xEF 0xBB 0xBF is always to be interpreted as U+FEFF
+    ... and MUST NOT be skipped over or stripped off" [MQTT-1.5.4-3]. The broker
+    passes such a response topic or user property on; paho's refusal dropped the
+    connection before wheeld read the command, and the broker gave the command
+    again at every reconnect: a table kept off its broker by one message.
+    """
+    if maxlen < 2:
+        raise MalformedPacket("Not enough data to read string length")
+    length = int.from_bytes(buffer[:2], "big")
+    if length > maxlen - 2:
+        raise MalformedPacket("Length delimited string too long")
+    text = bytes(buffer[2 : 2 + length]).decode("utf-8")
+    if "\x00" in text:
+        raise MalformedPacket("[MQTT-1.5.4-2] Null found in UTF-8 data")
+    # Lone surrogates (D800-DFFF) cannot come out of a strict UTF-8 decode.
+    return text, length + 2
+
+
+paho_properties.readUTF = _read_utf  # Properties.unpack looks it up in its module
 
 
 class Pending(NamedTuple):
