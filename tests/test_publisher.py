@@ -246,17 +246,17 @@ async def test_commands_are_handed_over_and_answered_only_where_allowed(tmp_path
                     user=[("operator", "alice"), ("user", "bob")],
                 )
                 send_command(operator, "open", user=[("user", "b" * 200)])
-                refused = ["wheeld/T9/table", "$SYS/wheeld", "pit//1"]
+                refused = ["wheeld/T9/table", "$SYS/wheeld", "pit//1", "p/" * 30_000]
                 for topic in refused:
                     send_command(operator, "no_spin", response_topic=topic)
                 # No mqtt.reply_prefix (the default): any other topic the sender names.
                 send_command(operator, "open", response_topic="pit/replies/1")
-                await until(lambda: len(received) == 7, "every command handed over")
+                await until(lambda: len(received) == 8, "every command handed over")
                 reply = await until(
                     lambda: watcher.on("wheeld-replies/pit/1"), "the reply on the response topic"
                 )
                 await until(lambda: watcher.on("pit/replies/1"), "the reply outside wheeld's own")
-                await until(lambda: len(log.at("warning", "response topic refused")) == 3, "3")
+                await until(lambda: len(log.at("warning", "response topic refused")) == 4, "4")
         finally:
             watcher.close()
             operator.loop_stop()
@@ -272,9 +272,11 @@ async def test_commands_are_handed_over_and_answered_only_where_allowed(tmp_path
     # The retained command got no answer, and nothing was sent to a refused topic.
     assert watcher.on("wheeld-replies/old") == []
     assert watcher.on("wheeld/T9/table") == [] and watcher.on("pit//1") == []
+    long = log.at("warning", "response topic refused")[-1]  # its head, and how long it was
+    assert (long["topic"], long["topic_chars"]) == ("p/" * 60, 60_000)
     assert watcher.on("pit/replies/1") == [{"ok": True, "command": "open", "schema_version": 1}]
     warned = log.at("warning", "response topic refused")
-    assert [(w["command"], w["topic"]) for w in warned] == [("no_spin", t) for t in refused]
+    assert [(w["command"], w["topic"]) for w in warned] == [("no_spin", t[:120]) for t in refused]
 
 
 async def test_a_retained_command_sent_while_subscribed_still_arrives_retained(

@@ -93,3 +93,18 @@ def test_the_cyclic_collector_is_paused_until_ready_then_start_up_is_frozen(
     assert enabled is True
     assert frozen > 10_000  # the modules, the models, the pipeline: never walked again
     assert seen["after_exit"] is True
+
+
+def test_a_notify_socket_nobody_reads_never_holds_the_caller(tmp_path: Path) -> None:
+    """The datagram queue fills (systemd stuck, a test's socket undrained): what the
+    daemon tells it is dropped, where a blocking send froze the loop that decides games."""
+    import socket
+
+    from wheeld.shell.notify import Notifier
+
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as undrained:
+        undrained.bind(str(path))
+        notifier = Notifier({"NOTIFY_SOCKET": str(path)})
+        for index in range(2_000):  # the queue holds a few hundred at most
+            notifier.send(f"STATUS=line {index}")

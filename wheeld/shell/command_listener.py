@@ -37,6 +37,10 @@ MAX_SENDER = 64
 CommandHandler = Callable[[OperatorCommand], Awaitable[dict[str, Any] | None]]
 
 
+#: How much of a refused response topic a log line shows.
+LOGGED_TOPIC_CHARS = 120
+
+
 def reply_topic_refusal(topic: str, *, base: str, prefix: str) -> str | None:
     """Why a command's response topic may not be answered on, or None when it may.
 
@@ -194,7 +198,9 @@ class CommandListener:
             self._log.warning(
                 "command reply not sent: response topic refused",
                 command=command.name,
-                topic=response_topic,
+                # Its head: a 64 KiB topic is not worth 64 KiB of log a command.
+                topic=response_topic[:LOGGED_TOPIC_CHARS],
+                topic_chars=len(response_topic),
                 why=refusal,
             )
             return

@@ -448,7 +448,7 @@ class Daemon:
             driver=self.config.wheel.driver,
         )
         now = self.clock.now()
-        self.effects.apply_start(self._started(memory, now))
+        self.inputs.guarded_call(lambda: self.effects.apply_start(self._started(memory, now)))
         self.jobs.started(now)
         self.inputs.release()
         await self._supervise("publisher", self.publisher.run)

@@ -39,7 +39,11 @@ class Notifier:
         if self._address is None:
             return
         if self._socket is None:
-            self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            # Non-blocking: a socket nobody drains (systemd stuck, a test's) must not
+            # hold the loop that decides games; the message is then dropped.
+            self._socket = socket.socket(
+                socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
+            )
         # systemd gone or its socket full: nothing useful to do but go on.
         with contextlib.suppress(OSError):
             self._socket.sendto("\n".join(fields).encode("utf-8"), self._address)
