@@ -288,3 +288,17 @@ def test_time_going_back_without_a_clock_step_comment_is_read_as_a_step_and_said
     path.write_text("# wheeld-capture 1\n100.000 < A\n# clock-step: -60.000\n40.000 < B\n")
     capture = read(path)
     assert [line.clock_step for line in capture.lines] == [0.0, -60.0] and not capture.warnings
+
+
+def test_time_going_back_past_what_a_clock_step_comment_said_is_read_as_the_rest_of_the_step(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "back.cap"
+    path.write_text("# wheeld-capture 1\n100.000 < A\n# clock-step: +5.000\n50.000 < B\n")
+    capture = read(path)
+    assert [line.clock_step for line in capture.lines] == [0.0, -50.0]
+    (warning,) = capture.warnings
+    assert "time goes back 55.000 s with no clock-step comment" in warning
+    path.write_text("# wheeld-capture 1\n200000000000.000 < A\n1.000 < B\n")
+    with pytest.raises(CaptureError, match="3: time goes back 2e\\+11 s: not a clock's step"):
+        read(path)

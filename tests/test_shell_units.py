@@ -428,20 +428,19 @@ async def test_a_command_reaches_the_pipeline_after_a_derived_step_pending() -> 
         stop=lambda: None,
         log=RecordingLog(),
     )
-    desk = _desk(clock, inputs, order)
+    desk = _desk(clock, inputs)
     reply = await desk(OperatorCommand("close", b"{}"))
     assert reply is not None and reply["ok"]
     assert order == ["settled", "close", "applied"]
 
 
-def _desk(clock: Any, inputs: TableInputs, order: list[str]) -> CommandDesk:
+def _desk(clock: Any, inputs: TableInputs) -> CommandDesk:
     return CommandDesk(
         log=RecordingLog(),
         clock=clock,
         inputs=inputs,
         gate=cast(Any, SimpleNamespace(allow=lambda sender, name, now: True)),
         recalls=cast(Any, None),
-        apply=lambda effects: order.append("applied"),
     )
 
 
@@ -450,7 +449,7 @@ async def test_a_command_the_pipeline_raises_on_stops_the_daemon_and_none_after_
     daemon stops as on any input the pipeline raises on, and refuses what comes meanwhile."""
     stops: list[int] = []
     log = RecordingLog()
-    inputs, pipeline, _, _ = _inputs(stops, log)
+    inputs, pipeline, applied, _ = _inputs(stops, log)
     inputs.release()
     carried: list[str] = []
 
@@ -461,17 +460,16 @@ async def test_a_command_the_pipeline_raises_on_stops_the_daemon_and_none_after_
         return {"ok": True}, Effects()
 
     pipeline.on_command = on_command  # type: ignore[attr-defined]
-    order: list[str] = []
-    desk = _desk(hand_scheduler()[2], inputs, order)
+    desk = _desk(hand_scheduler()[2], inputs)
     refused = {
         "ok": False,
         "error": "internal error: the daemon is stopping, to start again",
         "schema_version": SCHEMA_VERSION,
     }
     assert await desk(OperatorCommand("no_spin", b"{}")) == refused
-    assert stops == [1] and isinstance(inputs.broken_by, RuntimeError) and order == []
+    assert stops == [1] and isinstance(inputs.broken_by, RuntimeError) and applied == []
     assert await desk(OperatorCommand("close", b"{}")) == refused
-    assert carried == [] and order == [] and stops == [1]
+    assert carried == [] and applied == [] and stops == [1]
     (line,) = [fields for level, event, fields in log.lines if level == "error"]
     assert line["error"] == "RuntimeError: engine moved, decision unkept"
 
@@ -544,6 +542,7 @@ def _fault_parts(
         condition=SimpleNamespace(status_line=pipeline.status_line),
         apply=apply,
         settle=settle,
+        guard=lambda action: action(),
     )
 
 
@@ -929,3 +928,39 @@ def test_a_games_marker_and_message_go_on_the_wire_before_either_puback() -> Non
         *("PUBLISH b/sequence", "PUBLISH b/game", "PUBACK b/sequence", "PUBACK b/game"),
     ]
     assert journal.outbox == []
+
+
+async def test_a_raise_applying_a_commands_effects_stops_the_daemon_as_on_an_input() -> None:
+    stops: list[int] = []
+    inputs, pipeline, _, _ = _inputs(stops)
+    inputs._apply = lambda effects: 1 / 0  # type: ignore[assignment]  # its deadline, say
+    inputs.release()
+    pipeline.on_command = lambda command, now: ({"ok": True}, Effects())  # type: ignore[attr-defined]
+    reply = await _desk(hand_scheduler()[2], inputs)(OperatorCommand("close", b"{}"))
+    assert reply is not None and not reply["ok"]
+    assert stops == [1] and isinstance(inputs.broken_by, ZeroDivisionError)
+
+
+def test_the_journals_retry_and_the_stops_settle_are_guarded_too() -> None:
+    """The journal's retry timer telling the pipeline it recovered, and a derived step
+    asked for by a job or the stop: a raise stops the daemon, and once it broke none runs."""
+    scheduler, loop, _ = hand_scheduler()
+    pipeline = _Pipeline()
+    stops: list[int] = []
+    inputs, _, _, _ = _inputs(stops)
+    parts = _fault_parts(scheduler, pipeline, lambda probe: True)
+    parts.guard = inputs.guarded_call
+    fault = JournalFault(parts)
+
+    def recovered(now: float) -> Effects:
+        raise RuntimeError("journal_recovered failed")
+
+    pipeline.journal_recovered = recovered  # type: ignore[method-assign]
+    fault.failed(Effects(), "disk full")
+    loop.run_until(loop.t + JOURNAL_RETRY_S)
+    assert stops == [1] and isinstance(inputs.broken_by, RuntimeError)
+    applier, _, applier_pipeline, _, _ = _applier()
+    applier.guard = inputs.guarded_call
+    applier.apply(_game())
+    applier.settle()  # the stop's, after the break: nothing derived
+    assert applier_pipeline.told == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -96,15 +97,31 @@ def test_the_cyclic_collector_is_paused_until_ready_then_start_up_is_frozen(
 
 
 def test_a_notify_socket_nobody_reads_never_holds_the_caller(tmp_path: Path) -> None:
-    """The datagram queue fills (systemd stuck, a test's socket undrained): what the
-    daemon tells it is dropped, where a blocking send froze the loop that decides games."""
+    """The datagram queue fills (systemd stuck, a test's socket undrained): a send waits
+    a moment at most, where a blocking one froze the loop that decides games; a READY=1
+    that could not go is said again with the next message, so systemd still hears it."""
     import socket
+    import time
 
-    from wheeld.shell.notify import Notifier
+    from wheeld.shell.notify import SEND_TIMEOUT_S, Notifier
 
     path = tmp_path / "notify.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as undrained:
-        undrained.bind(str(path))
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(path))
         notifier = Notifier({"NOTIFY_SOCKET": str(path)})
-        for index in range(2_000):  # the queue holds a few hundred at most
-            notifier.send(f"STATUS=line {index}")
+        started = time.monotonic()
+        for index in range(40):  # more than the queue holds (10 here, 512 at most)
+            notifier.status(f"line {index}")
+        full = time.monotonic() - started
+        assert full < 40 * SEND_TIMEOUT_S + 1.0
+        notifier.ready("idle")  # the queue full: not sent
+        systemd.settimeout(0.5)
+        heard = []
+        with contextlib.suppress(TimeoutError):
+            while True:
+                heard.append(systemd.recv(4096).decode())
+        assert not any("READY=1" in message for message in heard)
+        notifier.status("online")  # room again: READY=1 goes with it
+        assert systemd.recv(4096).decode() == "READY=1\nSTATUS=online"
+        notifier.status("idle")
+        assert systemd.recv(4096).decode() == "STATUS=idle"

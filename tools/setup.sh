@@ -60,4 +60,5 @@ fi
 # machine), every daemon, archive and command the tests start would compile this
 # checkout from source again: about 0.13 s of CPU each, hundreds of times a suite.
 # Compiled here once (a source changed since is compiled again: its timestamp).
-.venv/bin/python -m compileall -q -j 0 wheeld drivers simulators tests benchmarks >/dev/null
+# -q: only what does not compile is printed (and then setup fails, saying which).
+.venv/bin/python -m compileall -q -j 0 wheeld drivers simulators tests benchmarks

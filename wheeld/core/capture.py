@@ -170,12 +170,17 @@ def _collect(handle: TextIO, name: str) -> Capture:
             break
         item = _parse_line(raw, name, number)
         if isinstance(item, CaptureLine):
-            if not step and lines and item.at <= lines[-1].at - CLOCK_STEP_S:
-                # run writes a clock-step comment before such a line: this capture was
-                # edited or joined. Read as the step run would have seen, and said.
-                step = item.at - lines[-1].at
+            # Beyond any step a comment said (run writes one before such a line): this
+            # capture was edited or joined. Read as the step run would have seen, said.
+            unsaid = item.at - lines[-1].at - step if lines else 0.0
+            if unsaid <= -CLOCK_STEP_S:
+                if unsaid < -MAX_CLOCK_STEP_S:
+                    raise CaptureError(
+                        f"{name}:{number}: time goes back {-unsaid:.3g} s: not a clock's step"
+                    )
+                step += unsaid
                 warnings.append(
-                    f"{name}:{number}: time goes back {-step:.3f} s with no clock-step"
+                    f"{name}:{number}: time goes back {-unsaid:.3f} s with no clock-step"
                     " comment before it: read as a step of the host's clock"
                 )
             if step:

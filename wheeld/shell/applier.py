@@ -159,7 +159,12 @@ class EffectsApplier:
 
     def settle(self) -> None:
         """What kept games lead to, derived now if it waits: called before any
-        input reaches the pipeline, so none sees it underived."""
+        input reaches the pipeline, so none sees it underived. Guarded, whoever
+        calls it (a job, the stop): nothing once the table broke."""
+        if self._derived is not None:
+            self.guard(self._settle_now)
+
+    def _settle_now(self) -> None:
         if self._derived is None:
             return
         self._derived.cancel()
@@ -173,7 +178,7 @@ class EffectsApplier:
                 self._journal_failed(Effects(), str(exc))
 
     def _derive_due(self, now: float) -> None:
-        self.guard(self.settle)
+        self.settle()
 
     def apply_start(self, started: Effects) -> None:
         """The start's effects (the broker's memory acted on, a game left open voided),

@@ -8,7 +8,6 @@ reply handed back to the publisher to send. Past its rate it gets no reply.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from wheeld.core.commands import OperatorCommand, claimed_operator
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
     from wheeld.shell.command_rate import CommandGate
     from wheeld.shell.inputs import TableInputs
     from wheeld.shell.recall_desk import RecallDesk
-    from wheeld.table.effects import Effects
 
 
 class CommandDesk:
@@ -33,14 +31,12 @@ class CommandDesk:
         inputs: TableInputs,
         gate: CommandGate,
         recalls: RecallDesk,
-        apply: Callable[[Effects], None],
     ) -> None:
         self._log = log
         self._clock = clock
         self._inputs = inputs
         self._gate = gate
         self._recalls = recalls
-        self._apply = apply
 
     def close(self) -> None:
         """At a stop: the recall process ends."""
@@ -55,13 +51,11 @@ class CommandDesk:
         if command.name == "recall":
             reply = await self._recalls.answer(command, now)
             return {**reply, "schema_version": SCHEMA_VERSION}
-        decided = self._inputs.on_command(command, now)
-        if decided is None:  # the table broke, on it or before: the daemon is stopping
+        done = self._inputs.on_command(command, now)
+        if done is None:  # the table broke, on it or before: the daemon is stopping
             return {
                 "ok": False,
                 "error": "internal error: the daemon is stopping, to start again",
                 "schema_version": SCHEMA_VERSION,
             }
-        reply, effects = decided
-        self._apply(effects)
-        return {**reply, "schema_version": SCHEMA_VERSION}
+        return {**done, "schema_version": SCHEMA_VERSION}

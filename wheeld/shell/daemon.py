@@ -209,8 +209,7 @@ class Daemon:
         self.notifier = notifier = notifier or Notifier()
         self.log = log = logs.get().bind(table=config.table.id)
         # The key first: without one (when required) nothing else is touched.
-        signer = load_signer(config)
-        self.signer = signer
+        self.signer = signer = load_signer(config)
         if signer is None:
             log.warning("signing.required = false and no signing.key_file: messages unsigned")
         self.clock = clock = HostClock()
@@ -275,6 +274,7 @@ class Daemon:
             apply=lambda effects: self.effects.apply(effects),  # noqa: PLW0108
             enqueue=lambda message: self.effects.enqueue_best_effort(message),  # noqa: PLW0108
             settle=lambda: self.effects.settle(),  # noqa: PLW0108
+            guard=lambda action: self.inputs.guarded_call(action),  # noqa: PLW0108
         )
         self.journal_fault = JournalFault(parts)
         self.effects = effects = EffectsApplier(
@@ -308,7 +308,6 @@ class Daemon:
             inputs=self.inputs,
             gate=self.rate,
             recalls=RecallDesk(log=log, journal_path=journal.path, apply=apply),
-            apply=apply,
         )
         self.jobs = effects.jobs = Jobs(parts)
         self._stop = asyncio.Event()

@@ -100,19 +100,19 @@ class TableInputs:
         except Exception as exc:
             self.broke(exc)
 
-    def on_command(
-        self, command: OperatorCommand, now: float
-    ) -> tuple[dict[str, Any], Effects] | None:
-        """An operator's command to the pipeline: its reply and effects, or None when the
-        table broke (before, or on this command: it stops as on any input)."""
+    def on_command(self, command: OperatorCommand, now: float) -> dict[str, Any] | None:
+        """An operator's command to the pipeline, its effects applied: its reply, or None
+        when the table broke (before, or on this command: it stops as on any input)."""
         if self.broken_by is not None:
             return None
         try:
             self._settle()
-            return self._pipeline.on_command(command, now)
+            reply, effects = self._pipeline.on_command(command, now)
+            self._apply(effects)
         except Exception as exc:
             self.broke(exc)
             return None
+        return reply
 
     @_guarded
     def release(self) -> None:

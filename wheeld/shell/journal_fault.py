@@ -56,6 +56,7 @@ class JournalFault:
         self._condition = parts.condition
         self._apply = parts.apply
         self._settle = parts.settle
+        self._guard = parts.guard
         self._retry: Timer | None = None
         #: How long the fault is held before its first retry.
         self.hold_s = JOURNAL_RETRY_S
@@ -70,8 +71,11 @@ class JournalFault:
     def failed(self, failed: Effects, error: str) -> None:
         """Say so everywhere, decide nothing new, and try the journal again (after the hold)."""
         now = self._scheduler.clock.wall()  # midway through applying effects: no step noticed
-        self._settle()
-        effects = self._pipeline.journal_write_failed(failed, error, now)
+        said: list[Effects] = []
+        self._guard(lambda: said.append(self._told_failed(failed, error, now)))
+        if not said:
+            return  # the pipeline raised: the daemon stops
+        effects = said[0]
         for message in effects.messages:
             self._publisher.publish_unjournaled(message)
         for record in effects.logs:
@@ -80,6 +84,10 @@ class JournalFault:
         if self._retry is None:
             self._hold()
             self._retry = self._scheduler.after(self.hold_s, self._try_again, "journal retry")
+
+    def _told_failed(self, failed: Effects, error: str, now: float) -> Effects:
+        self._settle()
+        return self._pipeline.journal_write_failed(failed, error, now)
 
     def _hold(self) -> None:
         """A new fault: held longer when the last one cleared only moments ago."""
@@ -102,6 +110,9 @@ class JournalFault:
 
     def _try_again(self, now: float) -> None:
         self._retry = None
+        self._guard(lambda: self._retried(now))
+
+    def _retried(self, now: float) -> None:
         if not self._journal.writable(now, self.probe_bytes):
             if self.retry_s < JOURNAL_RETRY_MAX_S <= self.retry_s * 2:
                 self._log.warning(

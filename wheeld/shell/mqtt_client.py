@@ -54,7 +54,7 @@ def _read_utf(buffer: bytes, maxlen: int) -> tuple[str, int]:
     connection before wheeld read the command, and the broker gave the command
     again at every reconnect: a table kept off its broker by one message.
     """
-    if maxlen < 2:
+    if maxlen < 2 or len(buffer) < 2:
         raise MalformedPacket("Not enough data to read string length")
     length = int.from_bytes(buffer[:2], "big")
     if length > maxlen - 2:

@@ -5,7 +5,6 @@ When ``$NOTIFY_SOCKET`` is unset (not run by systemd) every call does nothing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
@@ -15,6 +14,8 @@ from collections.abc import Mapping
 #: this much more time at once, and again every ``EXTEND_EVERY_S`` while it lasts.
 EXTEND_BY_S = 60
 EXTEND_EVERY_S = 10.0
+#: The longest a message to systemd may wait for room in its queue.
+SEND_TIMEOUT_S = 0.05
 
 
 class Notifier:
@@ -33,20 +34,27 @@ class Notifier:
         #: How often systemd wants a WATCHDOG=1, in seconds; None when it does not.
         self.watchdog_interval = int(usec) / 1_000_000 if watched else None
         self._extended_at: float | None = None
+        #: READY=1 was said but not sent (the queue full): it goes with the next message.
+        self._unsaid_ready = False
 
     def send(self, *fields: str) -> None:
         """Send ``fields`` (e.g. ``"READY=1"``, ``"STATUS=..."``) as one message."""
         if self._address is None:
             return
         if self._socket is None:
-            # Non-blocking: a socket nobody drains (systemd stuck, a test's) must not
-            # hold the loop that decides games; the message is then dropped.
-            self._socket = socket.socket(
-                socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC | socket.SOCK_NONBLOCK
-            )
-        # systemd gone or its socket full: nothing useful to do but go on.
-        with contextlib.suppress(OSError):
+            self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            # A queue nobody drains (systemd stuck, a test's socket) holds a send this
+            # long at most, not the loop that decides games for ever; systemd's own
+            # queue, shared by every service, can be full for a moment at boot.
+            self._socket.settimeout(SEND_TIMEOUT_S)
+        if self._unsaid_ready and "READY=1" not in fields:
+            fields = ("READY=1", *fields)  # said again until it went: systemd takes it once
+        try:
             self._socket.sendto("\n".join(fields).encode("utf-8"), self._address)
+        except OSError:  # systemd gone or its queue full: nothing more to do now
+            self._unsaid_ready = self._unsaid_ready or "READY=1" in fields
+            return
+        self._unsaid_ready = False
 
     def starting(self, status: str) -> None:
         """Long start-up work is going on: more time (``EXTEND_TIMEOUT_USEC``), the watchdog fed.

@@ -38,6 +38,9 @@ class Parts:
     #: Derives what kept games lead to, if it waits, before the pipeline is read or
     #: told anything (``EffectsApplier.settle``).
     settle: Callable[[], None] = lambda: None
+    #: Runs pipeline work as the table's inputs are run (``TableInputs.guarded_call``):
+    #: not once the table broke, and a raise breaks it (the daemon stops, status 1).
+    guard: Callable[[Callable[[], None]], None] = lambda action: action()
 
 
 class Job:

@@ -21,5 +21,5 @@ class WheelStateJob(Job):
 
     def tick(self, now: float) -> None:
         parts = self.parts
-        parts.apply(Effects(messages=[parts.pipeline.wheel_message(now)]))
+        parts.guard(lambda: parts.apply(Effects(messages=[parts.pipeline.wheel_message(now)])))
         parts.notifier.status(parts.condition.status_line())
