@@ -167,21 +167,24 @@ def test_what_the_wheel_says_before_the_brokers_memory_is_decided_after_it_in_or
     inputs, pipeline, applied, _ = _inputs()
     inputs.on_link_up()
     inputs.on_data(b"A\r\n", 1001.0)
-    inputs.on_data(b"B\r\n", 1002.0)
+    inputs.clock_stepped(30.0, 1032.0)  # an NTP step at boot: between the lines, not before
+    inputs.on_data(b"B\r\n", 1033.0)
     assert pipeline.told == [] and applied == []
     inputs.release()
     assert pipeline.told == [
         ("up", 1100.0),
         ("bytes", b"A\r\n", 1001.0),
-        ("bytes", b"B\r\n", 1002.0),
+        ("step", 30.0, 1032.0),
+        ("bytes", b"B\r\n", 1033.0),
     ]
     inputs.on_link_down("gone")
     assert pipeline.told[-1] == ("down", "gone", 1100.0), "after the answer: at once"
-    assert len(applied) == 4
+    assert len(applied) == 5
 
 
 def test_a_stepped_clock_is_told_to_the_capture_and_the_pipeline() -> None:
     inputs, pipeline, applied, steps = _inputs()
+    inputs.release()
     inputs.clock_stepped(-30.0, 970.0)
     assert steps == [-30.0]
     assert pipeline.told == [("step", -30.0, 970.0)] and len(applied) == 1

@@ -130,6 +130,9 @@ class TableInputs:
         a forward step does not read as silence and void the game in progress."""
         if self._capture is not None:
             self._capture.clock_step(step)
+        if self._deferred is not None:  # in its place among the lines that wait
+            self._deferred.append(lambda: self._apply(self._pipeline.on_clock_step(step, wall)))
+            return
         self._settle()
         self._apply(self._pipeline.on_clock_step(step, wall))
 
