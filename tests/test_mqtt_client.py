@@ -94,3 +94,23 @@ async def test_a_publish_registers_no_writer_unless_the_socket_leaves_some_unwri
         assert sock is not None
         key = selector.get_map().get(sock.fileno())
         assert key is None or not key.events & selectors.EVENT_WRITE
+
+
+async def test_the_end_of_a_cancelled_connect_says_nothing() -> None:
+    """A stop or a Ctrl-C cancels a connect as paho sees the socket close: aiomqtt asked
+    the cancelled future for its exception, a CancelledError traceback on stderr from
+    paho's callback (found by the Ctrl-C test during the demo's start, under load)."""
+    from typing import Any
+
+    import paho.mqtt.client as paho
+    from paho.mqtt.reasoncodes import ReasonCode
+
+    config = Config.model_validate({"table": {"id": "T1"}, "mqtt": {"port": 1}})
+    client = make_client(config, client_id="")
+    client._connected.cancel()  # what a cancelled __aenter__ leaves
+    await asyncio.sleep(0)
+    on_disconnect: Any = client._client.on_disconnect  # paho's call, as in _do_on_disconnect
+    on_disconnect(
+        client._client, None, paho.DisconnectFlags(False), ReasonCode(PacketTypes.DISCONNECT)
+    )
+    assert not client._disconnected.done()

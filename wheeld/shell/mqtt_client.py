@@ -220,6 +220,16 @@ class Client(aiomqtt.Client):
         #: In ``publish_acknowledged``, which writes the packet itself right after.
         self._writing_now = False
 
+    def _on_disconnect(self, *args: Any, **kwargs: Any) -> None:
+        """aiomqtt's, unless the connect it waited for was cancelled: aiomqtt (2.5) asks
+        that future for its exception, which raises CancelledError in paho's callback, a
+        traceback on stderr ("Exception in callback"), when a stop or a Ctrl-C cancels a
+        connect just as paho sees the socket close. A cancelled connect is no connection:
+        there is nothing to say of its end."""
+        if self._connected.cancelled():
+            return
+        super()._on_disconnect(*args, **kwargs)
+
     async def publish_acknowledged(
         self,
         topic: str,
