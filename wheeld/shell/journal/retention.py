@@ -24,6 +24,7 @@ watchdog.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -56,6 +57,12 @@ VACUUM_PAGES = 256
 DELETE_BUDGET_S = 0.005
 #: The fewest rows a batch shrinks to (a game's decisions go together in any case).
 MIN_BATCH = 4
+#: The index by game of each table that has one (its pages change with the rows deleted).
+_GAME_INDEX = {
+    "decisions": "decisions_by_game",
+    "frame_blocks": "frame_blocks_by_game",
+    "frames": "frames_by_game",
+}
 #: Past every row id: with ``keep_games``, a table with no line of a kept game goes whole.
 _AFTER_ALL = 1 << 62
 
@@ -138,6 +145,8 @@ class Pruner:
             for table in self._tables:
                 last = self._last_to_go(table, now)
                 if last is not None:
+                    with contextlib.suppress(sqlite3.Error):  # a help, never a failure
+                        self._warm(table, last[0])
                     return Batch(table, last[0], last[1], now)
         except sqlite3.Error as exc:  # a damaged page among the oldest rows, say
             raise JournalError(f"retention cannot read the journal: {exc}") from None
@@ -280,6 +289,31 @@ class Pruner:
         if not old:
             return None, cut_short
         return (old[-1][0], hex_hash(old[-1][2])), False
+
+    def _warm(self, table: str, last_id: int) -> None:
+        """Read here, in the worker thread, the index pages the delete will change: the
+        oldest rows' pages are the journal's coldest, and a delete that reads them from
+        the disk holds the loop for tens of milliseconds (its own rows ``find`` has read).
+        A game's index entries are ordered by game id (the lines between games, with none,
+        first, in row order)."""
+        index = _GAME_INDEX.get(table)
+        if index is None:
+            return
+        db = self._db
+        low, high = db.execute(
+            f"SELECT MIN(game_id), MAX(game_id) FROM {table} WHERE id <= ?", (last_id,)
+        ).fetchone()
+        db.execute(
+            f"SELECT COUNT(*) FROM {table} INDEXED BY {index} WHERE game_id IS NULL AND id <= ?",
+            (last_id,),
+        ).fetchone()
+        if low is not None:
+            db.execute(
+                f"SELECT COUNT(*) FROM {table} INDEXED BY {index} WHERE game_id BETWEEN ? AND ?",
+                (low, high),
+            ).fetchone()
+            if table == "decisions":
+                db.execute("SELECT COUNT(*) FROM results WHERE game_id <= ?", (high,)).fetchone()
 
     def _give_back(self) -> None:
         """Return freed pages to the file system (a journal made with incremental auto-vacuum)."""
