@@ -103,6 +103,7 @@ def test_a_notify_socket_nobody_reads_never_holds_the_caller(tmp_path: Path) -> 
     import socket
     import time
 
+    from wheeld.shell import notify
     from wheeld.shell.notify import SEND_TIMEOUT_S, Notifier
 
     path = tmp_path / "notify.sock"
@@ -114,7 +115,12 @@ def test_a_notify_socket_nobody_reads_never_holds_the_caller(tmp_path: Path) -> 
             notifier.status(f"line {index}")
         full = time.monotonic() - started
         assert full < 40 * SEND_TIMEOUT_S + 1.0
-        notifier.ready("idle")  # the queue full: not sent
+        monkeypatched = notify.ONCE_TIMEOUT_S
+        notify.ONCE_TIMEOUT_S = 0.0  # systemd stuck past READY's own wait
+        try:
+            notifier.ready("idle")  # the queue full: not sent
+        finally:
+            notify.ONCE_TIMEOUT_S = monkeypatched
         systemd.settimeout(0.5)
         heard = []
         with contextlib.suppress(TimeoutError):
@@ -125,3 +131,33 @@ def test_a_notify_socket_nobody_reads_never_holds_the_caller(tmp_path: Path) -> 
         assert systemd.recv(4096).decode() == "READY=1\nSTATUS=online"
         notifier.status("idle")
         assert systemd.recv(4096).decode() == "STATUS=idle"
+
+
+def test_ready_waits_a_moment_for_room_in_a_full_queue(tmp_path: Path) -> None:
+    """systemd waits for READY=1 and takes it once: a queue full for a moment (a test's
+    socket read now and then, systemd at boot) delays it rather than losing it."""
+    import socket
+    import threading
+
+    from wheeld.shell.notify import Notifier
+
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(path))
+        notifier = Notifier({"NOTIFY_SOCKET": str(path)})
+        for index in range(40):
+            notifier.status(f"line {index}")  # the queue full, the rest dropped
+        heard: list[str] = []
+
+        def drain_later() -> None:
+            systemd.settimeout(2.0)
+            threading.Event().wait(0.3)
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    heard.append(systemd.recv(4096).decode())
+
+        reader = threading.Thread(target=drain_later)
+        reader.start()
+        notifier.ready("idle")
+        reader.join()
+        assert heard[-1] == "READY=1\nSTATUS=idle"

@@ -14,8 +14,10 @@ from collections.abc import Mapping
 #: this much more time at once, and again every ``EXTEND_EVERY_S`` while it lasts.
 EXTEND_BY_S = 60
 EXTEND_EVERY_S = 10.0
-#: The longest a message to systemd may wait for room in its queue.
+#: The longest a message to systemd may wait for room in its queue; READY=1 and
+#: STOPPING=1, which systemd waits for, ``ONCE_TIMEOUT_S``.
 SEND_TIMEOUT_S = 0.05
+ONCE_TIMEOUT_S = 5.0
 
 
 class Notifier:
@@ -43,12 +45,14 @@ class Notifier:
             return
         if self._socket is None:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-            # A queue nobody drains (systemd stuck, a test's socket) holds a send this
-            # long at most, not the loop that decides games for ever; systemd's own
-            # queue, shared by every service, can be full for a moment at boot.
-            self._socket.settimeout(SEND_TIMEOUT_S)
         if self._unsaid_ready and "READY=1" not in fields:
             fields = ("READY=1", *fields)  # said again until it went: systemd takes it once
+        # A queue nobody drains (systemd stuck, a test's socket) holds a send this long at
+        # most, not the loop that decides games for ever; systemd's own queue, shared by
+        # every service, can be full for a moment at boot. READY and STOPPING, said once
+        # and waited for by systemd, wait longer for room.
+        once = "READY=1" in fields or "STOPPING=1" in fields
+        self._socket.settimeout(ONCE_TIMEOUT_S if once else SEND_TIMEOUT_S)
         try:
             self._socket.sendto("\n".join(fields).encode("utf-8"), self._address)
         except OSError:  # systemd gone or its queue full: nothing more to do now
