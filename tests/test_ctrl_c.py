@@ -103,8 +103,11 @@ def test_ctrl_c_right_after_the_start_is_one_line_or_the_interpreters_own(
     command = [sys.executable, "-S", *start, "run", "--config", str(config_path)]
     env = _installed_env(tmp_path)
     said = [_judged(*_interrupt(command, env, after_s), "run") for after_s in (0, 0.02, 0.05)]
-    said += [_judged(*_interrupt(command, env, 0.1 * tries), "run") for tries in (1, 2, 4)]
-    assert "one line" in said[3:], said
+    # Later moments too: on a loaded machine (four workers, CI) the interpreter alone
+    # took past 0.4 s to reach wheeld's first line; once past it, a Ctrl-C is one line,
+    # or a clean stop when run had taken SIGINT over.
+    said += [_judged(*_interrupt(command, env, 0.1 * tries), "run") for tries in (1, 2, 4, 8, 16)]
+    assert "one line" in said[3:] or "stopped" in said[3:], said
 
 
 def test_ctrl_c_while_the_demo_starts_is_one_line(tmp_path: Path) -> None:
