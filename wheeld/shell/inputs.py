@@ -33,12 +33,7 @@ def _guarded(
     rather than a warning and the rest of the input lost while it goes on deciding."""
 
     def guarded(self: TableInputs, /, *args: _P.args, **kwargs: _P.kwargs) -> None:
-        if self.broken_by is not None:
-            return  # stopping: what comes until the loop ends is not decided
-        try:
-            method(self, *args, **kwargs)
-        except Exception as exc:
-            self.broke(exc)
+        self.guarded_call(lambda: method(self, *args, **kwargs))
 
     return guarded
 
@@ -94,7 +89,7 @@ class TableInputs:
         """``action`` (the pipeline's work a timer starts) run as an input is: not once
         the table broke, and a raise breaks it."""
         if self.broken_by is not None:
-            return
+            return  # stopping: what comes until the loop ends is not decided
         try:
             action()
         except Exception as exc:
