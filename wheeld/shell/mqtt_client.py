@@ -27,6 +27,7 @@ along ``mqtt.servers`` the same way.
 from __future__ import annotations
 
 import asyncio
+import math
 import socket
 import ssl
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -229,6 +230,16 @@ class Client(aiomqtt.Client):
         if self._connected.cancelled():
             return
         super()._on_disconnect(*args, **kwargs)
+
+    async def _misc_loop(self) -> None:
+        """aiomqtt's once-a-second call of paho's ``loop_misc`` (keepalive pings), on the
+        whole seconds of the loop's clock, where the daemon's scheduler keeps its beat
+        (``wheeld.shell.scheduler``): an idle daemon wakes once a second, not twice."""
+        loop = asyncio.get_running_loop()
+        while self._client.loop_misc() == paho.MQTT_ERR_SUCCESS:
+            now = loop.time()
+            beat = math.floor(now) + 1.0
+            await asyncio.sleep(beat - now if beat - now >= 0.5 else beat + 1.0 - now)
 
     async def publish_acknowledged(
         self,

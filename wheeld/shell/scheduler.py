@@ -10,6 +10,12 @@ every timer then due is called with that same ``now``, in the order they fell
 due. The timers are a heap, so setting or cancelling one costs O(log n) even
 with a server's hundreds of connections each holding a deadline.
 
+Periodic timers keep to a grid of the loop's clock (a period's multiples), and
+what only has to happen within a second (a batch of lines journaled) waits
+for the next whole second (``on_the_beat``): an idle daemon wakes once a
+second for all of them (the MQTT client's own second too,
+``wheeld.shell.mqtt_client``), not once for each.
+
 A timer is due at a moment of the monotonic clock, so a stepped wall clock
 neither hurries nor delays it; ``at()`` turns a host-time deadline into one
 when it is set. A callback that raises is said through the loop's exception
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 from collections.abc import Callable
 
 from wheeld.shell.clock import HostClock
@@ -30,6 +37,8 @@ from wheeld.shell.clock import HostClock
 Callback = Callable[[float], None]
 #: Timers due this close together fire together (the loop may wake a hair early).
 TOGETHER_S = 0.001
+#: The beat: ``on_the_beat`` waits for the next whole second of the loop's clock.
+BEAT_S = 1.0
 
 
 class Timer:
@@ -100,10 +109,20 @@ class Scheduler:
         return self._add(name, 0.0, callback, None)
 
     def every(self, period_s: float, callback: Callback, name: str = "") -> Timer:
-        """Call ``callback`` every ``period_s`` seconds, the first time one period from now."""
+        """Call ``callback`` every ``period_s`` seconds, on the multiples of ``period_s`` of
+        the loop's clock, the first time at least one period from now."""
         if period_s <= 0:
             raise ValueError(f"{name or 'timer'}: a period must be positive, not {period_s}")
-        return self._add(name, period_s, callback, period_s)
+        now = self._running_loop().time()
+        first = math.ceil((now + period_s) / period_s) * period_s
+        return self._add(name, first - now, callback, period_s)
+
+    def on_the_beat(self, callback: Callback, name: str = "") -> Timer:
+        """Call ``callback`` once, at the next whole second of the loop's clock (within a
+        second), when the periodic timers of whole seconds fire too."""
+        now = self._running_loop().time()
+        beat = (math.floor(now / BEAT_S) + 1) * BEAT_S
+        return self._add(name, beat - now, callback, None)
 
     async def sleep(self, delay_s: float, name: str = "") -> None:
         """Wait ``delay_s`` seconds, as a timer (a task's backoff): no sleep of its own.
@@ -205,7 +224,9 @@ class Scheduler:
                 if timer.every_s is None:
                     self._timers.discard(timer)
                 else:
-                    timer.due = ticked + timer.every_s
+                    # On its grid; past what it missed when the loop was held.
+                    missed = math.floor((ticked - timer.due) / timer.every_s)
+                    timer.due += timer.every_s * (max(0, missed) + 1)
                     self._push(timer)
                 try:
                     timer.callback(now)

@@ -1,7 +1,8 @@
 """Lines from the wheel and operator commands, journaled in batches.
 
-Lines: with the next decision, at ``FRAME_BATCH`` of them, or ``FRAME_FLUSH_S``
-after the first (one SQLite commit a second, not one a frame). Commands:
+Lines: with the next decision, at ``FRAME_BATCH`` of them, or within
+``FRAME_FLUSH_S`` of the first (one SQLite commit a second, not one a frame: on
+the scheduler's beat, with the periodic jobs, not a wake-up of its own). Commands:
 group-committed, those of one turn of the loop in one commit. When is decided
 by ``EffectsApplier``; this module keeps what waits, and its timers.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from wheeld.shell.journal import JournalWriteError
+from wheeld.shell.scheduler import BEAT_S
 from wheeld.table.effects import CommandRecord, FrameRecord
 
 if TYPE_CHECKING:
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 #: Lines from the wheel are journaled in batches: with the next decision, at this
 #: many, or this long after the first.
 FRAME_BATCH = 64
-FRAME_FLUSH_S = 1.0
+FRAME_FLUSH_S = BEAT_S
 #: Lines (and commands) kept while the journal cannot write (the oldest go first).
 FRAME_BUFFER_MAX = 10_000
 
@@ -46,18 +48,20 @@ class WriteBatches:
 
     def flush_frames(self) -> None:
         """Journal the buffered lines; JournalWriteError keeps them for the next try."""
+        self._journal.record_frames(self.frames)
+        self.recorded_frames()
+
+    def recorded_frames(self) -> None:
+        """The buffered lines went into the journal with a decision's commit."""
         if self._frames_timer is not None:
             self._frames_timer.cancel()
             self._frames_timer = None
-        self._journal.record_frames(self.frames)
         self.frames = []
 
     def flush_frames_later(self) -> None:
-        """Within ``FRAME_FLUSH_S`` of the first line waiting."""
+        """Within ``FRAME_FLUSH_S`` of the first line waiting: on the next beat."""
         if self._frames_timer is None:
-            self._frames_timer = self._scheduler.after(
-                FRAME_FLUSH_S, self._frames_due, "frames flush"
-            )
+            self._frames_timer = self._scheduler.on_the_beat(self._frames_due, "frames flush")
 
     def _frames_due(self, now: float) -> None:
         self._frames_timer = None
