@@ -662,6 +662,35 @@ def test_frames_are_kept_escaped_with_their_game(journal: Journal) -> None:
     journal.close()
 
 
+def test_a_decision_s_commit_keeps_the_lines_before_it_or_neither(journal: Journal) -> None:
+    """The lines that led to a game's end go in its own commit: both kept, or, when the
+    disk refuses, neither, and the open block is what the journal still holds."""
+    lines = [FrameRecord(10.0 + i, "<", f"$WRHBT,{i},1*00".encode(), 3) for i in range(3)]
+    journal.record_frames(lines[:1])
+    journal.record(
+        [GameRecord(3, "result", "{}", "17")],
+        [Outgoing("t/game", "{}")],
+        EngineState(next_game_id=4),
+        frames=lines[1:2],
+    )
+    with JournalView(journal.path) as view:
+        assert [f.line for f in view.frames([3])[3]] == ["$WRHBT,0,1*00", "$WRHBT,1,1*00"]
+    journal._sql.db.execute("PRAGMA query_only = ON")  # every write refused from here
+    with pytest.raises(JournalWriteError):
+        journal.record(
+            [GameRecord(4, "result", "{}", "5")],
+            [Outgoing("t/game", "{}")],
+            EngineState(next_game_id=5),
+            frames=lines[2:],
+        )
+    journal._sql.db.execute("PRAGMA query_only = OFF")
+    assert [game for game, _, _ in journal.decisions()] == [3]
+    journal.record_frames([FrameRecord(20.0, "<", b"$WRHBT,9,1*00", None)])  # game 3 ended
+    with JournalView(journal.path) as view:
+        assert len(view.frames([3])[3]) == 2, "the refused line is not in its block"
+    journal.close()
+
+
 def test_a_games_lines_and_the_traffic_before_it_are_one_block_sealed_at_its_end(
     journal: Journal,
 ) -> None:

@@ -28,7 +28,14 @@ from wheeld.shell.journal_fault import (
     JournalFault,
 )
 from wheeld.shell.write_batches import FRAME_BATCH, FRAME_FLUSH_S
-from wheeld.table.effects import CommandRecord, Effects, FrameRecord, LogRecord, Outgoing
+from wheeld.table.effects import (
+    CommandRecord,
+    Effects,
+    FrameRecord,
+    GameRecord,
+    LogRecord,
+    Outgoing,
+)
 
 
 def _state(message: Outgoing) -> str:
@@ -214,6 +221,8 @@ class _Journal:
         self.frames: list[list[FrameRecord]] = []
         self.commands: list[list[CommandRecord]] = []
         self.recorded: list[list[str]] = []
+        #: Lines kept in a decision's own commit.
+        self.with_decisions: list[list[FrameRecord]] = []
         self.failing = False
         self.takeovers: list[tuple[tuple[str, int, str], list[str] | None]] = []
 
@@ -230,8 +239,17 @@ class _Journal:
     def record_commands(self, commands: list[CommandRecord]) -> None:
         self.commands.append(list(commands))
 
-    def record(self, games: list[Any], messages: list[Outgoing], state: Any, **_: Any) -> list[int]:
+    def record(
+        self,
+        games: list[Any],
+        messages: list[Outgoing],
+        state: Any,
+        frames: list[FrameRecord] | tuple[()] = (),
+        **_: Any,
+    ) -> list[int]:
         self.recorded.append([m.topic for m in messages])
+        if frames:
+            self.with_decisions.append(list(frames))
         return list(range(len(messages)))
 
     def enqueue(self, messages: list[Outgoing]) -> None:
@@ -271,6 +289,21 @@ def test_lines_wait_for_a_batch_or_the_flush_timer() -> None:
     assert journal.frames == [[_frame(1), _frame(2)]]
     applier.apply(Effects(frames=[_frame(n) for n in range(FRAME_BATCH)]))
     assert len(journal.frames) == 2 and len(journal.frames[1]) == FRAME_BATCH, "a full batch: now"
+
+
+def test_a_game_s_end_keeps_the_lines_that_led_to_it_in_its_own_commit() -> None:
+    """A result is one commit with the lines before it (its fsync makes both durable), not
+    a commit of lines and then the result's; a game's start leaves its lines to the beat."""
+    applier, journal, _, loop, _ = _applier()
+    spinning = GameRecord(1, "spinning", "{}")
+    result = GameRecord(1, "result", "{}", number="17")
+    applier.apply(Effects(frames=[_frame(1)], games=[spinning]))
+    assert journal.frames == [] and journal.with_decisions == [], "a start's lines wait"
+    applier.apply(Effects(frames=[_frame(2)], games=[result]))
+    assert journal.with_decisions == [[_frame(1), _frame(2)]] and journal.frames == []
+    assert applier.batches.frames == []
+    loop.run_until(loop.t + FRAME_FLUSH_S)
+    assert journal.frames == [], "nothing left for the beat"
 
 
 def test_lines_the_journal_refuses_are_kept_and_the_fault_is_said() -> None:

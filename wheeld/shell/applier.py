@@ -82,20 +82,20 @@ class EffectsApplier:
         batches = self.batches
         try:
             # Decisions last: when a write fails, exactly the games whose records
-            # did not reach the journal are the ones the pipeline will void. The
-            # frames first, without an fsync: the decisions' commit makes them durable.
+            # did not reach the journal are the ones the pipeline will void.
             batches.frames += effects.frames
             # With a commit that is fsync'd (``fsync_due``: a game's end, an alarm) or a
-            # command: the lines that led to it become durable with it. A game's start is
-            # not fsync'd, and its lines wait for the timer: hashing them is not on the
-            # launch's path.
+            # command: the lines that led to it become durable with it, in the
+            # decision's own commit when there is one (a game's end: one commit, not
+            # two), else in one of their own before it. A game's start is not fsync'd,
+            # and its lines wait for the beat: they are not on the launch's path.
             fsynced = fsync_due(effects)
-            if batches.frames and (
-                fsynced or effects.commands or len(batches.frames) >= FRAME_BATCH
-            ):
-                batches.flush_frames()
-            elif batches.frames:
-                batches.flush_frames_later()
+            folded = fsynced and effects.decided and bool(batches.frames)
+            if batches.frames and not folded:
+                if fsynced or effects.commands or len(batches.frames) >= FRAME_BATCH:
+                    batches.flush_frames()
+                else:
+                    batches.flush_frames_later()
             if effects.commands:
                 # Commands are group-committed: those of one turn of the loop in one
                 # commit, without an fsync; with what an accepted one did, at once.
@@ -127,8 +127,15 @@ class EffectsApplier:
                 # The chain as it stands after this batch, kept in the same commit.
                 chain = view.signed_chain
                 ids = journal.record(
-                    effects.games, effects.messages, state, chain=chain, alarm=effects.alarmed
+                    effects.games,
+                    effects.messages,
+                    state,
+                    chain=chain,
+                    alarm=effects.alarmed,
+                    frames=batches.frames if folded else (),
                 )
+                if folded:
+                    batches.recorded_frames()
                 if self._metrics is not None:
                     self._metrics.decided(effects.games, effects.messages, ids)
                 if effects.games:

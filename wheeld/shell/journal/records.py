@@ -11,7 +11,7 @@ makes them durable (``durability``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from wheeld.shell.journal.chain import insert_chained, insert_stored
@@ -26,7 +26,7 @@ READ_BATCH = 1000
 if TYPE_CHECKING:
     from wheeld.core.engine import EngineState
     from wheeld.core.signing import ChainState
-    from wheeld.shell.journal.chain import Chains
+    from wheeld.shell.journal.chain import Chains, Heads
     from wheeld.shell.journal.connection import Connection
     from wheeld.shell.journal.marks import GameIds
     from wheeld.shell.journal.state import StateTable
@@ -52,14 +52,18 @@ class Records:
         chain: ChainState | None,
         *,
         alarm: bool,
+        before: Callable[[Heads], None] | None = None,
     ) -> list[int]:
         """Decisions, their messages, the engine state and the chain in one commit
-        (``Journal.record``); the outbox ids of the messages, in order."""
+        (``Journal.record``), after ``before``'s rows (the lines that led to them); the
+        outbox ids of the messages, in order."""
         durable = fsync_due(Effects(games=games, alarmed=alarm or not games))
         self._ids.reserve(games, state, chain)
         marking = not self._ids.run_marked
         db = self._sql.db
         with self._chains.extending(durable=durable or marking) as heads:
+            if before is not None:
+                before(heads)
             if marking:
                 self._ids.put_run(self._sql, closed=False)
             self._ids.put_mark(self._sql)

@@ -182,6 +182,7 @@ class Journal:
         chain: ChainState | None = None,
         *,
         alarm: bool = False,
+        frames: Sequence[FrameRecord] = (),
     ) -> list[int]:
         """Write decisions, their messages, the new state and chain in one commit.
 
@@ -194,8 +195,24 @@ class Journal:
         are an alarm's). The commit is fsync'd as ``fsync_due`` says of that;
         the first commit of a run whatever it holds: it marks the run open,
         which a power cut's losses are told by.
+
+        ``frames``: the lines that led to the decisions, kept first in the same commit
+        (``record_frames``' work): a game's end is one commit, not two.
         """
-        return self._records.record(games, messages, state, chain, alarm=alarm)
+        if not frames:
+            return self._records.record(games, messages, state, chain, alarm=alarm)
+        try:
+            return self._records.record(
+                games,
+                messages,
+                state,
+                chain,
+                alarm=alarm,
+                before=lambda heads: self._tail.append(frames, heads),
+            )
+        except JournalWriteError:
+            self._tail.forget()  # the open block as the database kept it
+            raise
 
     def history(self, length: int) -> list[str]:
         """The last ``length`` winning numbers the table shows, newest first."""
