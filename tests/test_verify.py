@@ -679,6 +679,31 @@ def test_retention_gives_the_space_back_to_the_file_system(tmp_path: Path) -> No
     assert free == 0
 
 
+def test_pages_given_back_past_their_budget_make_the_next_step_give_back_fewer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vacuum after a delete is paced on its own wall time: past ``VACUUM_BUDGET_S``
+    the next step gives back fewer pages (to a floor), and under half of it more again
+    (to ``VACUUM_PAGES``); the file still gets them all back in the end."""
+    from wheeld.shell.journal import retention as retention_module
+
+    monkeypatch.setattr(retention_module, "VACUUM_BUDGET_S", 0.0)  # every vacuum too long
+    journal = write_journal(tmp_path, games(60))
+    pruner = journal.pruner(Retention(keep_games=1))
+    assert pruner.step(0.0) > 0
+    assert pruner._vacuum_pages == retention_module.MIN_VACUUM_PAGES
+    monkeypatch.setattr(retention_module, "VACUUM_BUDGET_S", 3600.0)  # every vacuum short
+    while pruner.step(0.0):
+        pass
+    assert pruner._vacuum_pages > retention_module.MIN_VACUUM_PAGES
+    pruner._give_back()  # what a short step left free: given back by the next
+    pruner.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / JOURNAL_FILE)) as reader:
+        (free,) = reader.execute("PRAGMA freelist_count").fetchone()
+    journal.close()
+    assert free == 0
+
+
 def test_retention_by_age_keeps_a_year_of_decisions_and_a_quarter_of_frames(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:

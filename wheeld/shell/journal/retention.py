@@ -18,14 +18,18 @@ for a lock held by a thread the machine has put aside. The delete's half is
 paced by its wall time, not its row count: its cost is pages read, moved and
 logged (I/O more than CPU), so a batch that held the loop past
 ``DELETE_BUDGET_S`` makes the next of its table smaller, and batches under
-half of it grow back toward ``BATCH``. A year's backlog never holds the
-watchdog.
+half of it grow back toward ``BATCH``; the pages given back after it are
+paced the same way, on their own (``VACUUM_BUDGET_S``). What either half
+will read, ``find`` has read first (the oldest rows' index pages, the file's
+last pages that the vacuum moves): a page the loop reads from the disk holds
+it for milliseconds. A year's backlog never holds the watchdog.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -53,8 +57,15 @@ BATCH: dict[str, int] = {
 #: Free pages given back per step, at most: more than a batch frees, so the file
 #: keeps up, few enough that moving them is a short write.
 VACUUM_PAGES = 256
-#: How long a step's delete (with its pages given back) may hold the loop.
-DELETE_BUDGET_S = 0.005
+#: Pages a batch frees, about, beyond the free ones: the vacuum moves as many of the
+#: file's last pages (a batch of decisions, 200 rows of 1-2 KiB, frees some 100).
+BATCH_PAGES_FREED = 128
+#: The fewest a step gives back (paced by ``VACUUM_BUDGET_S``).
+MIN_VACUUM_PAGES = 16
+#: How long a step's delete may hold the loop, and then its pages given back: with the
+#: machine's own pauses (a VM's reach 5-7 ms), the loop is never held 10 ms.
+DELETE_BUDGET_S = 0.003
+VACUUM_BUDGET_S = 0.002
 #: The fewest rows a batch shrinks to (a game's decisions go together in any case).
 MIN_BATCH = 4
 #: The index by game of each table that has one (its pages change with the rows deleted).
@@ -101,6 +112,8 @@ class Pruner:
         self._retention = retention
         #: Rows the next batch of each table takes: paced by ``delete``'s wall time.
         self._rows = dict(BATCH)
+        #: Free pages the next step gives back: paced by their own wall time.
+        self._vacuum_pages = VACUUM_PAGES
         self._tables = (("frames",) if legacy_frames else ()) + (
             "frame_blocks",
             "decisions",
@@ -145,8 +158,9 @@ class Pruner:
             for table in self._tables:
                 last = self._last_to_go(table, now)
                 if last is not None:
-                    with contextlib.suppress(sqlite3.Error):  # a help, never a failure
+                    with contextlib.suppress(sqlite3.Error, OSError):  # a help, never a failure
                         self._warm(table, last[0])
+                        self._warm_tail()
                     return Batch(table, last[0], last[1], now)
         except sqlite3.Error as exc:  # a damaged page among the oldest rows, say
             raise JournalError(f"retention cannot read the journal: {exc}") from None
@@ -158,25 +172,35 @@ class Pruner:
         the journal (the daemon's loop: no lock to wait for); rows deleted."""
         if batch is None:
             return 0
-        started = time.perf_counter()
         try:
+            started = time.perf_counter()
             deleted = self._delete(batch)
+            deleted_at = time.perf_counter()
+            self._rows[batch.table] = _paced(
+                self._rows[batch.table],
+                deleted_at - started,
+                DELETE_BUDGET_S,
+                MIN_BATCH,
+                BATCH[batch.table],
+            )
             if deleted:
                 self._give_back()
+                self._vacuum_pages = _paced(
+                    self._vacuum_pages,
+                    time.perf_counter() - deleted_at,
+                    VACUUM_BUDGET_S,
+                    MIN_VACUUM_PAGES,
+                    VACUUM_PAGES,
+                )
         except sqlite3.Error as exc:
             raise JournalError(f"retention cannot write the journal: {exc}") from None
-        self._pace(batch.table, time.perf_counter() - started)
         return deleted
 
     def _pace(self, table: str, took: float) -> None:
-        """The next batch of ``table``: smaller in proportion after one that held the loop
-        past the budget, half as large again after one under half of it (up to ``BATCH``)."""
-        rows = self._rows[table]
-        if took > DELETE_BUDGET_S:
-            rows = int(rows * DELETE_BUDGET_S / took)
-        elif took < DELETE_BUDGET_S / 2:
-            rows += rows // 2 + 1
-        self._rows[table] = max(MIN_BATCH, min(rows, BATCH[table]))
+        """The next batch of ``table`` after one that took ``took`` to delete."""
+        self._rows[table] = _paced(
+            self._rows[table], took, DELETE_BUDGET_S, MIN_BATCH, BATCH[table]
+        )
 
     def _last_to_go(self, table: str, now: float) -> tuple[int, str] | None:
         """The id and hash of the last row of ``table``'s next batch, if any goes."""
@@ -315,6 +339,20 @@ class Pruner:
             if table == "decisions":
                 db.execute("SELECT COUNT(*) FROM results WHERE game_id <= ?", (high,)).fetchone()
 
+    def _warm_tail(self) -> None:
+        """Read here the database's last pages, those the vacuum moves into the free ones:
+        at a table they are the newest and mostly in memory, but a page of them that is
+        not would be read on the loop. The database's end is its page count, not the
+        file's size: pages given back leave the file only at the log's next checkpoint."""
+        db = self._db
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
+        pages = min(self._vacuum_pages, free + BATCH_PAGES_FREED)
+        count = db.execute("PRAGMA page_count").fetchone()[0]
+        size = db.execute("PRAGMA page_size").fetchone()[0]
+        first = max(0, count - pages)
+        with open(self._connection().path, "rb", buffering=0) as file:
+            os.pread(file.fileno(), (count - first) * size, first * size)
+
     def _give_back(self) -> None:
         """Return freed pages to the file system (a journal made with incremental auto-vacuum)."""
         db = self._db
@@ -323,7 +361,17 @@ class Pruner:
             # steps a statement that returns no row only once (one page, not 2,000).
             # The connection is in autocommit, so its implicit COMMIT commits nothing.
             with self._connection().write_lock:  # a write: the journal's turn waits
-                db.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")
+                db.executescript(f"PRAGMA incremental_vacuum({self._vacuum_pages});")
+
+
+def _paced(now: int, took: float, budget: float, least: int, most: int) -> int:
+    """How much the next step takes after one of ``now`` that took ``took``: less in
+    proportion past ``budget``, half as much again under half of it, within bounds."""
+    if took > budget:
+        now = int(now * budget / took)
+    elif took < budget / 2:
+        now += now // 2 + 1
+    return max(least, min(now, most))
 
 
 def _decided_at(payload: str | bytes) -> float | None:
