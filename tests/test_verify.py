@@ -679,6 +679,28 @@ def test_retention_gives_the_space_back_to_the_file_system(tmp_path: Path) -> No
     assert free == 0
 
 
+def test_retention_keeps_the_write_ahead_log_short_from_its_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``WAL_LIMIT_BYTES`` of log, ``find`` (the worker thread's half) checkpoints it:
+    the loop's commit that starts the log over then cuts back little, where a first run's
+    deletes left tens of megabytes to cut back on the loop."""
+    from wheeld.shell.journal import retention as retention_module
+
+    journal = write_journal(tmp_path, games(20))
+    journal.checkpoint_elsewhere()
+    pruner = journal.pruner(Retention(keep_games=1))
+    checkpoints: list[Path] = []
+    monkeypatch.setattr(retention_module, "checkpoint_wal", checkpoints.append)
+    pruner.find(0.0)
+    assert checkpoints == [], "a short log is left to the WAL job"
+    monkeypatch.setattr(retention_module, "WAL_LIMIT_BYTES", 0)
+    pruner.find(0.0)
+    assert checkpoints == [tmp_path / JOURNAL_FILE]
+    pruner.close()
+    journal.close()
+
+
 def test_pages_given_back_past_their_budget_make_the_next_step_give_back_fewer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
