@@ -83,7 +83,7 @@ def hand_scheduler() -> tuple[Scheduler, HandLoop, LoopClock]:
     """A scheduler on a loop moved by hand, and its clock (host time = 1000 + loop time)."""
     loop = HandLoop()
     clock = LoopClock(loop)
-    return Scheduler(clock, cast(Any, loop)), loop, clock
+    return Scheduler(clock, cast(Any, loop), phase_s=0.0), loop, clock
 
 
 class RecordingLog:

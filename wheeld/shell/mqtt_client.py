@@ -40,6 +40,8 @@ from paho.mqtt.exception import MalformedPacket
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from wheeld.shell.scheduler import BEAT_PHASE_S
+
 if TYPE_CHECKING:
     from paho.mqtt.reasoncodes import ReasonCode
 
@@ -233,12 +235,13 @@ class Client(aiomqtt.Client):
 
     async def _misc_loop(self) -> None:
         """aiomqtt's once-a-second call of paho's ``loop_misc`` (keepalive pings), on the
-        whole seconds of the loop's clock, where the daemon's scheduler keeps its beat
-        (``wheeld.shell.scheduler``): an idle daemon wakes once a second, not twice."""
+        seconds of the loop's clock where the daemon's scheduler keeps its beat
+        (``wheeld.shell.scheduler.BEAT_PHASE_S``): an idle daemon wakes once a second,
+        not twice."""
         loop = asyncio.get_running_loop()
         while self._client.loop_misc() == paho.MQTT_ERR_SUCCESS:
             now = loop.time()
-            beat = math.floor(now) + 1.0
+            beat = BEAT_PHASE_S + math.floor(now - BEAT_PHASE_S) + 1.0
             await asyncio.sleep(beat - now if beat - now >= 0.5 else beat + 1.0 - now)
 
     async def publish_acknowledged(

@@ -29,6 +29,7 @@ import asyncio
 import heapq
 import itertools
 import math
+import os
 from collections.abc import Callable
 
 from wheeld.shell.clock import HostClock
@@ -37,8 +38,11 @@ from wheeld.shell.clock import HostClock
 Callback = Callable[[float], None]
 #: Timers due this close together fire together (the loop may wake a hair early).
 TOGETHER_S = 0.001
-#: The beat: ``on_the_beat`` waits for the next whole second of the loop's clock.
+#: The beat: ``on_the_beat`` waits for the next second of the loop's clock.
 BEAT_S = 1.0
+#: Where this process's seconds fall within the loop clock's: its own (spread by its pid),
+#: so that daemons on one host (64 wheels) do not all run their jobs in one millisecond.
+BEAT_PHASE_S = (os.getpid() * 0.6180339887498949) % 1.0
 
 
 class Timer:
@@ -77,9 +81,16 @@ class Timer:
 class Scheduler:
     """The daemon's timers, driven by one event-loop timer and handed one clock."""
 
-    def __init__(self, clock: HostClock, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        clock: HostClock,
+        loop: asyncio.AbstractEventLoop | None = None,
+        phase_s: float = BEAT_PHASE_S,
+    ) -> None:
         self._clock = clock
         self._loop = loop
+        #: The grid's offset within a second (``BEAT_PHASE_S``; 0 in tests).
+        self._phase = phase_s
         #: The pending timers; ``_heap`` orders them (with stale entries, dropped lazily:
         #: a cancelled timer's, and a repeating timer's earlier due).
         self._timers: set[Timer] = set()
@@ -109,20 +120,23 @@ class Scheduler:
         return self._add(name, 0.0, callback, None)
 
     def every(self, period_s: float, callback: Callback, name: str = "") -> Timer:
-        """Call ``callback`` every ``period_s`` seconds, on the multiples of ``period_s`` of
-        the loop's clock, the first time at least one period from now."""
+        """Call ``callback`` every ``period_s`` seconds, on its grid (the multiples of
+        ``period_s`` of the loop's clock, offset by the process's phase), the first time
+        within one period from now (a watchdog's first ping is never later than before)."""
         if period_s <= 0:
             raise ValueError(f"{name or 'timer'}: a period must be positive, not {period_s}")
-        now = self._running_loop().time()
-        first = math.ceil((now + period_s) / period_s) * period_s
-        return self._add(name, first - now, callback, period_s)
+        return self._add(name, self._next_on_grid(period_s), callback, period_s)
 
     def on_the_beat(self, callback: Callback, name: str = "") -> Timer:
-        """Call ``callback`` once, at the next whole second of the loop's clock (within a
+        """Call ``callback`` once, at the next second of the process's grid (within a
         second), when the periodic timers of whole seconds fire too."""
+        return self._add(name, self._next_on_grid(BEAT_S), callback, None)
+
+    def _next_on_grid(self, period_s: float) -> float:
+        """The wait until the next point of ``period_s``'s grid after now."""
         now = self._running_loop().time()
-        beat = (math.floor(now / BEAT_S) + 1) * BEAT_S
-        return self._add(name, beat - now, callback, None)
+        point = self._phase + (math.floor((now - self._phase) / period_s) + 1) * period_s
+        return point - now
 
     async def sleep(self, delay_s: float, name: str = "") -> None:
         """Wait ``delay_s`` seconds, as a timer (a task's backoff): no sleep of its own.
@@ -224,9 +238,13 @@ class Scheduler:
                 if timer.every_s is None:
                     self._timers.discard(timer)
                 else:
-                    # On its grid; past what it missed when the loop was held.
-                    missed = math.floor((ticked - timer.due) / timer.every_s)
-                    timer.due += timer.every_s * (max(0, missed) + 1)
+                    # On its grid; past what it missed when the loop was held, and not
+                    # again at once when the loop woke just before a point of it.
+                    every = timer.every_s
+                    missed = math.floor((ticked - timer.due) / every)
+                    timer.due += every * (max(0, missed) + 1)
+                    if timer.due - ticked < every / 2:
+                        timer.due += every
                     self._push(timer)
                 try:
                     timer.callback(now)
