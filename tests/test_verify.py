@@ -619,10 +619,13 @@ def test_a_batch_that_held_the_loop_past_its_budget_makes_the_next_smaller(
     assert sizes[-1] == retention_module.MIN_BATCH, "a batch past the budget: to the floor"
     assert [game_id for game_id, _, _ in journal.decisions()][::3] == [36, 37, 38, 39, 40]
     monkeypatch.setattr(retention_module, "DELETE_BUDGET_S", 3600.0)  # every batch short
-    pruner._pace("decisions", 0.0)
+    pace = retention_module._paced
+    budget, least = retention_module.DELETE_BUDGET_S, retention_module.MIN_BATCH
+    most = retention_module.BATCH["decisions"]
+    pruner._rows["decisions"] = pace(pruner._rows["decisions"], 0.0, budget, least, most)
     assert pruner._rows["decisions"] == retention_module.MIN_BATCH * 3 // 2 + 1
     for _ in range(30):
-        pruner._pace("decisions", 0.0)
+        pruner._rows["decisions"] = pace(pruner._rows["decisions"], 0.0, budget, least, most)
     assert pruner._rows["decisions"] == retention_module.BATCH["decisions"], "back, no further"
     pruner.close()
     journal.close()
@@ -691,12 +694,47 @@ def test_retention_keeps_the_write_ahead_log_short_from_its_thread(
     journal.checkpoint_elsewhere()
     pruner = journal.pruner(Retention(keep_games=1))
     checkpoints: list[Path] = []
-    monkeypatch.setattr(retention_module, "checkpoint_wal", checkpoints.append)
-    pruner.find(0.0)
+    copied_back = [True]
+
+    def checkpoint(path: Path) -> bool:
+        checkpoints.append(path)
+        return copied_back[0]
+
+    monkeypatch.setattr(retention_module, "checkpoint_wal", checkpoint)
+    assert pruner.find(0.0) is not None
     assert checkpoints == [], "a short log is left to the WAL job"
     monkeypatch.setattr(retention_module, "WAL_LIMIT_BYTES", 0)
-    pruner.find(0.0)
+    assert pruner.find(0.0) is not None
     assert checkpoints == [tmp_path / JOURNAL_FILE]
+    copied_back[0] = False  # a reader's snapshot holds the log: deleting would grow it
+    assert pruner.find(0.0) is None
+    pruner.close()
+    journal.close()
+
+
+def test_retention_reads_the_database_s_last_pages_before_the_vacuum_moves_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``find`` reads, in its thread, the pages the vacuum will move on the loop: the
+    database's last ones by its page count (not the file's size, which shrinks only at a
+    checkpoint), as many as the next vacuum gives back at most."""
+    from wheeld.shell.journal import retention as retention_module
+
+    journal = write_journal(tmp_path, games(30))
+    pruner = journal.pruner(Retention(keep_games=1))
+    reads: list[tuple[int, int]] = []
+    real_pread = retention_module.os.pread
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        reads.append((offset, length))
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(retention_module.os, "pread", pread)
+    assert pruner.find(0.0) is not None
+    (count,) = pruner._db.execute("PRAGMA page_count").fetchone()
+    (size,) = pruner._db.execute("PRAGMA page_size").fetchone()
+    pages = min(retention_module.VACUUM_PAGES, retention_module.BATCH_PAGES_FREED, count)
+    assert reads == [((count - pages) * size, pages * size)]
     pruner.close()
     journal.close()
 

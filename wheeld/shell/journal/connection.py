@@ -41,16 +41,20 @@ _DAMAGED = frozenset({"unsupported file format"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def checkpoint_wal(path: Path) -> None:
+def checkpoint_wal(path: Path) -> bool:
     """Copy the write-ahead log's pages back into the database, beside the writer (PASSIVE:
-    it waits for no one), then let ``journal_size_limit`` cut the log back. For a worker
-    thread: SQLite lets the event loop run meanwhile."""
-    db = sqlite3.connect(path, isolation_level=None)
+    it waits for no one), then let ``journal_size_limit`` cut the log back; whether all of
+    it was copied (a reader's snapshot, an export's say, holds the rest back). For a
+    worker thread: SQLite lets the event loop run meanwhile. The file is opened, never
+    made: a journal deleted under the daemon is not replaced by an empty one (which
+    would take the log with it)."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
     try:
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
-        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        row = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     finally:
         db.close()
+    return row is not None and row[0] == 0 and row[1] == row[2]
 
 
 def connect(path: Path, continuation: Callable[[], str]) -> tuple[Connection, bool]:

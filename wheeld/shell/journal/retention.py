@@ -157,7 +157,8 @@ class Pruner:
         clock says later than that: a daemon back after a long stop, or a clock set a
         year ahead, takes nothing before the wheel has said a word in its time.
         """
-        self._keep_log_short()
+        if not self._keep_log_short():
+            return None  # a reader holds the log: deleting more would only grow it
         try:
             now = min(now, self._newest() or now)
             for table in self._tables:
@@ -200,12 +201,6 @@ class Pruner:
         except sqlite3.Error as exc:
             raise JournalError(f"retention cannot write the journal: {exc}") from None
         return deleted
-
-    def _pace(self, table: str, took: float) -> None:
-        """The next batch of ``table`` after one that took ``took`` to delete."""
-        self._rows[table] = _paced(
-            self._rows[table], took, DELETE_BUDGET_S, MIN_BATCH, BATCH[table]
-        )
 
     def _last_to_go(self, table: str, now: float) -> tuple[int, str] | None:
         """The id and hash of the last row of ``table``'s next batch, if any goes."""
@@ -344,16 +339,21 @@ class Pruner:
             if table == "decisions":
                 db.execute("SELECT COUNT(*) FROM results WHERE game_id <= ?", (high,)).fetchone()
 
-    def _keep_log_short(self) -> None:
+    def _keep_log_short(self) -> bool:
         """Copy the write-ahead log back into the database here, in the worker thread, once
         it is past ``WAL_LIMIT_BYTES``, not at the WAL job's next turn: the writer that next
         starts the log over cuts the file back to that size, on the loop, and a first run's
-        deletes grow it fast (cutting 60 MB back held the loop 13 ms). A help, never a
-        failure: the WAL job checkpoints anyway."""
+        deletes grow it fast (cutting 60 MB back held the loop 13 ms). False when it stays
+        long (a reader's snapshot, an export's, holds it): this run stops there, and the
+        next tries again. A failure to checkpoint is no reason to stop: the WAL job's
+        checkpoint says it."""
         path = self._connection().path
-        with contextlib.suppress(OSError, sqlite3.Error):
-            if path.with_name(f"{path.name}-wal").stat().st_size > WAL_LIMIT_BYTES:
-                checkpoint_wal(path)
+        try:
+            if path.with_name(f"{path.name}-wal").stat().st_size <= WAL_LIMIT_BYTES:
+                return True
+            return checkpoint_wal(path)
+        except (OSError, sqlite3.Error):
+            return True
 
     def _warm_tail(self) -> None:
         """Read here the database's last pages, those the vacuum moves into the free ones:
@@ -361,6 +361,8 @@ class Pruner:
         not would be read on the loop. The database's end is its page count, not the
         file's size: pages given back leave the file only at the log's next checkpoint."""
         db = self._db
+        if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            return  # an older journal: nothing is given back, nothing to read first
         free = db.execute("PRAGMA freelist_count").fetchone()[0]
         pages = min(self._vacuum_pages, free + BATCH_PAGES_FREED)
         count = db.execute("PRAGMA page_count").fetchone()[0]
