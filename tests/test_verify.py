@@ -723,13 +723,13 @@ def test_retention_reads_the_database_s_last_pages_before_the_vacuum_moves_them(
     journal = write_journal(tmp_path, games(30))
     pruner = journal.pruner(Retention(keep_games=1))
     reads: list[tuple[int, int]] = []
-    real_pread = retention_module.os.pread
+    real_pread = os.pread
 
     def pread(fd: int, length: int, offset: int) -> bytes:
         reads.append((offset, length))
         return real_pread(fd, length, offset)
 
-    monkeypatch.setattr(retention_module.os, "pread", pread)
+    monkeypatch.setattr(os, "pread", pread)
     assert pruner.find(0.0) is not None
     (count,) = pruner._db.execute("PRAGMA page_count").fetchone()
     (size,) = pruner._db.execute("PRAGMA page_size").fetchone()
