@@ -694,11 +694,11 @@ def test_retention_keeps_the_write_ahead_log_short_from_its_thread(
     journal.checkpoint_elsewhere()
     pruner = journal.pruner(Retention(keep_games=1))
     checkpoints: list[Path] = []
-    copied_back = [True]
+    left_behind = [3]  # a commit of the loop's, made meanwhile
 
-    def checkpoint(path: Path) -> bool:
+    def checkpoint(path: Path) -> int:
         checkpoints.append(path)
-        return copied_back[0]
+        return left_behind[0]
 
     monkeypatch.setattr(retention_module, "checkpoint_wal", checkpoint)
     assert pruner.find(0.0) is not None
@@ -706,8 +706,31 @@ def test_retention_keeps_the_write_ahead_log_short_from_its_thread(
     monkeypatch.setattr(retention_module, "WAL_LIMIT_BYTES", 0)
     assert pruner.find(0.0) is not None
     assert checkpoints == [tmp_path / JOURNAL_FILE]
-    copied_back[0] = False  # a reader's snapshot holds the log: deleting would grow it
+    left_behind[0] = 5000  # a reader's snapshot holds the log: deleting would grow it
     assert pruner.find(0.0) is None
+    pruner.close()
+    journal.close()
+
+
+def test_retention_waits_while_a_reader_holds_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader's snapshot (an export, a verify) keeps the checkpoint from copying the log
+    back: retention stops its run rather than grow the log the loop must cut back."""
+    from wheeld.shell.journal import retention as retention_module
+
+    journal = write_journal(tmp_path, games(20))
+    journal.checkpoint_elsewhere()
+    monkeypatch.setattr(retention_module, "WAL_LIMIT_BYTES", 0)
+    monkeypatch.setattr(retention_module, "LEFT_IN_LOG_MAX", 1)
+    pruner = journal.pruner(Retention(keep_games=1))
+    with contextlib.closing(sqlite3.connect(tmp_path / JOURNAL_FILE)) as reader:
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM decisions").fetchone()  # its snapshot, held
+        journal.record_frames([FrameRecord(1.0, "<", b"$WRHBT,1,1*00", None)])
+        assert pruner.find(0.0) is None
+        reader.execute("COMMIT")
+    assert pruner.find(0.0) is not None
     pruner.close()
     journal.close()
 

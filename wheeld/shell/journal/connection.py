@@ -41,10 +41,11 @@ _DAMAGED = frozenset({"unsupported file format"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def checkpoint_wal(path: Path) -> bool:
+def checkpoint_wal(path: Path) -> int:
     """Copy the write-ahead log's pages back into the database, beside the writer (PASSIVE:
-    it waits for no one), then let ``journal_size_limit`` cut the log back; whether all of
-    it was copied (a reader's snapshot, an export's say, holds the rest back). For a
+    it waits for no one), then let ``journal_size_limit`` cut the log back; the pages it
+    could not copy (a reader's snapshot, an export's say, holds them back; a commit made
+    meanwhile adds a few; 0 when another checkpoint was at it). For a
     worker thread: SQLite lets the event loop run meanwhile. The file is opened, never
     made: a journal deleted under the daemon is not replaced by an empty one (which
     would take the log with it)."""
@@ -54,7 +55,9 @@ def checkpoint_wal(path: Path) -> bool:
         row = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     finally:
         db.close()
-    return row is not None and row[0] == 0 and row[1] == row[2]
+    if row is None or row[0] != 0:
+        return 0
+    return max(0, int(row[1]) - int(row[2]))
 
 
 def connect(path: Path, continuation: Callable[[], str]) -> tuple[Connection, bool]:

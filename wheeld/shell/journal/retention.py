@@ -64,6 +64,9 @@ VACUUM_PAGES = 256
 #: Pages a batch frees, about, beyond the free ones: the vacuum moves as many of the
 #: file's last pages (a batch of decisions, 200 rows of 1-2 KiB, frees some 100).
 BATCH_PAGES_FREED = 128
+#: Pages a checkpoint may leave in the log and retention go on: the few a commit of the
+#: loop made meanwhile; a reader's snapshot holds back thousands.
+LEFT_IN_LOG_MAX = 256
 #: The fewest a step gives back (paced by ``VACUUM_BUDGET_S``).
 MIN_VACUUM_PAGES = 16
 #: How long a step's delete may hold the loop, and then its pages given back: with the
@@ -351,7 +354,7 @@ class Pruner:
         try:
             if path.with_name(f"{path.name}-wal").stat().st_size <= WAL_LIMIT_BYTES:
                 return True
-            return checkpoint_wal(path)
+            return checkpoint_wal(path) < LEFT_IN_LOG_MAX
         except (OSError, sqlite3.Error):
             return True
 
