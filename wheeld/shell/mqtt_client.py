@@ -27,7 +27,6 @@ along ``mqtt.servers`` the same way.
 from __future__ import annotations
 
 import asyncio
-import math
 import socket
 import ssl
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -40,7 +39,7 @@ from paho.mqtt.exception import MalformedPacket
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from wheeld.shell.scheduler import BEAT_PHASE_S
+from wheeld.shell.scheduler import BEAT_S, until_on_grid
 
 if TYPE_CHECKING:
     from paho.mqtt.reasoncodes import ReasonCode
@@ -236,13 +235,12 @@ class Client(aiomqtt.Client):
     async def _misc_loop(self) -> None:
         """aiomqtt's once-a-second call of paho's ``loop_misc`` (keepalive pings), on the
         seconds of the loop's clock where the daemon's scheduler keeps its beat
-        (``wheeld.shell.scheduler.BEAT_PHASE_S``): an idle daemon wakes once a second,
+        (``wheeld.shell.scheduler.until_on_grid``): an idle daemon wakes once a second,
         not twice."""
         loop = asyncio.get_running_loop()
         while self._client.loop_misc() == paho.MQTT_ERR_SUCCESS:
-            now = loop.time()
-            beat = BEAT_PHASE_S + math.floor(now - BEAT_PHASE_S) + 1.0
-            await asyncio.sleep(beat - now if beat - now >= 0.5 else beat + 1.0 - now)
+            wait = until_on_grid(loop.time(), BEAT_S)
+            await asyncio.sleep(wait if wait >= BEAT_S / 2 else wait + BEAT_S)
 
     async def publish_acknowledged(
         self,

@@ -10,11 +10,12 @@ every timer then due is called with that same ``now``, in the order they fell
 due. The timers are a heap, so setting or cancelling one costs O(log n) even
 with a server's hundreds of connections each holding a deadline.
 
-Periodic timers keep to a grid of the loop's clock (a period's multiples), and
-what only has to happen within a second (a batch of lines journaled) waits
-for the next whole second (``on_the_beat``): an idle daemon wakes once a
-second for all of them (the MQTT client's own second too,
-``wheeld.shell.mqtt_client``), not once for each.
+Periodic timers keep to a grid of the loop's clock (a period's multiples,
+offset within the second by the process's ``BEAT_PHASE_S``), and what only has
+to happen within a second (a batch of lines journaled) waits for the grid's
+next second (``on_the_beat``): an idle daemon wakes once a second for all of
+them (the MQTT client's own second too, ``wheeld.shell.mqtt_client``), not
+once for each.
 
 A timer is due at a moment of the monotonic clock, so a stepped wall clock
 neither hurries nor delays it; ``at()`` turns a host-time deadline into one
@@ -133,10 +134,7 @@ class Scheduler:
         return self._add(name, self._next_on_grid(BEAT_S), callback, None)
 
     def _next_on_grid(self, period_s: float) -> float:
-        """The wait until the next point of ``period_s``'s grid after now."""
-        now = self._running_loop().time()
-        point = self._phase + (math.floor((now - self._phase) / period_s) + 1) * period_s
-        return point - now
+        return until_on_grid(self._running_loop().time(), period_s, self._phase)
 
     async def sleep(self, delay_s: float, name: str = "") -> None:
         """Wait ``delay_s`` seconds, as a timer (a task's backoff): no sleep of its own.
@@ -255,6 +253,13 @@ class Scheduler:
         finally:
             self._firing = False
             self._arm()
+
+
+def until_on_grid(now: float, period_s: float, phase_s: float = BEAT_PHASE_S) -> float:
+    """The wait from ``now`` (the loop's clock) to the next point of ``period_s``'s grid,
+    offset by ``phase_s``: never more than a period."""
+    point = phase_s + (math.floor((now - phase_s) / period_s) + 1) * period_s
+    return point - now
 
 
 def _key(timer: Timer) -> tuple[float, int]:
