@@ -288,3 +288,30 @@ def test_a_marquee_that_loses_its_port_shows_no_url_but_its_own(
         other_demo.bind(("127.0.0.1", 0))
         other_demo.listen()
         asyncio.run(scenario(other_demo.getsockname()[1]))
+
+
+def test_an_error_the_embedded_broker_leaves_on_the_loop_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Found by CI: amqtt, stopping while a client connected, raised inside its own
+    connection callback, and asyncio's handler printed that traceback under the demo's
+    "interrupted"."""
+
+    async def broker_fails_in_its_callback() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(demo_module._one_line_loop_errors)
+        try:
+            raise RuntimeError("dictionary changed size during iteration")
+        except RuntimeError as error:
+            loop.call_exception_handler(
+                {"message": "Unhandled exception in client_connected_cb", "exception": error}
+            )
+        loop.call_exception_handler({"message": "a message alone"})
+
+    asyncio.run(broker_fails_in_its_callback())
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "wheeld demo: Unhandled exception in client_connected_cb: "
+        "RuntimeError: dictionary changed size during iteration",
+        "wheeld demo: a message alone",
+    ]

@@ -565,6 +565,15 @@ def _the_wheel(
     return play_model, dealer, "simulated wheel"
 
 
+def _one_line_loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An error no task of the demo's awaited (the embedded broker's own, a client's
+    future left behind by a disconnection) is one line, never asyncio's traceback."""
+    error = context.get("exception")
+    said = f"{type(error).__name__}: {error}" if error is not None else ""
+    what = context.get("message") or "an error in the background"
+    print(f"wheeld demo: {what}{': ' if said else ''}{said}", file=sys.stderr, flush=True)
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from wheeld.config import ConfigError, load
     from wheeld_simulators.targets import PtySink
@@ -574,6 +583,7 @@ async def _demo(args: argparse.Namespace) -> int:
     if args.driver not in simulated_wheels():
         raise DemoError(unknown_driver(args.driver), EXIT_USAGE)
 
+    asyncio.get_running_loop().set_exception_handler(_one_line_loop_errors)
     # pid for this machine, random bits for other machines on a shared broker.
     table = f"DEMO-{os.getpid()}-{secrets.token_hex(2)}"
     base = f"wheeld/{table}"
