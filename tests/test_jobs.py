@@ -56,6 +56,7 @@ def _parts(**overrides: Any) -> Parts:
         pruner=lambda retention: SimpleNamespace(step=lambda now: 0),
         epoch="e1",
         path="journal.sqlite",
+        file=SimpleNamespace(lost=lambda: None),
     )
     pipeline = SimpleNamespace(
         settings=SimpleNamespace(base_topic="wheeld/T1"),
@@ -349,7 +350,9 @@ async def test_the_write_ahead_log_is_checkpointed_one_at_a_time_off_the_loop(
         await release.wait()
 
     monkeypatch.setattr(wal.WalCheckpointJob, "_checkpoint", checkpoint)
-    journal = SimpleNamespace(checkpoint_elsewhere=lambda: elsewhere.append(True))
+    journal = SimpleNamespace(
+        checkpoint_elsewhere=lambda: elsewhere.append(True), file=SimpleNamespace(lost=lambda: None)
+    )
     job = WalCheckpointJob(_parts(journal=journal))
     job.running()
     assert elsewhere == [True], "commits on the loop never checkpoint"
@@ -378,7 +381,10 @@ async def test_a_checkpoint_under_a_file_size_limit_says_the_limit(
 
     monkeypatch.setattr(wal, "checkpoint_wal", refused)
     monkeypatch.setattr(errors, "file_size_limit", lambda: "no file past 300 KiB (ulimit -f)")
-    parts = _parts(journal=SimpleNamespace(path=tmp_path / "journal.sqlite3"))
+    journal = SimpleNamespace(
+        path=tmp_path / "journal.sqlite3", file=SimpleNamespace(lost=lambda: None)
+    )
+    parts = _parts(journal=journal)
     job = WalCheckpointJob(parts)
     job.tick(1000.0)
     await asyncio.wait_for(job.stopping(), timeout=10)

@@ -380,7 +380,7 @@ class Daemon:
         await self.jobs.stopping()  # a checkpoint's connection, before ours closes
         with contextlib.suppress(JournalWriteError):
             self.effects.batches.flush()  # the last lines heard, before the journal closes
-        self.journal.close()
+        self.journal.close(tell=lambda said: self.log.error("journal lost", outcome=said))
         self.notifier.close()
         if self._rival is not None:
             raise self._rival

@@ -1,7 +1,9 @@
 """The write-ahead log's checkpoint, in a worker thread: it stays a few hundred KiB.
 
 Never by a commit on the event loop (``Journal.checkpoint_elsewhere``): a
-checkpoint's fsyncs must not hold up a launch.
+checkpoint's fsyncs must not hold up a launch. At each turn it also asks whether
+the journal's path still names the file the daemon writes: a journal deleted
+under it stops the daemon, whose close puts the file back (``journal.rescue``).
 """
 
 from __future__ import annotations
@@ -11,13 +13,21 @@ import sqlite3
 from typing import ClassVar
 
 from wheeld.shell.jobs.base import Job, Parts
-from wheeld.shell.journal.errors import in_words
+from wheeld.shell.journal.errors import JournalError, in_words
 from wheeld.shell.journal.store import checkpoint_wal
 
 #: How often the write-ahead log is checkpointed.
 WAL_CHECKPOINT_S = 30.0
 #: At a stop, how long a checkpoint under way may still take.
 WAL_PATIENCE_S = 5.0
+
+
+class JournalLost(JournalError):
+    """The journal's file was deleted or replaced under the running daemon."""
+
+
+def _stop_for(lost: str) -> None:
+    raise JournalLost(f"{lost}: stopping; the open journal is put back at its close")
 
 
 class WalCheckpointJob(Job):
@@ -36,6 +46,12 @@ class WalCheckpointJob(Job):
         return WAL_CHECKPOINT_S
 
     def tick(self, now: float) -> None:
+        lost = self.parts.journal.file.lost()
+        if lost is not None:
+            # Every game recorded from now on would go with the file at its close: stop
+            # deciding; the close copies the open file back to its path (``rescue``).
+            self.parts.guard(lambda: _stop_for(lost))
+            return
         if self._task is not None and not self._task.done():
             return  # the last one is still at it (a slow disk)
         self._task = asyncio.get_running_loop().create_task(self._checkpoint())

@@ -101,8 +101,12 @@ def connect_beside(open_: Connection) -> Connection:
     done, not at SQLite's next poll of a busy file, up to 100 ms later)."""
     path, continuation = open_.path, open_.continuation
     try:
-        db = sqlite3.connect(
-            path, isolation_level=None, check_same_thread=False, timeout=BUSY_WAIT_S
+        db = sqlite3.connect(  # opened, never made: see ``checkpoint_wal``
+            f"{path.resolve().as_uri()}?mode=rw",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=BUSY_WAIT_S,
         )
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         db.execute("PRAGMA synchronous=FULL")

@@ -45,6 +45,7 @@ from wheeld.shell.journal.frames import FrameTail
 from wheeld.shell.journal.marks import GameIds, lock_state_dir, read_boot_id
 from wheeld.shell.journal.outbox import Outbox, OutboxEntry
 from wheeld.shell.journal.records import Records
+from wheeld.shell.journal.rescue import JournalFile
 from wheeld.shell.journal.retention import Pruner, Retention
 from wheeld.shell.journal.schema import Schema, tables
 from wheeld.shell.journal.state import PROBE_BYTES, StateTable
@@ -109,6 +110,8 @@ class Journal:
             self._ids = GameIds(state_dir, self._boot_id, self.warnings)
             self._sql, fresh = connect(path, self._ids.continuation)
             self._db = self._sql.db
+            #: Whether the path still names this file: deleted under the daemon, it stops.
+            self.file = JournalFile(path)
             if fresh:
                 self._ids.journal_missing(path)
             if on_progress is not None:
@@ -146,14 +149,15 @@ class Journal:
         last commits lost to a power cut): ids continue past the reserved blocks."""
         return self._ids.lost
 
-    def close(self) -> None:
+    def close(self, tell: Callable[[str], None] = lambda said: None) -> None:
         """Close the database and release the state directory; safe to call twice.
 
         A clean close is written down (with an fsync, which makes every earlier
         commit durable too), the chains' heads become the ``checked`` mark,
         and ``game-ids`` comes back to the last game id handed out: the next
         start continues from it, and an older journal swapped in meanwhile is
-        found behind it.
+        found behind it. ``tell`` hears what became of a journal deleted or replaced
+        under the daemon (``rescue``): put back at its path, or why it could not be.
         """
         db = getattr(self, "_db", None)
         if db is not None:
@@ -166,8 +170,11 @@ class Journal:
                         self._ids.put_run(self._sql, closed=True)
                         put_heads(db, heads, "checked")
                     self._ids.closed()
+            # A file deleted under the daemon: copied out, and put back once closed.
+            self.file.copy_out_if_lost(db, tell)
             db.close()
             del self._db
+            self.file.put_back(tell)
         for fd in self._locks:
             os.close(fd)  # releases the flock
         self._locks = ()
