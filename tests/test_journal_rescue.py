@@ -38,8 +38,10 @@ def test_a_journal_deleted_under_the_daemon_is_put_back_with_every_game(tmp_path
     assert journal.file.lost() == f"{path} was deleted under the running daemon"
     play(journal, 2)  # recorded in the deleted file: it must not go with it
     said: list[str] = []
-    journal.close(tell=said.append)
+    working: list[str] = []
+    journal.close(tell=said.append, working=working.append)
     assert said == [f"the journal, copied out of the open file, is back at {path}"]
+    assert working and working[-1].startswith("copying the deleted journal back: "), working
     assert _results(path) == [1, 2]
     assert sorted(p.name for p in path.parent.iterdir() if p.name.startswith(JOURNAL)) == [JOURNAL]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import signal
 import socket
@@ -380,7 +381,8 @@ class Daemon:
         await self.jobs.stopping()  # a checkpoint's connection, before ours closes
         with contextlib.suppress(JournalWriteError):
             self.effects.batches.flush()  # the last lines heard, before the journal closes
-        self.journal.close(tell=lambda said: self.log.error("journal lost", outcome=said))
+        said = functools.partial(self.log.error, "journal lost")  # deleted under the daemon
+        self.journal.close(tell=lambda line: said(outcome=line), working=self.notifier.starting)
         self.notifier.close()
         if self._rival is not None:
             raise self._rival

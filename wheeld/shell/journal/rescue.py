@@ -25,6 +25,8 @@ from pathlib import Path
 
 #: The copy's name while it is written: never opened as a journal.
 _COPY_SUFFIX = ".rescue"
+#: Pages copied between two words of progress (64 MiB of 4 KiB pages).
+_COPY_PAGES = 16_384
 
 
 class JournalFile:
@@ -40,12 +42,16 @@ class JournalFile:
         """Why the path no longer names the file the daemon writes, or None."""
         return None if self._identity is None else self._identity.lost(self.path)
 
-    def copy_out_if_lost(self, db: sqlite3.Connection, tell: Callable[[str], None]) -> None:
-        """Before the journal's connection closes: a copy of all it holds, if lost."""
+    def copy_out_if_lost(
+        self, db: sqlite3.Connection, tell: Callable[[str], None], working: Callable[[str], None]
+    ) -> None:
+        """Before the journal's connection closes: a copy of all it holds, if lost;
+        ``working`` hears how far it is (a year's journal takes seconds: systemd's stop
+        timeout is extended)."""
         if self.lost() is None:
             return
         try:
-            self._copy = copy_out(db, self.path)
+            self._copy = copy_out(db, self.path, working)
         except (OSError, sqlite3.Error) as exc:
             tell(f"the deleted journal could not be copied out: {exc}")
 
@@ -91,15 +97,24 @@ class FileIdentity:
         return None
 
 
-def copy_out(db: sqlite3.Connection, path: Path) -> Path:
-    """Copy the open journal, everything it has committed, beside ``path``; fsync'd."""
+def copy_out(
+    db: sqlite3.Connection, path: Path, working: Callable[[str], None] = lambda status: None
+) -> Path:
+    """Copy the open journal, everything it has committed, beside ``path``; fsync'd.
+    ``working`` hears, every ``_COPY_PAGES`` pages, how far the copy is."""
     copy = path.with_name(path.name + _COPY_SUFFIX)
     for stale in (copy, copy.with_name(copy.name + "-journal")):
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
     target = sqlite3.connect(copy, isolation_level=None)
     try:
-        db.backup(target)
+        db.backup(
+            target,
+            pages=_COPY_PAGES,
+            progress=lambda _, left, total: working(
+                f"copying the deleted journal back: {total - left} of {total} pages"
+            ),
+        )
     finally:
         target.close()
     with open(copy, "rb") as file:

@@ -149,7 +149,11 @@ class Journal:
         last commits lost to a power cut): ids continue past the reserved blocks."""
         return self._ids.lost
 
-    def close(self, tell: Callable[[str], None] = lambda said: None) -> None:
+    def close(
+        self,
+        tell: Callable[[str], None] = lambda said: None,
+        working: Callable[[str], None] = lambda status: None,
+    ) -> None:
         """Close the database and release the state directory; safe to call twice.
 
         A clean close is written down (with an fsync, which makes every earlier
@@ -157,7 +161,8 @@ class Journal:
         and ``game-ids`` comes back to the last game id handed out: the next
         start continues from it, and an older journal swapped in meanwhile is
         found behind it. ``tell`` hears what became of a journal deleted or replaced
-        under the daemon (``rescue``): put back at its path, or why it could not be.
+        under the daemon (``rescue``): put back at its path, or why it could not be;
+        ``working``, how far its copy is.
         """
         db = getattr(self, "_db", None)
         if db is not None:
@@ -171,7 +176,7 @@ class Journal:
                         put_heads(db, heads, "checked")
                     self._ids.closed()
             # A file deleted under the daemon: copied out, and put back once closed.
-            self.file.copy_out_if_lost(db, tell)
+            self.file.copy_out_if_lost(db, tell, working)
             db.close()
             del self._db
             self.file.put_back(tell)
