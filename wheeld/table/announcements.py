@@ -47,10 +47,11 @@ class Announcer:
         marker first: intent first), and where the chain stands after it."""
         model = game_payload(decision, self.table, layout, self.epoch)
         message: dict[str, Any] = model.model_dump(mode="json")
-        body = model.to_json()
         if self.signer is not None:
             message, chain = sign_into_chain(message, chain, self.signer)
             body = compact(message)
+        else:
+            body = model.to_json()  # serialised once: a signed body is the chain's own
         number = decision.number if isinstance(decision, Result) else None
         event = event_name(decision)
         record = GameRecord(decision.game_id, event, body, number, message)
