@@ -2089,7 +2089,6 @@ def measure_prune(
 
     from wheeld.shell.jobs.wal import WAL_CHECKPOINT_S
     from wheeld.shell.journal import Retention
-    from wheeld.shell.journal.connection import checkpoint_wal
     from wheeld.shell.journal.retention import DAY_S
 
     span_days = max(last - first, 1.0) / DAY_S
@@ -2189,7 +2188,7 @@ def measure_prune(
         async def checkpoints() -> None:  # the daemon's WAL job: in a thread
             while not done.is_set():
                 await asyncio.sleep(WAL_CHECKPOINT_S)
-                await asyncio.to_thread(checkpoint_wal, path)
+                await asyncio.to_thread(journal.checkpoint_log)
 
         tasks = [asyncio.create_task(job()) for job in (ticker, writer, checkpoints)]
         started = time.perf_counter()

@@ -371,18 +371,18 @@ async def test_a_checkpoint_under_a_file_size_limit_says_the_limit(
     `OperationalError('disk I/O error')`."""
     import sqlite3
 
-    from wheeld.shell.jobs import wal
     from wheeld.shell.journal import errors
 
-    def refused(path: Path) -> None:
+    def refused() -> int:
         error = sqlite3.OperationalError("disk I/O error")
         error.sqlite_errorcode = sqlite3.SQLITE_IOERR_WRITE
         raise error
 
-    monkeypatch.setattr(wal, "checkpoint_wal", refused)
     monkeypatch.setattr(errors, "file_size_limit", lambda: "no file past 300 KiB (ulimit -f)")
     journal = SimpleNamespace(
-        path=tmp_path / "journal.sqlite3", file=SimpleNamespace(lost=lambda: None)
+        path=tmp_path / "journal.sqlite3",
+        file=SimpleNamespace(lost=lambda: None),
+        checkpoint_log=refused,
     )
     parts = _parts(journal=journal)
     job = WalCheckpointJob(parts)

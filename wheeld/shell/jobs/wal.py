@@ -14,7 +14,6 @@ from typing import ClassVar
 
 from wheeld.shell.jobs.base import Job, Parts
 from wheeld.shell.journal.errors import JournalError, in_words
-from wheeld.shell.journal.store import checkpoint_wal
 
 #: How often the write-ahead log is checkpointed.
 WAL_CHECKPOINT_S = 30.0
@@ -57,9 +56,10 @@ class WalCheckpointJob(Job):
         self._task = asyncio.get_running_loop().create_task(self._checkpoint())
 
     async def _checkpoint(self) -> None:
-        path = self.parts.journal.path
+        journal = self.parts.journal
+        path = journal.path
         try:
-            await asyncio.to_thread(checkpoint_wal, path)
+            await asyncio.to_thread(journal.checkpoint_log)
         except sqlite3.Error as exc:  # a full disk, say: the log waits, the journal says so
             self.parts.log.warning("journal checkpoint failed", error=in_words(exc, path))
         except Exception as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from wheeld.shell.journal.schema import rollback, transaction
 
 #: The write-ahead log is cut back to this after a checkpoint.
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
+#: The ``state`` key a checkpoint's thread writes (the time) to start the log over.
+LOG_RESTARTED = "log_restarted_at"
 #: How long a write on a second connection waits for the write lock (SQLite's busy timeout).
 BUSY_WAIT_S = 5.0
 #: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
@@ -41,23 +44,51 @@ _DAMAGED = frozenset({"unsupported file format"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def checkpoint_wal(path: Path) -> int:
+def checkpoint_wal(path: Path, write_lock: threading.RLock | None = None) -> int:
     """Copy the write-ahead log's pages back into the database, beside the writer (PASSIVE:
     it waits for no one), then let ``journal_size_limit`` cut the log back; the pages it
     could not copy (a reader's snapshot, an export's say, holds them back; a commit made
     meanwhile adds a few; 0 when another checkpoint was at it). For a
     worker thread: SQLite lets the event loop run meanwhile. The file is opened, never
     made: a journal deleted under the daemon is not replaced by an empty one (which
-    would take the log with it)."""
+    would take the log with it). With the journal's ``write_lock``, a log copied back
+    whole is started over here too (``_start_log_over``)."""
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
     try:
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         row = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if write_lock is not None and row is not None and row[0] == 0 and 0 < row[1] == row[2]:
+            _start_log_over(db, write_lock)
     finally:
         db.close()
     if row is None or row[0] != 0:
         return 0
     return max(0, int(row[1]) - int(row[2]))
+
+
+def _start_log_over(db: sqlite3.Connection, write_lock: threading.RLock) -> None:
+    """Start the log over here, in the checkpoint's thread, with a small write.
+
+    The first commit after the log was copied back whole starts it over, and
+    SQLite syncs the log's new header then, whatever ``synchronous`` says of
+    commits: on the loop, that fsync held a retention step, or a game's start,
+    for up to tens of milliseconds (found in a year's first retention run). The
+    write changes a value (one that changes nothing writes no page, and starts
+    nothing over); it is left to the loop's next commit when the loop is writing
+    now, rather than made to wait for it.
+    """
+    if not write_lock.acquire(blocking=False):
+        return
+    try:
+        db.execute("PRAGMA synchronous=NORMAL")  # the header's sync, not a commit's
+        with transaction(db):
+            db.execute(
+                "INSERT INTO state (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (LOG_RESTARTED, repr(time.time())),
+            )
+    finally:
+        write_lock.release()
 
 
 def connect(path: Path, continuation: Callable[[], str]) -> tuple[Connection, bool]:

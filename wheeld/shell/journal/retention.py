@@ -354,7 +354,7 @@ class Pruner:
         try:
             if path.with_name(f"{path.name}-wal").stat().st_size <= WAL_LIMIT_BYTES:
                 return True
-            return checkpoint_wal(path) < LEFT_IN_LOG_MAX
+            return checkpoint_wal(path, self._connection().write_lock) < LEFT_IN_LOG_MAX
         except (OSError, sqlite3.Error):
             return True
 

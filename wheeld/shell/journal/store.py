@@ -356,6 +356,10 @@ class Journal:
         in a worker thread): a commit on the event loop never pays for one."""
         self._db.execute("PRAGMA wal_autocheckpoint = 0")
 
+    def checkpoint_log(self) -> int:
+        """``checkpoint_wal`` for a worker thread, the log started over there too."""
+        return checkpoint_wal(self.path, self._sql.write_lock)
+
     def checkpoint(self) -> None:
         """The chains as they stand are ``checked``: the next open walks only what follows."""
         self._chains.mark_checked()

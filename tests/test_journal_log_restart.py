@@ -1,0 +1,77 @@
+"""The write-ahead log started over in the checkpoint's thread, not by the loop's next commit.
+
+SQLite syncs the log's header when a commit starts a log that was copied back whole
+over: an fsync, whatever ``synchronous`` says of commits. Left to the loop's next commit
+(a retention step's, a game's start) it held the loop for up to tens of milliseconds on
+a year's first retention run; the checkpoint's thread takes it now. Seen from outside:
+the log's checkpoint sequence (its header's bytes 12-15) moves at the checkpoint, and the
+loop's next commit leaves it where it is.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from tests.test_journal import JOURNAL, play
+from wheeld.shell.journal import Journal
+from wheeld.shell.journal.connection import checkpoint_wal
+
+
+def _restarts(path: Path) -> int:
+    """The log's checkpoint sequence: one more at each start over."""
+    header = path.with_name(f"{path.name}-wal").read_bytes()[:16]
+    return int.from_bytes(header[12:16], "big")
+
+
+def _journal(tmp_path: Path) -> Journal:
+    journal = Journal(tmp_path / "state" / JOURNAL)
+    journal.checkpoint_elsewhere()
+    play(journal, 1)
+    return journal
+
+
+def test_the_checkpoint_thread_starts_the_log_over_and_the_loops_commit_does_not(
+    tmp_path: Path,
+) -> None:
+    journal = _journal(tmp_path)
+    before = _restarts(journal.path)
+    thread = threading.Thread(target=journal.checkpoint_log)
+    thread.start()
+    thread.join(timeout=30)
+    assert _restarts(journal.path) == before + 1, "started over in the checkpoint's thread"
+    play(journal, 2)
+    assert _restarts(journal.path) == before + 1, "the loop's commit went on in that log"
+    journal.close()
+
+
+def test_without_the_write_lock_the_loops_next_commit_starts_it_over(tmp_path: Path) -> None:
+    """What the daemon did before, and still does while the loop is writing."""
+    journal = _journal(tmp_path)
+    before = _restarts(journal.path)
+    checkpoint_wal(journal.path)
+    assert _restarts(journal.path) == before
+    play(journal, 2)
+    assert _restarts(journal.path) == before + 1
+    journal.close()
+
+
+def test_a_writing_loop_is_never_made_to_wait(tmp_path: Path) -> None:
+    journal = _journal(tmp_path)
+    before = _restarts(journal.path)
+    lock = threading.RLock()
+    held, release = threading.Event(), threading.Event()
+
+    def loop_writing() -> None:
+        with lock:
+            held.set()
+            release.wait(timeout=30)
+
+    writer = threading.Thread(target=loop_writing)
+    writer.start()
+    held.wait(timeout=30)
+    checkpoint_wal(journal.path, lock)  # returns at once: the lock is the loop's
+    release.set()
+    writer.join(timeout=30)
+    assert _restarts(journal.path) == before
+    journal.close()
