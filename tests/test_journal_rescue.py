@@ -18,6 +18,8 @@ from tests.test_jobs import _parts
 from tests.test_journal import JOURNAL, play
 from wheeld.shell.jobs.wal import JournalLost, WalCheckpointJob
 from wheeld.shell.journal import Journal, JournalError
+from wheeld.shell.journal.connection import checkpoint_wal
+from wheeld.shell.journal.rescue import copy_out
 
 
 def _results(path: Path) -> list[int]:
@@ -47,20 +49,74 @@ def test_a_journal_deleted_under_the_daemon_is_put_back_with_every_game(tmp_path
 
 
 def test_a_journal_replaced_under_the_daemon_is_kept_beside_the_new_file(tmp_path: Path) -> None:
+    """The new file is left whole: found by a fresh-eyes attack, the deleted journal's log
+    stayed beside it and SQLite replayed it into the new file at the next start (a
+    "corrupt" journal, exit 65, the new file overwritten)."""
     path = tmp_path / "state" / JOURNAL
     journal = Journal(path)
     play(journal, 1)
     path.rename(tmp_path / "moved-away")
-    path.write_bytes(b"someone else's file")
+    other = sqlite3.connect(tmp_path / "other.sqlite3")
+    other.execute("PRAGMA journal_mode=WAL")
+    other.execute("CREATE TABLE other (x)")
+    other.executemany("INSERT INTO other VALUES (?)", [(n,) for n in range(1000)])
+    other.commit()
+    other.close()
+    (tmp_path / "other.sqlite3").rename(path)
     assert journal.file.lost() == f"{path} was replaced by another file under the running daemon"
     play(journal, 2)
     said: list[str] = []
     journal.close(tell=said.append)
     (line,) = said
-    kept = Path(line.rsplit(" ", 1)[1])
-    assert kept.name.startswith(f"{JOURNAL}.rescued-") and kept.parent == path.parent
-    assert path.read_bytes() == b"someone else's file", "the new file is left as it is"
+    kept = Path(line.split(" is kept at ", 1)[1].split(": ", 1)[0])
+    assert kept.name.startswith(f"{JOURNAL}.rescued-") and kept.parent == path.parent, line
+    assert line.endswith("stop wheeld and move it back to keep its games")
+    assert not path.with_name(f"{JOURNAL}-wal").exists(), "the deleted journal's log is gone"
+    with sqlite3.connect(path) as again:
+        assert again.execute("SELECT COUNT(*) FROM other").fetchone() == (1000,)
     assert _results(kept) == [1, 2]
+
+
+def test_a_journal_emptied_under_the_daemon_is_said_and_its_log_not_deleted(
+    tmp_path: Path,
+) -> None:
+    """Found by a fresh-eyes attack: ``: > journal.sqlite3`` kept the inode, went unnoticed,
+    and the WAL job's checkpoint (SQLite opening an empty database) deleted the live log."""
+    path = tmp_path / "state" / JOURNAL
+    journal = Journal(path)
+    play(journal, 1)
+    path.write_bytes(b"")
+    assert journal.file.lost() == f"{path} was emptied under the running daemon"
+    log = path.with_name(f"{JOURNAL}-wal")
+    assert log.exists()
+    assert checkpoint_wal(path) == 0
+    assert log.exists(), "no checkpoint opens an emptied journal"
+    said: list[str] = []
+    journal.close(tell=said.append)
+    assert said == [
+        f"{path} was emptied under the running daemon: its pages are gone, nothing to copy"
+        " out; the next start begins a new journal, game ids going on from game-ids"
+    ]
+
+
+def test_a_copy_is_named_whole_only_once_it_is(tmp_path: Path) -> None:
+    """A copy killed midway is ``.rescue`` (never opened, replaced by the next rescue); a
+    whole one is ``.rescued-<time>``, found beside the journal even if its put-back never
+    came."""
+    path = tmp_path / "state" / JOURNAL
+    journal = Journal(path)
+    play(journal, 1)
+    path.unlink()
+    said: list[str] = []
+    steps: list[str] = []
+    whole = copy_out(journal._db, path, steps.append)
+    assert whole.name.startswith(f"{JOURNAL}.rescued-")
+    assert not path.with_name(f"{JOURNAL}.rescue").exists()
+    assert steps[0] == "copying the deleted journal back"
+    assert steps[-1] == "copying the deleted journal back: syncing the copy"
+    with sqlite3.connect(whole) as copied:
+        assert copied.execute("SELECT game_id FROM decisions").fetchall() == [(1,)]
+    journal.close(tell=said.append)
 
 
 def test_a_journal_in_place_is_closed_as_ever(tmp_path: Path) -> None:

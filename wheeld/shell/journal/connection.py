@@ -28,6 +28,7 @@ from wheeld.shell.journal.errors import (
     in_words,
     unreadable,
 )
+from wheeld.shell.journal.rescue import emptied
 from wheeld.shell.journal.schema import rollback, transaction
 
 #: The write-ahead log is cut back to this after a checkpoint.
@@ -53,6 +54,8 @@ def checkpoint_wal(path: Path, write_lock: threading.RLock | None = None) -> int
     made: a journal deleted under the daemon is not replaced by an empty one (which
     would take the log with it). With the journal's ``write_lock``, a log copied back
     whole is started over here too (``_start_log_over``)."""
+    if emptied(path):
+        return 0  # SQLite would delete an empty database's log, every commit in it
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
     try:
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")

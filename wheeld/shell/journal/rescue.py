@@ -1,4 +1,4 @@
-"""A journal deleted (or replaced) under the running daemon: noticed, and put back.
+"""A journal deleted (or replaced, or emptied) under the running daemon: noticed, and put back.
 
 SQLite goes on writing to a database file whose name was taken away: the
 daemon's descriptor keeps it, and every game recorded after the ``rm`` would
@@ -7,10 +7,19 @@ file's identity from its open (``FileIdentity``); a periodic job asks whether
 the path still names it (``FileIdentity.lost``), and the daemon stops when it
 does not (status 1: the unit starts it again). At its close the journal is
 copied out of the open database through SQLite's backup (``copy_out``), every
-commit of the deleted file included, and put back at its path (``put_back``)
-once its connection is closed, or beside it when something else took the
-name meanwhile: the start that follows opens the whole history, game ids
-going on, and what the outbox had not delivered goes out then.
+commit of the deleted file included, under a name that says it is whole only
+once it is (``journal.sqlite3.rescued-<time>``; ``.rescue`` while written),
+and given the journal's name back once the connection is closed
+(``put_back``), or left beside a file that took the name meanwhile: the start
+that follows opens the whole history, game ids going on, and what the outbox
+had not delivered goes out then. The deleted file's log and index, which
+SQLite would replay into whatever next bears the name, are removed: they are
+told from another file's by the descriptors the daemon had open.
+
+A journal emptied in place (``: > journal.sqlite3``) keeps its inode and
+loses its pages: nothing can be copied out of it. It is noticed all the same
+(and no checkpoint runs on it: SQLite deletes the log of an empty database),
+and the daemon stops saying so.
 """
 
 from __future__ import annotations
@@ -23,10 +32,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The copy's name while it is written: never opened as a journal.
+#: The copy's name while it is written: never opened as a journal, never whole.
 _COPY_SUFFIX = ".rescue"
 #: Pages copied between two words of progress (64 MiB of 4 KiB pages).
 _COPY_PAGES = 16_384
+#: The smallest SQLite database: one page of the smallest size.
+_SMALLEST_DATABASE = 512
+#: The files beside the journal that are its own: the log and its index.
+_LOG_SUFFIXES = ("-wal", "-shm")
 
 
 class JournalFile:
@@ -37,6 +50,8 @@ class JournalFile:
         self.path = path
         self._identity = FileIdentity.of(path)
         self._copy: Path | None = None
+        #: The log and index files the daemon had open when the journal was found lost.
+        self._own_logs: set[tuple[int, int]] = set()
 
     def lost(self) -> str | None:
         """Why the path no longer names the file the daemon writes, or None."""
@@ -48,23 +63,51 @@ class JournalFile:
         """Before the journal's connection closes: a copy of all it holds, if lost;
         ``working`` hears how far it is (a year's journal takes seconds: systemd's stop
         timeout is extended)."""
-        if self.lost() is None:
+        lost = self.lost()
+        if lost is None:
+            return
+        self._own_logs = _open_files_named(self.path, _LOG_SUFFIXES)
+        if lost.endswith(EMPTIED):
+            tell(f"{lost}: its pages are gone, nothing to copy out; {_WHAT_NOW}")
             return
         try:
             self._copy = copy_out(db, self.path, working)
         except (OSError, sqlite3.Error) as exc:
-            tell(f"the deleted journal could not be copied out: {exc}")
+            tell(
+                f"the deleted journal could not be copied out beside {self.path} ({exc}):"
+                f" the games it held go with it; {_WHAT_NOW}"
+            )
 
     def put_back(self, tell: Callable[[str], None]) -> None:
-        """After it closed: the copy at the journal's path (or beside it), said."""
+        """After it closed: the copy at the journal's path (or beside it), said; the
+        deleted file's log and index gone either way."""
         copy, self._copy = self._copy, None
+        for suffix in _LOG_SUFFIXES:
+            stale = self.path.with_name(self.path.name + suffix)
+            with contextlib.suppress(OSError):
+                found = stale.stat()
+                if (found.st_dev, found.st_ino) in self._own_logs:
+                    stale.unlink()
         if copy is None:
             return
         try:
             where = put_back(copy, self.path)
-            tell(f"the journal, copied out of the open file, is back at {where}")
         except OSError as exc:
-            tell(f"the journal's copy {copy} could not be put back: {exc}")
+            tell(f"the journal, copied out whole to {copy}, could not be put back: {exc}")
+            return
+        if where == self.path:
+            tell(f"the journal, copied out of the open file, is back at {where}")
+        else:
+            tell(
+                f"the journal, copied out of the open file, is kept at {where}: another file"
+                f" has its name now; stop wheeld and move it back to keep its games"
+            )
+
+
+#: How a journal emptied in place is told (``FileIdentity.lost``).
+EMPTIED = "was emptied under the running daemon"
+#: What the next start does when the journal could not be kept.
+_WHAT_NOW = "the next start begins a new journal, game ids going on from game-ids"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +126,9 @@ class FileIdentity:
         return cls(found.st_dev, found.st_ino)
 
     def lost(self, path: Path) -> str | None:
-        """What became of the file, when ``path`` no longer names it; None while it does.
-        An error other than a missing file (a directory unreadable for a moment) is no
-        proof: None."""
+        """What became of the file, when ``path`` no longer names it (or names it emptied);
+        None while it does. An error other than a missing file (a directory unreadable for
+        a moment) is no proof: None."""
         try:
             found = path.stat()
         except FileNotFoundError:
@@ -94,19 +137,47 @@ class FileIdentity:
             return None
         if (found.st_dev, found.st_ino) != (self.device, self.inode):
             return f"{path} was replaced by another file under the running daemon"
+        if found.st_size < _SMALLEST_DATABASE:
+            return f"{path} {EMPTIED}"
         return None
+
+
+def emptied(path: Path) -> bool:
+    """Whether the database at ``path`` has lost its pages (a checkpoint must not open it:
+    SQLite deletes the log of an empty database, with every commit since)."""
+    try:
+        return path.stat().st_size < _SMALLEST_DATABASE
+    except OSError:
+        return False
+
+
+def _open_files_named(path: Path, suffixes: tuple[str, ...]) -> set[tuple[int, int]]:
+    """The device and inode of every file this process has open under ``path`` plus one of
+    ``suffixes`` (deleted or not): the journal's own log and index, told from another's."""
+    names = {str(path) + suffix for suffix in suffixes}
+    found: set[tuple[int, int]] = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+                if target in names:
+                    opened = os.stat(f"/proc/self/fd/{fd}")
+                    found.add((opened.st_dev, opened.st_ino))
+    return found
 
 
 def copy_out(
     db: sqlite3.Connection, path: Path, working: Callable[[str], None] = lambda status: None
 ) -> Path:
-    """Copy the open journal, everything it has committed, beside ``path``; fsync'd.
+    """Copy the open journal, everything it has committed, beside ``path``, fsync'd: the
+    copy's name (``<journal>.rescued-<time>``) is given only once it is whole.
     ``working`` hears, every ``_COPY_PAGES`` pages, how far the copy is."""
-    copy = path.with_name(path.name + _COPY_SUFFIX)
-    for stale in (copy, copy.with_name(copy.name + "-journal")):
+    partial = path.with_name(path.name + _COPY_SUFFIX)
+    for stale in (partial, partial.with_name(partial.name + "-journal")):
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
-    target = sqlite3.connect(copy, isolation_level=None)
+    working("copying the deleted journal back")
+    target = sqlite3.connect(partial, isolation_level=None)
     try:
         db.backup(
             target,
@@ -117,27 +188,30 @@ def copy_out(
         )
     finally:
         target.close()
-    with open(copy, "rb") as file:
+    working("copying the deleted journal back: syncing the copy")
+    with open(partial, "rb") as file:
         os.fsync(file.fileno())
-    return copy
+    whole = path.with_name(f"{path.name}.rescued-{time.strftime('%Y%m%dT%H%M%S')}")
+    os.rename(partial, whole)
+    _sync_directory(path.parent)
+    return whole
 
 
 def put_back(copy: Path, path: Path) -> Path:
-    """Give ``copy`` the journal's name (its deleted log and index first removed: their
-    pages are the old file's), or, when another file has the name now, a name beside
-    it that says when: where it went."""
-    if path.exists():
-        where = path.with_name(f"{path.name}.rescued-{time.strftime('%Y%m%dT%H%M%S')}")
-    else:
-        where = path
-        for suffix in ("-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                path.with_name(path.name + suffix).unlink()
-    os.link(copy, where)  # never over a file that came meanwhile
-    copy.unlink()
-    directory = os.open(path.parent, os.O_RDONLY)
+    """Give ``copy`` the journal's name unless another file has it now (never over one
+    that came meanwhile): where the copy is."""
     try:
-        os.fsync(directory)
+        os.link(copy, path)
+    except FileExistsError:
+        return copy
+    copy.unlink()
+    _sync_directory(path.parent)
+    return path
+
+
+def _sync_directory(directory: Path) -> None:
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
     finally:
-        os.close(directory)
-    return where
+        os.close(handle)
