@@ -2160,6 +2160,8 @@ def measure_prune(
     on_loop_steps = [0]
     #: The daemon's way's holds past ``LONG_HOLD_S``: (began, wall, CPU, bytes read), s.
     long_holds: list[tuple[float, float, float, int]] = []
+    #: The loop's waits past 10 ms by mode: (began, length, "timer" or "commit"), s.
+    long_waits: dict[str, list[tuple[float, float, str]]] = {}
 
     async def loop_while(work: Callable[[], Any]) -> tuple[dict[str, Any], float]:
         """The loop's lateness and its commits' times (s) by ``mode`` while ``work`` runs."""
@@ -2176,14 +2178,21 @@ def measure_prune(
             while not done.is_set():
                 started, since = time.perf_counter(), (mode[0], on_loop_steps[0])
                 await asyncio.sleep(0.001)
-                lags.setdefault(doing(since), []).append(time.perf_counter() - started - 0.001)
+                lag = time.perf_counter() - started - 0.001
+                kind = doing(since)
+                lags.setdefault(kind, []).append(lag)
+                if lag > 0.010:  # kept whole, to be set beside the machine's own pauses
+                    long_waits.setdefault(kind, []).append((started + 0.001, lag, "timer"))
 
         async def writer() -> None:
             while not done.is_set():
                 await asyncio.sleep(LOOP_WRITE_S)
                 started, since = time.perf_counter(), (mode[0], on_loop_steps[0])
                 journal.record_frames([FrameRecord(time.time(), "<", b"$H*00", None)])
-                commits.setdefault(doing(since), []).append(time.perf_counter() - started)
+                took = time.perf_counter() - started
+                commits.setdefault(doing(since), []).append(took)
+                if took > 0.010:
+                    long_waits.setdefault(doing(since), []).append((started, took, "commit"))
 
         async def checkpoints() -> None:  # the daemon's WAL job: in a thread
             while not done.is_set():
@@ -2270,6 +2279,18 @@ def measure_prune(
             for began, wall, cpu, read in long_holds
         ],
         "machine_pauses_over_10ms": sum(1 for _, late in pauses if late > 0.010),
+        # Each of the loop's waits past 10 ms with the machine's own pause during it.
+        "loop_waits_over_10ms": {
+            kind: [
+                {
+                    "what": what,
+                    "ms": round(length * 1000, 2),
+                    "machine_paused_ms": round(_paused_during(pauses, began, length) * 1000, 2),
+                }
+                for began, length, what in waits
+            ]
+            for kind, waits in long_waits.items()
+        },
         "machine_pause_longest_ms": max((late for _, late in pauses), default=0.0) * 1000,
         "by_table": {
             table: {"steps": len(taken), "longest_ms": max(taken) * 1000}
@@ -2456,6 +2477,19 @@ def report(games: int, found: dict[str, Any]) -> list[str]:
                         )
                         + f"; the step's own time, the machine's pauses taken out, at most"
                         f" {max(own, default=0.0):.1f} ms)"
+                    )
+                if "loop_waits_over_10ms" in prune:
+                    waits = prune["loop_waits_over_10ms"].get("thread", [])
+                    lines[-1] += (
+                        "; the loop's waits past 10 ms meanwhile (the daemon's way), ms with the"
+                        " machine's own pause during it: "
+                        + (
+                            ", ".join(
+                                f"{w['what']} {w['ms']:.1f} ({w['machine_paused_ms']:.1f})"
+                                for w in waits
+                            )
+                            or "none"
+                        )
                     )
                 lines[-1] += (
                     f"; target: the loop never held over 10 ms by a step:"
