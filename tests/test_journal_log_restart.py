@@ -75,3 +75,25 @@ def test_a_writing_loop_is_never_made_to_wait(tmp_path: Path) -> None:
     writer.join(timeout=30)
     assert _restarts(journal.path) == before
     journal.close()
+
+
+def test_a_loop_done_writing_soon_leaves_the_start_over_to_the_thread(tmp_path: Path) -> None:
+    """The loop's commits take a fraction of a millisecond: the thread waits them out
+    (never the other way round) and still takes the header's fsync."""
+    journal = _journal(tmp_path)
+    before = _restarts(journal.path)
+    lock = threading.RLock()
+    held = threading.Event()
+
+    def loop_writing_briefly() -> None:
+        with lock:
+            held.set()
+            threading.Event().wait(0.005)  # a commit's length: what is tested, not a wait
+
+    writer = threading.Thread(target=loop_writing_briefly)
+    writer.start()
+    held.wait(timeout=30)
+    checkpoint_wal(journal.path, lock)
+    writer.join(timeout=30)
+    assert _restarts(journal.path) == before + 1
+    journal.close()

@@ -35,6 +35,10 @@ from wheeld.shell.journal.schema import rollback, transaction
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
 #: The ``state`` key a checkpoint's thread writes (the time) to start the log over.
 LOG_RESTARTED = "log_restarted_at"
+#: How often, and how far apart, that thread tries for the write lock while the loop
+#: writes (never waited on: a blocked loop is what the start over in a thread avoids).
+LOG_RESTART_TRIES = 20
+LOG_RESTART_WAIT_S = 0.002
 #: How long a write on a second connection waits for the write lock (SQLite's busy timeout).
 BUSY_WAIT_S = 5.0
 #: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
@@ -77,10 +81,16 @@ def _start_log_over(db: sqlite3.Connection, write_lock: threading.RLock) -> None
     commits: on the loop, that fsync held a retention step, or a game's start,
     for up to tens of milliseconds (found in a year's first retention run). The
     write changes a value (one that changes nothing writes no page, and starts
-    nothing over); it is left to the loop's next commit when the loop is writing
-    now, rather than made to wait for it.
+    nothing over). The loop is never made to wait for it: while the loop is
+    writing, the thread waits for it to be done (its commits take a fraction of a
+    millisecond), ``LOG_RESTART_TRIES`` times at most, then leaves the start over
+    to the loop's next commit.
     """
-    if not write_lock.acquire(blocking=False):
+    for _ in range(LOG_RESTART_TRIES):
+        if write_lock.acquire(blocking=False):
+            break
+        time.sleep(LOG_RESTART_WAIT_S)
+    else:
         return
     try:
         db.execute("PRAGMA synchronous=NORMAL")  # the header's sync, not a commit's
