@@ -161,3 +161,21 @@ def test_ready_waits_a_moment_for_room_in_a_full_queue(tmp_path: Path) -> None:
         notifier.ready("idle")
         reader.join()
         assert heard[-1] == "READY=1\nSTATUS=idle"
+
+
+def test_run_leaves_pydantics_plugin_scan_out_unless_asked_for(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """pydantic reads every installed distribution's entry points for its plugins at the
+    first model it builds: ``wheeld run`` turns that off (READY waited for it), unless
+    the environment says otherwise."""
+    import os
+
+    from wheeld.cli import main
+
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS", raising=False)
+    assert main(["run", "--config", str(tmp_path / "missing.toml")]) != 0
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")
+    assert main(["run", "--config", str(tmp_path / "missing.toml")]) != 0
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == ""

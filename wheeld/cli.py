@@ -986,7 +986,13 @@ def _status(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import gc
+    import os
 
+    # pydantic looks for its plugins (observability hooks) in every installed
+    # distribution's entry points at the first model it builds: a scan of
+    # site-packages that READY waits for, for plugins a table never runs. Set it to
+    # anything else to have them.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     # Start-up builds some 80,000 objects the daemon keeps all its life (modules,
     # models, the pipeline): the cyclic collector would walk them again and again
     # on the way to READY, about a tenth of start-up's CPU. Paused until READY.
