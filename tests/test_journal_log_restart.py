@@ -97,3 +97,16 @@ def test_a_loop_done_writing_soon_leaves_the_start_over_to_the_thread(tmp_path: 
     writer.join(timeout=30)
     assert _restarts(journal.path) == before + 1
     journal.close()
+
+
+def test_an_idle_journal_is_not_started_over_at_every_checkpoint(tmp_path: Path) -> None:
+    """Found by a fresh-eyes attack: the start over's own write was the next checkpoint's
+    whole log, so an idle journal (a wheel unplugged) started its log over, a commit and
+    its fsyncs, every 30 s for nothing."""
+    journal = _journal(tmp_path)
+    journal.checkpoint_log()
+    after_first = _restarts(journal.path)
+    for _ in range(5):
+        journal.checkpoint_log()
+    assert _restarts(journal.path) == after_first
+    journal.close()

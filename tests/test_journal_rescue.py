@@ -12,12 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 from tests.test_jobs import _parts
 from tests.test_journal import JOURNAL, play
 from wheeld.shell.jobs.wal import JournalLost, WalCheckpointJob
-from wheeld.shell.journal import Journal, JournalError
+from wheeld.shell.journal import Journal, Retention
 from wheeld.shell.journal.connection import checkpoint_wal
 from wheeld.shell.journal.rescue import copy_out
 
@@ -55,7 +53,6 @@ def test_a_journal_replaced_under_the_daemon_is_kept_beside_the_new_file(tmp_pat
     path = tmp_path / "state" / JOURNAL
     journal = Journal(path)
     play(journal, 1)
-    path.rename(tmp_path / "moved-away")
     other = sqlite3.connect(tmp_path / "other.sqlite3")
     other.execute("PRAGMA journal_mode=WAL")
     other.execute("CREATE TABLE other (x)")
@@ -138,9 +135,8 @@ def test_retention_never_makes_a_new_file_where_the_journal_was(tmp_path: Path) 
     journal = Journal(path)
     play(journal, 1)
     path.unlink()
-    pruner = journal.pruner(Retention())
-    with pytest.raises((JournalError, sqlite3.Error)):
-        pruner.step(0.0)
+    pruner = journal.pruner(Retention(keep_games=0))
+    assert pruner.step(0.0) == 0, "a run stops once the path names no journal of the daemon's"
     pruner.close()
     assert not path.exists()
     journal.close()
@@ -171,3 +167,87 @@ async def test_the_wal_job_stops_the_daemon_when_the_journal_is_lost() -> None:
         "journal.sqlite3 was deleted under the running daemon: stopping; the open journal"
         " is put back at its close"
     )
+
+
+def test_a_journal_moved_away_under_the_daemon_is_said_where_it_is(tmp_path: Path) -> None:
+    """Renamed, or its state directory moved (found by a fresh-eyes attack: "could not be
+    copied out: the games it held go with it", of a journal whole elsewhere)."""
+    path = tmp_path / "state" / JOURNAL
+    journal = Journal(path)
+    play(journal, 1)
+    moved = tmp_path / "state" / "journal.old"
+    path.rename(moved)
+    play(journal, 2)
+    said: list[str] = []
+    journal.close(tell=said.append)
+    assert said == [
+        f"{path} was deleted under the running daemon: the file itself is at {moved}, whole;"
+        f" stop wheeld and move it back to {path} to keep its games; else the next start"
+        " begins a new journal, game ids going on from game-ids"
+    ]
+    assert not path.exists()
+    moved.rename(path)
+    assert _results(path) == [1, 2]
+
+
+def test_a_checkpoint_never_touches_a_file_moved_over_the_journal(tmp_path: Path) -> None:
+    """Found by a fresh-eyes attack: the log beside the path is the daemon's; copied into
+    the file moved over the journal it corrupted that one, and the daemon's open file
+    lost the pages that were only in the log (its rescued copy unreadable)."""
+    path = tmp_path / "state" / JOURNAL
+    journal = Journal(path)
+    journal.checkpoint_elsewhere()
+    for game_id in range(1, 30):
+        play(journal, game_id)
+    other = sqlite3.connect(tmp_path / "other.sqlite3")
+    other.execute("CREATE TABLE other (x)")
+    other.execute("INSERT INTO other VALUES (1)")
+    other.commit()
+    other.close()
+    (tmp_path / "other.sqlite3").rename(path)
+    assert journal.checkpoint_log() == 0
+    pruner = journal.pruner(Retention(keep_games=1))
+    assert pruner.step(0.0) == 0
+    pruner.close()
+    said: list[str] = []
+    journal.close(tell=said.append)
+    with sqlite3.connect(path) as again:  # once the daemon's log is gone from beside it
+        assert again.execute("SELECT x FROM other").fetchall() == [(1,)]
+    (line,) = said
+    kept = Path(line.split(" is kept at ", 1)[1].split(": ", 1)[0])
+    assert _results(kept) == list(range(1, 30))
+
+
+def test_a_journal_swapped_for_a_link_to_itself_is_lost(tmp_path: Path) -> None:
+    """Found by a fresh-eyes attack: the path led to the same inode through a symbolic link,
+    so nothing was lost, while every checkpoint opened the link's target and its own
+    (empty) log: the daemon's log was never copied back, and a kill -9 lost its games."""
+    state = tmp_path / "state"
+    path = state / JOURNAL
+    journal = Journal(path)
+    play(journal, 1)
+    path.rename(state / "real.sqlite3")
+    path.symlink_to("real.sqlite3")
+    assert journal.file.lost() == f"{path} was replaced by another file under the running daemon"
+    journal.close()
+
+
+def test_a_linked_journal_whose_file_is_deleted_is_put_back_where_the_link_leads(
+    tmp_path: Path,
+) -> None:
+    """Found by a fresh-eyes attack: the copy went beside the dangling link, said "another
+    file has its name", and the deleted file's log stayed where the link leads."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "state").mkdir()
+    path = tmp_path / "state" / JOURNAL
+    path.symlink_to(data / JOURNAL)
+    journal = Journal(path)
+    play(journal, 1)
+    (data / JOURNAL).unlink()
+    play(journal, 2)
+    said: list[str] = []
+    journal.close(tell=said.append)
+    assert said == [f"the journal, copied out of the open file, is back at {data / JOURNAL}"]
+    assert sorted(p.name for p in data.iterdir()) == [JOURNAL]
+    assert _results(path) == [1, 2]

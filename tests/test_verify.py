@@ -696,7 +696,7 @@ def test_retention_keeps_the_write_ahead_log_short_from_its_thread(
     checkpoints: list[Path] = []
     left_behind = [3]  # a commit of the loop's, made meanwhile
 
-    def checkpoint(path: Path, write_lock: object) -> int:
+    def checkpoint(path: Path, write_lock: object, file: object) -> int:
         checkpoints.append(path)
         return left_behind[0]
 

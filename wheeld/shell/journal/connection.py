@@ -28,7 +28,7 @@ from wheeld.shell.journal.errors import (
     in_words,
     unreadable,
 )
-from wheeld.shell.journal.rescue import emptied
+from wheeld.shell.journal.rescue import JournalFile, emptied
 from wheeld.shell.journal.schema import rollback, transaction
 
 #: The write-ahead log is cut back to this after a checkpoint.
@@ -39,6 +39,10 @@ LOG_RESTARTED = "log_restarted_at"
 #: writes (never waited on: a blocked loop is what the start over in a thread avoids).
 LOG_RESTART_TRIES = 20
 LOG_RESTART_WAIT_S = 0.002
+#: A log of this many pages or fewer is not started over by the checkpoint's thread: the
+#: start over's own write leaves about as many, and an idle journal would go on starting
+#: its log over, a commit and its fsyncs every checkpoint, for nothing.
+LOG_RESTART_FRAMES = 2
 #: How long a write on a second connection waits for the write lock (SQLite's busy timeout).
 BUSY_WAIT_S = 5.0
 #: SQLite's errors that say the file itself is damaged, not that it is busy or unreachable.
@@ -49,7 +53,9 @@ _DAMAGED = frozenset({"unsupported file format"})
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def checkpoint_wal(path: Path, write_lock: threading.RLock | None = None) -> int:
+def checkpoint_wal(
+    path: Path, write_lock: threading.RLock | None = None, file: JournalFile | None = None
+) -> int:
     """Copy the write-ahead log's pages back into the database, beside the writer (PASSIVE:
     it waits for no one), then let ``journal_size_limit`` cut the log back; the pages it
     could not copy (a reader's snapshot, an export's say, holds them back; a commit made
@@ -57,14 +63,26 @@ def checkpoint_wal(path: Path, write_lock: threading.RLock | None = None) -> int
     worker thread: SQLite lets the event loop run meanwhile. The file is opened, never
     made: a journal deleted under the daemon is not replaced by an empty one (which
     would take the log with it). With the journal's ``write_lock``, a log copied back
-    whole is started over here too (``_start_log_over``)."""
+    whole is started over here too (``_start_log_over``). With the daemon's ``file``,
+    nothing is done once the path names another file: the log beside the path is the
+    daemon's, and copied into another database it would corrupt that one and leave the
+    daemon's without its last pages (found by a fresh-eyes attack: ``mv`` over the
+    journal, then retention's checkpoint)."""
     if emptied(path):
         return 0  # SQLite would delete an empty database's log, every commit in it
     db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
     try:
+        # Asked once the file is open: a swap after this leaves the log the one opened.
+        if file is not None and file.lost() is not None:
+            return 0
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         row = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        if write_lock is not None and row is not None and row[0] == 0 and 0 < row[1] == row[2]:
+        if (
+            write_lock is not None
+            and row is not None
+            and row[0] == 0
+            and LOG_RESTART_FRAMES < row[1] == row[2]
+        ):
             _start_log_over(db, write_lock)
     finally:
         db.close()

@@ -49,6 +49,9 @@ class JournalFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._identity = FileIdentity.of(path)
+        #: Where the file is, the path's symbolic links followed: SQLite names the log
+        #: after it, and a file deleted there is put back there.
+        self._real = self._identity.real if self._identity is not None else path
         self._copy: Path | None = None
         #: The log and index files the daemon had open when the journal was found lost.
         self._own_logs: set[tuple[int, int]] = set()
@@ -64,17 +67,36 @@ class JournalFile:
         ``working`` hears how far it is (a year's journal takes seconds: systemd's stop
         timeout is extended)."""
         lost = self.lost()
-        if lost is None:
+        if lost is None or self._identity is None:
             return
-        self._own_logs = _open_files_named(self.path, _LOG_SUFFIXES)
+        self._own_logs = _open_files_named(self._real, _LOG_SUFFIXES)
         if lost.endswith(EMPTIED):
             tell(f"{lost}: its pages are gone, nothing to copy out; {_WHAT_NOW}")
             return
+        moved_to = self._identity.still_at()
+        if moved_to is not None:
+            # Renamed, or its directory was: nothing is copied, the log's last pages go
+            # into the file where it is now. Here, not at the close: SQLite does not
+            # checkpoint a database that moved when it closes it, and the log, named
+            # after where it was, would be left behind (and removed with the others).
+            if not _copied_back_whole(db):
+                self._own_logs = set()
+                tell(
+                    f"{lost}: the file itself is at {moved_to}, its last pages still in"
+                    f" {self._real}-wal; stop wheeld and move both back to keep its games;"
+                    f" else {_WHAT_NOW}"
+                )
+                return
+            tell(
+                f"{lost}: the file itself is at {moved_to}, whole; stop wheeld and move it"
+                f" back to {self.path} to keep its games; else {_WHAT_NOW}"
+            )
+            return
         try:
-            self._copy = copy_out(db, self.path, working)
+            self._copy = copy_out(db, self._real, working)
         except (OSError, sqlite3.Error) as exc:
             tell(
-                f"the deleted journal could not be copied out beside {self.path} ({exc}):"
+                f"the deleted journal could not be copied out beside {self._real} ({exc}):"
                 f" the games it held go with it; {_WHAT_NOW}"
             )
 
@@ -83,7 +105,7 @@ class JournalFile:
         deleted file's log and index gone either way."""
         copy, self._copy = self._copy, None
         for suffix in _LOG_SUFFIXES:
-            stale = self.path.with_name(self.path.name + suffix)
+            stale = self._real.with_name(self._real.name + suffix)
             with contextlib.suppress(OSError):
                 found = stale.stat()
                 if (found.st_dev, found.st_ino) in self._own_logs:
@@ -91,11 +113,11 @@ class JournalFile:
         if copy is None:
             return
         try:
-            where = put_back(copy, self.path)
+            where = put_back(copy, self._real)
         except OSError as exc:
             tell(f"the journal, copied out whole to {copy}, could not be put back: {exc}")
             return
-        if where == self.path:
+        if where == self._real:
             tell(f"the journal, copied out of the open file, is back at {where}")
         else:
             tell(
@@ -112,10 +134,12 @@ _WHAT_NOW = "the next start begins a new journal, game ids going on from game-id
 
 @dataclass(frozen=True, slots=True)
 class FileIdentity:
-    """The journal file the daemon opened: its device and inode."""
+    """The journal file the daemon opened: its device and inode, and where it is (the
+    path's symbolic links followed, as SQLite follows them)."""
 
     device: int
     inode: int
+    real: Path
 
     @classmethod
     def of(cls, path: Path) -> FileIdentity | None:
@@ -123,14 +147,18 @@ class FileIdentity:
             found = path.stat()
         except OSError:
             return None
-        return cls(found.st_dev, found.st_ino)
+        return cls(found.st_dev, found.st_ino, Path(os.path.realpath(path)))
 
     def lost(self, path: Path) -> str | None:
         """What became of the file, when ``path`` no longer names it (or names it emptied);
         None while it does. An error other than a missing file (a directory unreadable for
-        a moment) is no proof: None."""
+        a moment) is no proof: None. A path that now leads elsewhere through a symbolic
+        link is another file, even to the same inode: SQLite names the log after where
+        the path leads, and a checkpoint there would miss the daemon's log."""
+        if Path(os.path.realpath(path)) != self.real:
+            return f"{path} was replaced by another file under the running daemon"
         try:
-            found = path.stat()
+            found = self.real.stat()
         except FileNotFoundError:
             return f"{path} was deleted under the running daemon"
         except OSError:
@@ -140,6 +168,29 @@ class FileIdentity:
         if found.st_size < _SMALLEST_DATABASE:
             return f"{path} {EMPTIED}"
         return None
+
+    def still_at(self) -> Path | None:
+        """Where the file still is under another name (renamed, or its directory moved),
+        by the descriptor this process holds open on it; None once it is deleted."""
+        with contextlib.suppress(OSError):
+            for fd in os.listdir("/proc/self/fd"):
+                with contextlib.suppress(OSError):
+                    opened = os.stat(f"/proc/self/fd/{fd}")
+                    if (opened.st_dev, opened.st_ino) == (self.device, self.inode):
+                        target = os.readlink(f"/proc/self/fd/{fd}")
+                        if opened.st_nlink > 0 and not target.endswith(" (deleted)"):
+                            return Path(target)
+                        return None
+        return None
+
+
+def _copied_back_whole(db: sqlite3.Connection) -> bool:
+    """The log's pages all copied into the database (through its open descriptor)."""
+    try:
+        row = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == 0 and row[1] == row[2]
 
 
 def emptied(path: Path) -> bool:

@@ -48,6 +48,7 @@ from wheeld.shell.journal.errors import JournalError
 
 if TYPE_CHECKING:
     from wheeld.shell.journal.connection import Connection
+    from wheeld.shell.journal.rescue import JournalFile
 
 DAY_S = 86_400.0
 #: Rows deleted per step, by table, at most: each batch a few milliseconds.
@@ -112,9 +113,15 @@ class Pruner:
     """
 
     def __init__(
-        self, connect: Callable[[], Connection], retention: Retention, legacy_frames: bool
+        self,
+        connect: Callable[[], Connection],
+        retention: Retention,
+        legacy_frames: bool,
+        file: JournalFile | None = None,
     ) -> None:
         self._connect = connect
+        #: The daemon's journal file: a run stops once the path names another.
+        self._file = file
         self._sql: Connection | None = None
         self._retention = retention
         #: Rows the next batch of each table takes: paced by ``delete``'s wall time.
@@ -160,6 +167,8 @@ class Pruner:
         clock says later than that: a daemon back after a long stop, or a clock set a
         year ahead, takes nothing before the wheel has said a word in its time.
         """
+        if self._file is not None and self._file.lost() is not None:
+            return None  # the WAL job stops the daemon: nothing here touches another file
         if not self._keep_log_short():
             return None  # a reader holds the log: deleting more would only grow it
         try:
@@ -354,7 +363,8 @@ class Pruner:
         try:
             if path.with_name(f"{path.name}-wal").stat().st_size <= WAL_LIMIT_BYTES:
                 return True
-            return checkpoint_wal(path, self._connection().write_lock) < LEFT_IN_LOG_MAX
+            left = checkpoint_wal(path, self._connection().write_lock, self._file)
+            return left < LEFT_IN_LOG_MAX
         except (OSError, sqlite3.Error):
             return True
 

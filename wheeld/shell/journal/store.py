@@ -349,7 +349,7 @@ class Journal:
         back whole after a power cut, or not at all. Its connection is its own (for
         ``RetentionJob``'s worker thread); its writes take turns with the journal's."""
         sql = self._sql
-        return Pruner(lambda: connect_beside(sql), retention, self._legacy_frames)
+        return Pruner(lambda: connect_beside(sql), retention, self._legacy_frames, self.file)
 
     def checkpoint_elsewhere(self) -> None:
         """Leave the write-ahead log's checkpoints to ``checkpoint_wal`` (another connection,
@@ -358,7 +358,7 @@ class Journal:
 
     def checkpoint_log(self) -> int:
         """``checkpoint_wal`` for a worker thread, the log started over there too."""
-        return checkpoint_wal(self.path, self._sql.write_lock)
+        return checkpoint_wal(self.path, self._sql.write_lock, self.file)
 
     def checkpoint(self) -> None:
         """The chains as they stand are ``checked``: the next open walks only what follows."""
