@@ -91,8 +91,9 @@ def test_a_journal_emptied_under_the_daemon_is_said_and_its_log_not_deleted(
     said: list[str] = []
     journal.close(tell=said.append)
     assert said == [
-        f"{path} was emptied under the running daemon: its pages are gone, nothing to copy"
-        " out; the next start begins a new journal, game ids going on from game-ids"
+        f"{path} was emptied under the running daemon: nothing to copy out; the log's pages"
+        " are written back into it at the close, and the next start opens it if that made"
+        " it whole, else says to move it aside (game ids going on from game-ids)"
     ]
 
 
@@ -164,8 +165,8 @@ async def test_the_wal_job_stops_the_daemon_when_the_journal_is_lost() -> None:
     (error,) = broke
     assert isinstance(error, JournalLost)
     assert str(error) == (
-        "journal.sqlite3 was deleted under the running daemon: stopping; the open journal"
-        " is put back at its close"
+        "journal.sqlite3 was deleted under the running daemon: stopping; the close says"
+        " what became of the journal"
     )
 
 
@@ -181,9 +182,9 @@ def test_a_journal_moved_away_under_the_daemon_is_said_where_it_is(tmp_path: Pat
     said: list[str] = []
     journal.close(tell=said.append)
     assert said == [
-        f"{path} was deleted under the running daemon: the file itself is at {moved}, whole;"
-        f" stop wheeld and move it back to {path} to keep its games; else the next start"
-        " begins a new journal, game ids going on from game-ids"
+        f"{path} was moved to {moved} under the running daemon: it is whole there; stop"
+        f" wheeld and move it back to {path} to keep its games; else the next start begins"
+        " a new journal, game ids going on from game-ids"
     ]
     assert not path.exists()
     moved.rename(path)
@@ -251,3 +252,45 @@ def test_a_linked_journal_whose_file_is_deleted_is_put_back_where_the_link_leads
     assert said == [f"the journal, copied out of the open file, is back at {data / JOURNAL}"]
     assert sorted(p.name for p in data.iterdir()) == [JOURNAL]
     assert _results(path) == [1, 2]
+
+
+def test_a_log_deleted_alone_under_the_daemon_is_noticed_and_the_journal_kept_whole(
+    tmp_path: Path,
+) -> None:
+    """Found by a fresh-eyes attack: ``rm journal.sqlite3-wal`` went unnoticed (every
+    checkpoint failed, warned every 30 s), and the commits since the last checkpoint went
+    with the log at the close."""
+    path = tmp_path / "state" / JOURNAL
+    journal = Journal(path)
+    journal.checkpoint_elsewhere()
+    play(journal, 1)
+    journal.checkpoint_log()
+    play(journal, 2)
+    assert journal.file.lost() is None
+    log = path.with_name(f"{JOURNAL}-wal")
+    log.unlink()
+    play(journal, 3)
+    assert journal.file.lost() == f"{log} was deleted under the running daemon"
+    pruner = journal.pruner(Retention(keep_games=1))
+    assert pruner.step(0.0) == 0
+    pruner.close()
+    said: list[str] = []
+    journal.close(tell=said.append)
+    assert said == [f"the journal, copied out of the open file, is back at {path}"]
+    assert _results(path) == [1, 2, 3]
+
+
+def test_a_whole_copy_left_by_a_rescue_is_said_at_the_next_start(tmp_path: Path) -> None:
+    """Found by a fresh-eyes attack: killed after the copy was whole and before it had the
+    journal's name back, the next start began a new journal and said nothing of it."""
+    path = tmp_path / "state" / JOURNAL
+    journal = Journal(path)
+    play(journal, 1)
+    journal.close()
+    whole = path.with_name(f"{JOURNAL}.rescued-20261207T051500")
+    path.rename(whole)  # as a rescue killed before its put-back leaves it
+    opened = Journal(path)
+    try:
+        assert any(w.startswith(f"{whole}: a whole journal rescued") for w in opened.warnings)
+    finally:
+        opened.close()

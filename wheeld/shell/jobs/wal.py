@@ -26,7 +26,7 @@ class JournalLost(JournalError):
 
 
 def _stop_for(lost: str) -> None:
-    raise JournalLost(f"{lost}: stopping; the open journal is put back at its close")
+    raise JournalLost(f"{lost}: stopping; the close says what became of the journal")
 
 
 class WalCheckpointJob(Job):

@@ -68,9 +68,14 @@ def checkpoint_wal(
     daemon's, and copied into another database it would corrupt that one and leave the
     daemon's without its last pages (found by a fresh-eyes attack: ``mv`` over the
     journal, then retention's checkpoint)."""
-    if emptied(path):
+    if emptied(path) or (file is not None and file.lost() is not None):
         return 0  # SQLite would delete an empty database's log, every commit in it
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)
+    except sqlite3.OperationalError:
+        if not path.is_file():
+            return 0  # gone since it was asked: the WAL job's next turn says so
+        raise
     try:
         # Asked once the file is open: a swap after this leaves the log the one opened.
         if file is not None and file.lost() is not None:
@@ -170,6 +175,9 @@ def connect_beside(open_: Connection) -> Connection:
             check_same_thread=False,
             timeout=BUSY_WAIT_S,
         )
+    except sqlite3.Error as exc:
+        raise JournalError(f"{path}: cannot open journal: {exc}") from None
+    try:
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_BYTES}")
         db.execute("PRAGMA synchronous=FULL")
         # The log's checkpoints left elsewhere as the journal's are (a commit of the
@@ -177,6 +185,9 @@ def connect_beside(open_: Connection) -> Connection:
         every = open_.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
         db.execute(f"PRAGMA wal_autocheckpoint = {int(every)}")
     except sqlite3.Error as exc:
+        # Closed here, not by the collector: a connection left open at the journal's
+        # close keeps SQLite from copying the log back (found with the log deleted).
+        db.close()
         raise JournalError(f"{path}: cannot open journal: {exc}") from None
     sql = Connection(db, path, continuation, open_.write_lock)
     sql.opened = True

@@ -53,12 +53,44 @@ class JournalFile:
         #: after it, and a file deleted there is put back there.
         self._real = self._identity.real if self._identity is not None else path
         self._copy: Path | None = None
+        #: The copy goes over the file at the path (its log was lost, the file is ours).
+        self._replace = False
         #: The log and index files the daemon had open when the journal was found lost.
         self._own_logs: set[tuple[int, int]] = set()
+        #: The log the daemon has open (found once it is: SQLite opens it at the first read).
+        self._own_log: set[tuple[int, int]] = set()
 
     def lost(self) -> str | None:
-        """Why the path no longer names the file the daemon writes, or None."""
-        return None if self._identity is None else self._identity.lost(self.path)
+        """Why the path no longer names the file the daemon writes (or its log), or None."""
+        if self._identity is None:
+            return None
+        lost = self._identity.lost(self.path)
+        if lost is None:
+            return self._log_lost()
+        if lost.endswith(DELETED):
+            moved_to = self._identity.still_at()
+            if moved_to is not None:
+                return f"{self.path} was moved to {moved_to} under the running daemon"
+        return lost
+
+    def _log_lost(self) -> str | None:
+        """Why the log beside the file is not the one the daemon writes, or None: deleted
+        alone, every commit since its last checkpoint would go at the close (and the
+        next checkpoint opens a database without them)."""
+        log = self._real.with_name(self._real.name + "-wal")
+        if not self._own_log:
+            self._own_log = _open_files_named(self._real, ("-wal",))
+        if not self._own_log:
+            return None  # not open yet (or not in this process): nothing to tell
+        try:
+            found = log.stat()
+        except FileNotFoundError:
+            return f"{log} was deleted under the running daemon"
+        except OSError:
+            return None
+        if (found.st_dev, found.st_ino) not in self._own_log:
+            return f"{log} was replaced by another file under the running daemon"
+        return None
 
     def copy_out_if_lost(
         self, db: sqlite3.Connection, tell: Callable[[str], None], working: Callable[[str], None]
@@ -71,9 +103,16 @@ class JournalFile:
             return
         self._own_logs = _open_files_named(self._real, _LOG_SUFFIXES)
         if lost.endswith(EMPTIED):
-            tell(f"{lost}: its pages are gone, nothing to copy out; {_WHAT_NOW}")
+            # SQLite writes the log back into it at the close all the same: whole if
+            # the log held every page, damaged (and refused at the next start) if not.
+            tell(
+                f"{lost}: nothing to copy out; the log's pages are written back into it at"
+                f" the close, and the next start opens it if that made it whole, else says"
+                f" to move it aside (game ids going on from game-ids)"
+            )
             return
-        moved_to = self._identity.still_at()
+        file_lost = self._identity.lost(self.path) is not None
+        moved_to = self._identity.still_at() if file_lost else None
         if moved_to is not None:
             # Renamed, or its directory was: nothing is copied, the log's last pages go
             # into the file where it is now. Here, not at the close: SQLite does not
@@ -82,16 +121,17 @@ class JournalFile:
             if not _copied_back_whole(db):
                 self._own_logs = set()
                 tell(
-                    f"{lost}: the file itself is at {moved_to}, its last pages still in"
-                    f" {self._real}-wal; stop wheeld and move both back to keep its games;"
-                    f" else {_WHAT_NOW}"
+                    f"{lost}: its last pages are still in {self._real}-wal; stop wheeld and"
+                    f" move both back to keep its games; else {_WHAT_NOW}"
                 )
                 return
             tell(
-                f"{lost}: the file itself is at {moved_to}, whole; stop wheeld and move it"
-                f" back to {self.path} to keep its games; else {_WHAT_NOW}"
+                f"{lost}: it is whole there; stop wheeld and move it back to {self._real}"
+                f" to keep its games; else {_WHAT_NOW}"
             )
             return
+        #: The file is still the journal's, its log is not: the copy replaces it.
+        self._replace = not file_lost
         try:
             self._copy = copy_out(db, self._real, working)
         except (OSError, sqlite3.Error) as exc:
@@ -113,7 +153,12 @@ class JournalFile:
         if copy is None:
             return
         try:
-            where = put_back(copy, self._real)
+            if self._replace:
+                os.replace(copy, self._real)  # the file without its log's last pages
+                _sync_directory(self._real.parent)
+                where = self._real
+            else:
+                where = put_back(copy, self._real)
         except OSError as exc:
             tell(f"the journal, copied out whole to {copy}, could not be put back: {exc}")
             return
@@ -126,8 +171,9 @@ class JournalFile:
             )
 
 
-#: How a journal emptied in place is told (``FileIdentity.lost``).
+#: How a journal emptied in place, or deleted, is told (``FileIdentity.lost``).
 EMPTIED = "was emptied under the running daemon"
+DELETED = "was deleted under the running daemon"
 #: What the next start does when the journal could not be kept.
 _WHAT_NOW = "the next start begins a new journal, game ids going on from game-ids"
 
@@ -160,7 +206,7 @@ class FileIdentity:
         try:
             found = self.real.stat()
         except FileNotFoundError:
-            return f"{path} was deleted under the running daemon"
+            return f"{path} {DELETED}"
         except OSError:
             return None
         if (found.st_dev, found.st_ino) != (self.device, self.inode):
@@ -191,6 +237,17 @@ def _copied_back_whole(db: sqlite3.Connection) -> bool:
     except sqlite3.Error:
         return False
     return row is not None and row[0] == 0 and row[1] == row[2]
+
+
+def rescued_copies(path: Path) -> list[str]:
+    """A start's warnings of whole copies a rescue left beside the journal (killed before
+    it gave the copy the journal's name back, or kept beside a file that took it)."""
+    real = Path(os.path.realpath(path))
+    return [
+        f"{copy}: a whole journal rescued from under an earlier run; stop wheeld and move"
+        f" it to {real} to keep its games (the games of this journal would be lost then)"
+        for copy in sorted(real.parent.glob(f"{real.name}.rescued-*"))
+    ]
 
 
 def emptied(path: Path) -> bool:

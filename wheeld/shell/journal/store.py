@@ -45,7 +45,7 @@ from wheeld.shell.journal.frames import FrameTail
 from wheeld.shell.journal.marks import GameIds, lock_state_dir, read_boot_id
 from wheeld.shell.journal.outbox import Outbox, OutboxEntry
 from wheeld.shell.journal.records import Records
-from wheeld.shell.journal.rescue import JournalFile
+from wheeld.shell.journal.rescue import JournalFile, rescued_copies
 from wheeld.shell.journal.retention import Pruner, Retention
 from wheeld.shell.journal.schema import Schema, tables
 from wheeld.shell.journal.state import PROBE_BYTES, StateTable
@@ -114,6 +114,7 @@ class Journal:
             self.file = JournalFile(path)
             if fresh:
                 self._ids.journal_missing(path)
+            self.warnings += rescued_copies(path)
             if on_progress is not None:
                 # Told now and then while SQLite works (an upgrade's index over a
                 # year of rows, a walk after a crash): the daemon asks systemd for time.
