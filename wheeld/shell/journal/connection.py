@@ -33,8 +33,9 @@ from wheeld.shell.journal.schema import rollback, transaction
 
 #: The write-ahead log is cut back to this after a checkpoint.
 WAL_LIMIT_BYTES = 4 * 1024 * 1024
-#: The ``state`` key a checkpoint's thread writes (the time) to start the log over.
-LOG_RESTARTED = "log_restarted_at"
+#: The ``state`` key a checkpoint's thread counts up to start the log over (a write
+#: that changes a value: one that changes nothing writes no page).
+LOG_RESTARTS = "log_restarts"
 #: How often, and how far apart, that thread tries for the write lock while the loop
 #: writes (never waited on: a blocked loop is what the start over in a thread avoids).
 LOG_RESTART_TRIES = 20
@@ -119,9 +120,9 @@ def _start_log_over(db: sqlite3.Connection, write_lock: threading.RLock) -> None
         db.execute("PRAGMA synchronous=NORMAL")  # the header's sync, not a commit's
         with transaction(db):
             db.execute(
-                "INSERT INTO state (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (LOG_RESTARTED, repr(time.time())),
+                "INSERT INTO state (key, value) VALUES (?, '1') "
+                "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+                (LOG_RESTARTS,),
             )
     finally:
         write_lock.release()
