@@ -3,7 +3,8 @@
 Never by a commit on the event loop (``Journal.checkpoint_elsewhere``): a
 checkpoint's fsyncs must not hold up a launch. At each turn it also asks whether
 the journal's path still names the file the daemon writes: a journal deleted
-under it stops the daemon, whose close puts the file back (``journal.rescue``).
+(moved, replaced, emptied) under it stops the daemon, whose close keeps what it
+can and says where (``journal.rescue``).
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class WalCheckpointJob(Job):
     def tick(self, now: float) -> None:
         lost = self.parts.journal.file.lost()
         if lost is not None:
-            # Every game recorded from now on would go with the file at its close: stop
-            # deciding; the close copies the open file back to its path (``rescue``).
+            # Every game recorded from now on could go with the file at its close: stop
+            # deciding; the close keeps what it can (``rescue``).
             self.parts.guard(lambda: _stop_for(lost))
             return
         if self._task is not None and not self._task.done():

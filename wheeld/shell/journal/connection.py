@@ -69,7 +69,7 @@ def checkpoint_wal(
     daemon's, and copied into another database it would corrupt that one and leave the
     daemon's without its last pages (found by a fresh-eyes attack: ``mv`` over the
     journal, then retention's checkpoint)."""
-    if emptied(path) or (file is not None and file.lost() is not None):
+    if emptied(path):
         return 0  # SQLite would delete an empty database's log, every commit in it
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None)

@@ -28,7 +28,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,8 @@ _COPY_SUFFIX = ".rescue"
 _COPY_PAGES = 16_384
 #: The smallest SQLite database: one page of the smallest size.
 _SMALLEST_DATABASE = 512
+#: What the kernel adds to an open file's name once the name is gone.
+_DELETED_MARK = " (deleted)"
 #: The files beside the journal that are its own: the log and its index.
 _LOG_SUFFIXES = ("-wal", "-shm")
 
@@ -218,15 +220,11 @@ class FileIdentity:
     def still_at(self) -> Path | None:
         """Where the file still is under another name (renamed, or its directory moved),
         by the descriptor this process holds open on it; None once it is deleted."""
-        with contextlib.suppress(OSError):
-            for fd in os.listdir("/proc/self/fd"):
-                with contextlib.suppress(OSError):
-                    opened = os.stat(f"/proc/self/fd/{fd}")
-                    if (opened.st_dev, opened.st_ino) == (self.device, self.inode):
-                        target = os.readlink(f"/proc/self/fd/{fd}")
-                        if opened.st_nlink > 0 and not target.endswith(" (deleted)"):
-                            return Path(target)
-                        return None
+        for target, opened in _open_files():
+            if (opened.st_dev, opened.st_ino) == (self.device, self.inode):
+                if opened.st_nlink > 0 and not target.endswith(_DELETED_MARK):
+                    return Path(target)
+                return None
         return None
 
 
@@ -263,15 +261,21 @@ def _open_files_named(path: Path, suffixes: tuple[str, ...]) -> set[tuple[int, i
     """The device and inode of every file this process has open under ``path`` plus one of
     ``suffixes`` (deleted or not): the journal's own log and index, told from another's."""
     names = {str(path) + suffix for suffix in suffixes}
-    found: set[tuple[int, int]] = set()
+    return {
+        (opened.st_dev, opened.st_ino)
+        for target, opened in _open_files()
+        if target.removesuffix(_DELETED_MARK) in names
+    }
+
+
+def _open_files() -> Iterator[tuple[str, os.stat_result]]:
+    """Every file this process has open: where its descriptor says it is (``" (deleted)"``
+    after a name gone), and what it is."""
     with contextlib.suppress(OSError):
         for fd in os.listdir("/proc/self/fd"):
             with contextlib.suppress(OSError):
-                target = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
-                if target in names:
-                    opened = os.stat(f"/proc/self/fd/{fd}")
-                    found.add((opened.st_dev, opened.st_ino))
-    return found
+                link = f"/proc/self/fd/{fd}"
+                yield os.readlink(link), os.stat(link)
 
 
 def copy_out(
