@@ -23,7 +23,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from wheeld.testing.rig import Broker, NotifySocket, PtyWheel, Subscriber, wait_for, write_config
+from wheeld.testing.rig import Broker, NotifySocket, PtyWheel, Subscriber, write_config
 from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 #: The rules' ``settle_ms`` in the configuration the rig writes (the default).
@@ -118,8 +118,7 @@ def _start(
         env={**os.environ, "NOTIFY_SOCKET": str(notify.path)},
         stderr=subprocess.DEVNULL,
     )
-    wait_for(lambda: any("READY=1" in m for m in notify.messages()), 10, "READY")
-    return daemon, (time.monotonic() - started) * 1000
+    return daemon, (notify.ready_at(10) - started) * 1000
 
 
 def _fsync_probe(directory: Path, samples: int = 200) -> list[float]:

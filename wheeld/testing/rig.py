@@ -279,6 +279,24 @@ class NotifySocket:
                 self.received.append(self.sock.recv(4096).decode())
         return self.received
 
+    def ready_at(self, timeout: float) -> float:
+        """Block until ``READY=1`` comes: the monotonic time it was received, taken as it
+        arrived (``messages`` returns only after a quiet spell of the socket's timeout,
+        which a start's timing must not include)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(left)
+                with contextlib.suppress(TimeoutError):
+                    message = self.sock.recv(4096).decode()
+                    arrived = time.monotonic()
+                    self.received.append(message)
+                    if "READY=1" in message:
+                        return arrived
+        finally:
+            self.sock.settimeout(0.05)
+        raise AssertionError(f"timed out after {timeout}s waiting for READY")
+
     def close(self) -> None:
         self.sock.close()
 
