@@ -121,23 +121,21 @@ async def retained(
     put in ``others``, for the caller to hand on, never dropped.
     """
     topics = {f"{base}/{name}": name for name in names}
-    for topic in topics:
-        await client.subscribe(topic, qos=1)
+    probing = probe_topic(base)
+    # One SUBSCRIBE for them all and the probe's topic, one round trip (not one each):
+    # the broker handles a packet's subscriptions in order, queueing what it retains
+    # for each, and acknowledges them together, before the probe is sent.
+    await client.subscribe([(topic, 1) for topic in (*topics, probing)])
     waited = time.monotonic()
     # The probe, a message to ourselves: a broker queues what it retains for a
     # subscription as it handles it, and what it sends one client in order (mosquitto:
     # one queue a client, which a SUBACK does not go through), so once the probe is
     # back what is retained is here. The wait ends then, not after a fixed grace.
     # JSON, as every payload under the base topic: a subscriber to ``<base>/#`` sees it.
-    probing, probe = (
-        probe_topic(base),
-        b'{"probe": "%s", "schema_version": %d}'
-        % (
-            secrets.token_hex(8).encode(),
-            SCHEMA_VERSION,
-        ),
+    probe = b'{"probe": "%s", "schema_version": %d}' % (
+        secrets.token_hex(8).encode(),
+        SCHEMA_VERSION,
     )
-    await client.subscribe(probing, qos=1)
     await client.publish_acknowledged(probing, probe)
     left = PREFLIGHT_WAIT_S - (time.monotonic() - waited)
     held: dict[str, bytes] = {}
