@@ -72,7 +72,8 @@ class Readings:
 class HealthPayload(BaseModel):
     """``<base>/health``, retained: the table's health for monitoring."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built at first use, not at import (``wheeld run`` builds it just after READY).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     state: HealthState
     link: LinkState

@@ -30,8 +30,9 @@ def iso_utc(at: float) -> str:
 
 
 class _Payload(BaseModel):
-    # Drivers may add fields of their own (a wheel's own spin number, say).
-    model_config = ConfigDict(extra="allow", frozen=True)
+    # Drivers may add fields of their own (a wheel's own spin number, say). Built at
+    # first use, not at import: ``wheeld run`` builds them just after READY.
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     event: str
     game_id: int
