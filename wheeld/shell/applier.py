@@ -157,9 +157,12 @@ class EffectsApplier:
             self._link.write(data)
         for record in effects.logs:
             getattr(self._log, record.level)(record.event, **record.fields)
-        if self.jobs is not None:
-            self.jobs.applied()
         if effects.messages:
+            # What the jobs watch (the wheel's identity, for <base>/info) changes only
+            # with a message of the pipeline's (its <base>/wheel): a heartbeat, most
+            # lines, asks them nothing.
+            if self.jobs is not None:
+                self.jobs.applied()
             # Only then: a wake-up reads the outbox, a query per line from the wheel else.
             self._publisher.wake()
         self._rearm()

@@ -76,7 +76,7 @@ class Jobs:
             hook()
 
     def applied(self) -> None:
-        """A pipeline's effects have been applied."""
+        """A pipeline's effects that carried messages have been applied."""
         for hook in self._applied:
             hook()
 

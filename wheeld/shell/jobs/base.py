@@ -69,7 +69,8 @@ class Job:
         """Decisions were just committed; a JournalWriteError here is the journal's fault."""
 
     def applied(self) -> None:
-        """Effects were just applied (journal, wheel, logs)."""
+        """Effects that carried messages were just applied (journal, wheel, logs): what
+        changes the wheel's identity always does (its ``<base>/wheel``)."""
 
     async def stopping(self) -> None:
         """The daemon stops: last work before the journal closes (bounded)."""
