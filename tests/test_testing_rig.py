@@ -3,13 +3,17 @@ pytest fixtures run a real daemon on a pty against a broker."""
 
 from __future__ import annotations
 
+import socket
+import time
 from pathlib import Path
+
+import pytest
 
 from wheeld.config import load
 from wheeld.drivers.wrp import encode
 from wheeld.testing.fixtures import TableFactory
 from wheeld.testing.golden import golden_pairs, regenerate, replay_output
-from wheeld.testing.rig import Broker, PtyWheel, running, wait_for, write_config
+from wheeld.testing.rig import Broker, NotifySocket, PtyWheel, running, wait_for, write_config
 
 
 def test_the_fixtures_run_a_table_on_a_pty_wheel_against_a_broker(
@@ -59,3 +63,31 @@ def test_golden_regenerate_writes_then_keeps_a_captures_output(tmp_path: Path) -
     assert regenerate([tmp_path]) == []  # nothing changed: nothing rewritten
     assert golden_pairs([tmp_path]) == [(capture, expected)]
     assert replay_output(capture) == expected.read_text(encoding="utf-8")
+
+
+def test_ready_at_is_the_time_the_ready_datagram_arrived(tmp_path: Path) -> None:
+    """Not the end of a quiet spell after it (what ``messages`` waits for)."""
+    notify = NotifySocket(tmp_path / "notify.sock")
+    sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        sender.sendto(b"STATUS=starting", str(notify.path))
+        sent = time.monotonic()
+        sender.sendto(b"READY=1\nSTATUS=online", str(notify.path))
+        sender.sendto(b"STATUS=after", str(notify.path))
+        arrived = notify.ready_at(5)
+        assert sent <= arrived <= time.monotonic()
+        # It returned on READY, without reading on until the socket fell quiet.
+        assert notify.received == ["STATUS=starting", "READY=1\nSTATUS=online"]
+        assert notify.messages()[-1] == "STATUS=after"
+    finally:
+        sender.close()
+        notify.close()
+
+
+def test_ready_at_says_what_it_waited_for_when_ready_never_comes(tmp_path: Path) -> None:
+    notify = NotifySocket(tmp_path / "notify.sock")
+    try:
+        with pytest.raises(AssertionError, match="waiting for READY"):
+            notify.ready_at(0.1)
+    finally:
+        notify.close()
