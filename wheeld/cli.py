@@ -1028,10 +1028,17 @@ def _run_daemon(args: argparse.Namespace) -> int:
 
     class _Ready(Notifier):
         def ready(self, status: str) -> None:
-            """Once READY is said, what start-up built is frozen out of the cyclic
-            collector's reach (``gc.freeze``: no later collection walks it again, nor
-            holds the loop that long), and the collector, paused since the start, runs."""
+            """Once READY is said, the payload models are built (``defer_build``: not on
+            the way to READY, nor on the first game's path); then what start-up built is
+            frozen out of the cyclic collector's reach (``gc.freeze``: no later collection
+            walks it again, nor holds the loop that long), and the collector, paused since
+            the start, runs."""
             super().ready(status)
+            from wheeld.core.health import HealthPayload
+            from wheeld.core.messages import PAYLOADS
+
+            for model in (*PAYLOADS.values(), HealthPayload):
+                model.model_rebuild()
             gc.freeze()
             gc.enable()
 

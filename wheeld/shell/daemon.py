@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from wheeld import logs
 from wheeld.config import Config, driver_settings
-from wheeld.core.health import HealthPayload, Readings
-from wheeld.core.messages import PAYLOADS
+from wheeld.core.health import Readings
 from wheeld.core.signing import Signer, SigningError
 from wheeld.core.stats import Statistics
 from wheeld.drivers import driver_named
@@ -449,7 +448,6 @@ class Daemon:
             port=self.config.wheel.port,
             driver=self.config.wheel.driver,
         )
-        _build_payload_models()
         now = self.clock.now()
         self.inputs.guarded_call(lambda: self.effects.apply_start(self._started(memory, now)))
         self.jobs.started(now)
@@ -498,13 +496,6 @@ class Daemon:
     def stop(self) -> None:
         """Ask the daemon to stop (what SIGTERM does)."""
         self._stop.set()
-
-
-def _build_payload_models() -> None:
-    """The payload models are declared with ``defer_build`` (their validators are not
-    on the way to READY): built here, just after it, not on the first game's path."""
-    for model in (*PAYLOADS.values(), HealthPayload):
-        model.model_rebuild()
 
 
 async def _cancelled(task: asyncio.Task[Any]) -> None:
