@@ -208,7 +208,7 @@ def main(
     config.write_text(config.read_text().replace('level = "debug"', 'level = "warning"'))
     daemon, ready_ms = _start(config, notify, profile)
     first_starts.append(ready_ms)
-    sub = Subscriber(broker.port, "wheeld/T9/game")
+    sub = Subscriber(broker.port, "wheeld/T9/#")
     wheel = ScriptedWheel(start=time.time())
     wheel.hello()
     wheel.advance(3000)
@@ -247,9 +247,12 @@ def main(
         latencies.append((arrived - sent) * 1000)
         for _, frame in wheel.lines[before + 1 :]:
             pty.write(frame + b"\r\n")
-        # The game ends (its no_spin, fsync'd) before the next launch: as at a real
-        # table, where games are half a minute apart, a launch never queues behind it.
+        # The game ends (its no_spin, fsync'd, and the statistics that follow it) before
+        # the next launch: as at a real table, where games are half a minute apart, a
+        # launch never queues behind them. (Without the statistics, about half the
+        # launches waited for their PUBACK: a game's messages go out in order.)
         _arrival(sub, "wheeld/T9/game", b'"event":"no_spin","game_id":%d,' % (game + 1))
+        _arrival(sub, "wheeld/T9/stats", b"")
     rss = _rss_mib(daemon.pid)
     spinning_load = _load()
 
