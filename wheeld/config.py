@@ -210,7 +210,9 @@ def check_port(value: str) -> str:
 class _Section(BaseModel):
     # Strict: a TOML integer for an int, a TOML boolean for a bool (floats take
     # integers too); paths are the one thing read from strings, marked per field.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # Built when first used (``defer_build``): ``Config``'s validator takes the sections'
+    # schemas in, so on the way to READY no section builds a validator of its own.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 
 def _path(default: Path | None = None, description: str | None = None) -> Any:
@@ -273,7 +275,7 @@ class WheelConfig(BaseModel):
 
     # Extra keys are the driver's own section (``[wheel.<Driver.section>]``),
     # checked against the driver's model in _driver_problems.
-    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True, defer_build=True)
 
     driver: str = Field(
         default="wrp",

@@ -40,7 +40,8 @@ class RulesConfig(BaseModel):
     announcing a result the wheel did not give."""
 
     # Strict: a TOML boolean is not a number of milliseconds (``true`` is not 1).
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # Built when first used (``defer_build``): ``Config``'s validator takes its schema in.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     min_ball_revolutions: int = Field(
         default=3,

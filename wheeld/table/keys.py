@@ -12,4 +12,6 @@ from pydantic import BaseModel, ConfigDict
 class AlertKeys(BaseModel):
     """Keys under ``[alerts]``: one model per alert (or fault) that reads them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # Built when first used (``defer_build``): the configuration's validator takes their
+    # schemas in, and no model of its own is built on the way to READY.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
