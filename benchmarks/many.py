@@ -58,6 +58,8 @@ ROTOR_PERIOD_MS = 1000
 WARM_UP_MS = 4000
 #: The ball is picked up this long before it is launched.
 PICK_UP_MS = 300
+#: Spreads the wheels' clocks over a second, each phase as far from the others as it can.
+GOLDEN = 0.6180339887498949
 #: A launch with no `spinning` after this long is counted as missed.
 MISSED_AFTER_S = 5.0
 #: What stops the benchmark (and, through it, every daemon).
@@ -261,13 +263,19 @@ def _stop_wheels(wheels: list[Wheel]) -> None:
         wheel.notify.close()
 
 
-def _script(launch_times: list[float], tail_ms: int) -> Iterator[tuple[float, bytes, bool]]:
-    """A wheel's frames as (seconds after the first frame, frame, is it a launch)."""
+def _script(
+    launch_times: list[float], tail_ms: int, phase_s: float = 0.0
+) -> Iterator[tuple[float, bytes, bool]]:
+    """A wheel's frames as (seconds after the schedule's start, frame, is it a launch).
+
+    ``phase_s`` (under a second): where this wheel's own clock falls, its hello and so
+    its heartbeats and rotor passes, while its launches stay at ``launch_times``.
+    """
     head = ScriptedWheel(start=0.0, rotor_period_ms=ROTOR_PERIOD_MS)
     head.hello()
     origin = head.tick
     for at in launch_times:
-        head.advance(round(at * 1000) - PICK_UP_MS - (head.tick - origin))
+        head.advance(round((at - phase_s) * 1000) - PICK_UP_MS - (head.tick - origin))
         head.pocket(None)
         head.advance(PICK_UP_MS)
         head.launch()
@@ -278,7 +286,7 @@ def _script(launch_times: list[float], tail_ms: int) -> Iterator[tuple[float, by
     for host_time, frame in head.lines:
         # Host time is the tick plus 2 ms of link; the ball's only passes are its launches.
         tick = round(host_time * 1000) - 2
-        yield (tick - origin) / 1000, frame, frame.startswith(b"$WRBAL,")
+        yield (tick - origin) / 1000 + phase_s, frame, frame.startswith(b"$WRBAL,")
 
 
 @dataclass
@@ -377,12 +385,17 @@ def run_round(
 
         # Paced: wheel i launches at warm-up + i * period / N, then every period.
         # Burst: every wheel once more, at the same instant, a period after the last.
+        # Each wheel keeps its own clock (its heartbeats and rotor passes), as wheels
+        # that share none do: at one phase, every wheel's heartbeat came in the same
+        # instant, four times a second, 64 daemons woke at once, and every 16th wheel's
+        # launch came with the rotor passes of all of them.
         warm_up = WARM_UP_MS / 1000
         burst_at = warm_up + games * period + period
         schedule = []
         for index in range(count):
             paced = [warm_up + index * period / count + game * period for game in range(games)]
-            schedule.append(list(_script([*paced, burst_at], tail_ms=1000)))
+            phase = (index * GOLDEN) % 1.0
+            schedule.append(list(_script([*paced, burst_at], tail_ms=1000, phase_s=phase)))
         cpu_before = [_cpu_seconds(w.process.pid) for w in wheels]
         start, late = _play(wheels, schedule)
         window = time.monotonic() - start
