@@ -4,10 +4,11 @@ For each N of ``--wheels`` (default 8, 32, 64) it starts N daemons at once, each
 with its own table id (W01, W02, ...), state directory, configuration, signing
 key and WRP/1 wheel on a pty, waits for every one to say READY=1 and to be
 ``online`` on MQTT, then plays games on all of them. Each wheel sends what a
-real head sends (heartbeats at 4 frames/s, rotor datum passes) and launches a
-ball once every ``--period`` seconds; the wheels' launches are spread evenly over
-that period, so the machine sees N / period launches a second, never two at
-once. A burst round then launches every wheel at the same instant.
+real head sends (heartbeats at 4 frames/s, rotor datum passes), each on a clock
+of its own (its phase spread over the second), and launches a ball once every
+``--period`` seconds; the wheels' launches are spread evenly over that period,
+so the machine sees N / period launches a second, never two at once. A burst
+round then launches every wheel at the same instant.
 
 Measured: ``spinning`` latency (launch frame written to the pty until the
 ``spinning`` message reaches a subscriber of the same broker) p50/p99/max over
