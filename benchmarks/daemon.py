@@ -185,6 +185,22 @@ def _result_game(wheel: ScriptedWheel, number: str) -> tuple[list[bytes], bytes,
     return before, settling, [frame for _, frame in wheel.lines]
 
 
+def _table(directory: Path) -> tuple[Broker, PtyWheel, Path]:
+    """A table of its own in ``directory``: its broker (started), its wheel on a pty, and
+    a configuration for them with an empty state directory, logging warnings only."""
+    broker = Broker(directory)
+    broker.start()
+    pty = PtyWheel(directory / "wheel0")
+    config = write_config(
+        directory / "c.toml",
+        port=directory / "wheel0",
+        broker=broker.port,
+        state=directory / "state",
+    )
+    config.write_text(config.read_text().replace('level = "debug"', 'level = "warning"'))
+    return broker, pty, config
+
+
 def _first_starts(work: Path, count: int) -> list[float]:
     """``count`` first starts, each a table of its own (its own broker, pty, key and
     empty state directory), stopped once READY: one start is one sample, and a
@@ -193,13 +209,7 @@ def _first_starts(work: Path, count: int) -> list[float]:
     for index in range(count):
         own = work / f"first-start-{index}"
         own.mkdir()
-        broker = Broker(own)
-        broker.start()
-        pty = PtyWheel(own / "wheel")
-        config = write_config(
-            own / "c.toml", port=own / "wheel", broker=broker.port, state=own / "state"
-        )
-        config.write_text(config.read_text().replace('level = "debug"', 'level = "warning"'))
+        broker, pty, config = _table(own)
         try:
             took.append(_timed_start(config, own / "notify.sock"))
         finally:
@@ -222,14 +232,8 @@ def main(
     # The other first starts before the games' own, each with a table of its own (all
     # of them when the games' own is profiled: that one is not counted).
     first_starts = _first_starts(work, max(1, starts) - (1 if profile is None else 0))
-    broker = Broker(work)
-    broker.start()
-    pty = PtyWheel(work / "wheel0")
+    broker, pty, config = _table(work)
     notify = NotifySocket(work / "notify.sock")
-    config = write_config(
-        work / "c.toml", port=work / "wheel0", broker=broker.port, state=work / "state"
-    )
-    config.write_text(config.read_text().replace('level = "debug"', 'level = "warning"'))
     daemon, ready_ms = _start(config, notify, profile)
     if profile is None:  # a profiled start is not the daemon's figure
         first_starts.append(ready_ms)
