@@ -210,8 +210,9 @@ def check_port(value: str) -> str:
 class _Section(BaseModel):
     # Strict: a TOML integer for an int, a TOML boolean for a bool (floats take
     # integers too); paths are the one thing read from strings, marked per field.
-    # Built when first used (``defer_build``): ``Config``'s validator takes the sections'
-    # schemas in, so on the way to READY no section builds a validator of its own.
+    # Built when first used (``defer_build``): ``Config`` when a file is validated, the
+    # archive's sections only by ``wheeld archive``. (The sections ``Config`` gives as
+    # defaults are built at import all the same: making the default builds the model.)
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
 

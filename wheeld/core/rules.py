@@ -40,7 +40,8 @@ class RulesConfig(BaseModel):
     announcing a result the wheel did not give."""
 
     # Strict: a TOML boolean is not a number of milliseconds (``true`` is not 1).
-    # Built when first used (``defer_build``): ``Config``'s validator takes its schema in.
+    # ``defer_build`` as every configuration section; built at import all the same, by
+    # ``Config``'s default ``RulesConfig()``.
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
 
     min_ball_revolutions: int = Field(

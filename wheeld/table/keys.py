@@ -12,6 +12,6 @@ from pydantic import BaseModel, ConfigDict
 class AlertKeys(BaseModel):
     """Keys under ``[alerts]``: one model per alert (or fault) that reads them."""
 
-    # Built when first used (``defer_build``): the configuration's validator takes their
-    # schemas in, and no model of its own is built on the way to READY.
+    # Built when first used (``defer_build``): each alert's keys are never used alone by
+    # ``wheeld run``, only as bases of ``AlertSettings`` (which ``Config``'s default builds).
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, defer_build=True)
