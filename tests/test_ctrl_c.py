@@ -97,6 +97,11 @@ def test_ctrl_c_right_after_the_start_is_one_line_or_the_interpreters_own(
         state=tmp_path / "state",
         signing="[signing]\nrequired = false",
     )
+    # It waits for the missing port, as for an adapter not yet plugged in: without that,
+    # a quick start had already ended on "no such device" (status 1) before the later
+    # Ctrl-Cs, and nothing was left to interrupt (found by CI).
+    text = config_path.read_text()
+    config_path.write_text(text.replace('driver = "wrp"', 'driver = "wrp"\nwait_for_device = true'))
     if entry == "console script" and not _CONSOLE_SCRIPT.exists():
         pytest.skip("no wheeld console script beside this interpreter")
     start = [str(_CONSOLE_SCRIPT)] if entry == "console script" else ["-m", "wheeld"]
