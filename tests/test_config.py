@@ -117,6 +117,32 @@ def test_unparseable_files_are_one_line(tmp_path: Path, content: bytes) -> None:
     assert len(caught.value.problems) == 1
 
 
+@pytest.mark.parametrize("depth", [20, 400, 5000])
+def test_a_value_nested_too_deep_is_one_line(
+    tmp_path: Path, depth: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by review: some 330 levels of arrays ran tomllib (and the wording of the
+    error) out of recursion, a traceback from check-config, run, an environment override
+    and the archive alike."""
+    from wheeld.config import load_archive
+
+    nested = "[" * depth + "]" * depth
+    path = tmp_path / "c.toml"
+    path.write_text(f"[table]\nx = {nested}\n")
+    for read in (load, load_archive):
+        with pytest.raises(ConfigError) as caught:
+            read(path, {})
+        assert caught.value.problems == ["not valid TOML: nested more than 16 levels deep"]
+    path.write_text("")
+    with pytest.raises(ConfigError) as caught:
+        load(path, {"WHEELD_TABLE__X": nested})
+    assert str(caught.value) == "WHEELD_TABLE__X: nested more than 16 levels deep"
+    path.write_text(f"x = {nested}\n")
+    capsys.readouterr()
+    assert wheeld(["check-config", str(path)]) == 1
+    assert capsys.readouterr().err == f"{path}: not valid TOML: nested more than 16 levels deep\n"
+
+
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path / "absent.toml")

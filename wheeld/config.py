@@ -38,6 +38,10 @@ from wheeld.table.alerts import AlertSettings
 
 #: A configuration is a few kilobytes; anything bigger is the wrong file.
 MAX_CONFIG_BYTES = 1 << 20
+#: No key nests deeper than a few levels; a value nested deeper than this is the wrong
+#: file, refused before anything that walks it (tomllib, pydantic, the error's wording)
+#: runs out of Python's recursion.
+MAX_NESTING = 16
 #: MQTT's length limit for its strings and binary data (user name, password).
 MQTT_MAX_BYTES = 65_535
 #: Longest base topic and reply prefix: room under MQTT's limit for the levels
@@ -1017,6 +1021,11 @@ def apply_environment(
             value: Any = tomllib.loads(f"v = {raw}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw
+        except RecursionError:
+            value = None
+        if value is None or _too_deep(value):
+            problems.append(Problem(name, f"nested more than {MAX_NESTING} levels deep"))
+            continue
         node = data
         for part in path[:-1]:
             child = node.setdefault(part, {})
@@ -1238,9 +1247,28 @@ def _sections(
     return config, {name: getattr(config, name) for name in Config.model_fields}, []
 
 
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` holds tables or arrays nested more than ``MAX_NESTING`` deep,
+    found without recursion."""
+    level: list[Any] = [value]
+    for _ in range(MAX_NESTING + 1):
+        level = [
+            child
+            for node in level
+            if isinstance(node, dict | list)
+            for child in (node.values() if isinstance(node, dict) else node)
+        ]
+        if not level:
+            return False
+    return True
+
+
 def _parse_file(path: Path) -> dict[str, Any]:
+    deep = ConfigError(str(path), [f"not valid TOML: nested more than {MAX_NESTING} levels deep"])
     try:
-        return tomllib.loads(read_regular_file(path, MAX_CONFIG_BYTES).decode("utf-8"))
+        data = tomllib.loads(read_regular_file(path, MAX_CONFIG_BYTES).decode("utf-8"))
+    except RecursionError:
+        raise deep from None
     except OSError as exc:
         raise ConfigError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
     except UnicodeDecodeError:
@@ -1249,6 +1277,9 @@ def _parse_file(path: Path) -> dict[str, Any]:
         raise ConfigError(str(path), [f"not valid TOML: {exc}"]) from None
     except ValueError as exc:
         raise ConfigError(str(path), [f"cannot read: {exc}"]) from None
+    if _too_deep(data):
+        raise deep
+    return data
 
 
 def load(
