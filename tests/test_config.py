@@ -577,6 +577,25 @@ def test_a_ca_file_without_certificates_is_refused(tmp_path: Path) -> None:
     )
 
 
+def test_a_client_key_without_its_certificate_is_refused(tmp_path: Path) -> None:
+    """Found by review: it passed check-config and turned TLS on with no client
+    certificate, the key unused."""
+    from wheeld.config import load_archive
+
+    key = tmp_path / "client.key"
+    key.write_text("not read: the certificate it belongs to is missing")
+    (line,) = _problems(tmp_path, f'[mqtt.tls]\nkey_file = "{key}"\n')
+    assert line.endswith(
+        "mqtt.tls.key_file: set without mqtt.tls.cert_file, the client "
+        "certificate the key belongs to"
+    )
+    path = tmp_path / "archive.toml"
+    archive = '[archive]\ndsn = "postgresql:///x"\ntables = ["wheeld/+"]\n'
+    path.write_text(f'{archive}[mqtt.tls]\nkey_file = "{key}"\n')
+    with pytest.raises(ConfigError, match=r"mqtt\.tls\.key_file: set without mqtt\.tls\.cert_file"):
+        load_archive(path, {})
+
+
 @needs_openssl
 def test_tls_files_are_loaded_as_the_client_will(tmp_path: Path) -> None:
     from tests.tls import make_authority

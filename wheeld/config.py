@@ -394,7 +394,8 @@ class TlsConfig(_Section):
         "key in this file itself) when the configuration is read."
     )
     key_file: Path | None = _path(
-        description="The client certificate's private key. A secret: a relative path is "
+        description="The client certificate's private key, given with `cert_file` (alone "
+        "it is refused). A secret: a relative path is "
         "looked up in `$CREDENTIALS_DIRECTORY` first, like `mqtt.password_file`; "
         "unencrypted (the client has no passphrase to give: an encrypted key is refused)."
     )
@@ -1130,6 +1131,12 @@ def _resolve_mqtt_files(
                 problems.append("mqtt.password_file: not UTF-8 text")
             except ValueError as exc:
                 problems.append(f"mqtt.password_file: {exc}")
+    if mqtt.tls.key_file is not None and mqtt.tls.cert_file is None:
+        # Else TLS would be on with no client certificate, the key silently unused.
+        problems.append(
+            "mqtt.tls.key_file: set without mqtt.tls.cert_file, the client certificate "
+            "the key belongs to"
+        )
     tls_paths: dict[str, Path] = {}
     for key in ("ca_file", "cert_file", "key_file"):
         value = getattr(mqtt.tls, key)
