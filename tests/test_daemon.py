@@ -94,6 +94,11 @@ class Table:
         self.notify.close()
 
 
+def _last_status(messages: list[str]) -> str:
+    said = [line for m in messages for line in m.splitlines() if line.startswith("STATUS=")]
+    return said[-1] if said else ""
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
     broker = Broker(tmp_path, persistent=True)
@@ -146,6 +151,10 @@ def test_games_flow_to_game_result_history_and_status(table: Table) -> None:
         )
         wheel = table.sub.wait(f"{BASE}/wheel", lambda p: p["model"] == "RefWheel")
         assert wheel["link"] == "up" and wheel["pockets"] == 37
+        # systemd's STATUS follows the broker within a second of its being reached.
+        wait_for(
+            lambda: "broker" not in _last_status(table.notify.messages()), 5, "STATUS, reached"
+        )
         assert table.daemon.terminate() == 0
     table.sub.wait(f"{BASE}/status", lambda b: isinstance(b, dict) and b.get("state") == "offline")
     messages = table.notify.messages()

@@ -21,6 +21,7 @@ from wheeld.shell.jobs.health import HEALTH_CHECK_S, HealthJob
 from wheeld.shell.jobs.info import InfoJob
 from wheeld.shell.jobs.retention import RETENTION_EVERY_S, RETENTION_PAUSE_S, RetentionJob
 from wheeld.shell.jobs.statistics import STATISTICS_EVERY, StatisticsJob
+from wheeld.shell.jobs.status_line import STATUS_CHECK_S, StatusLineJob
 from wheeld.shell.jobs.wal import WalCheckpointJob
 from wheeld.shell.jobs.watchdog import WatchdogJob
 from wheeld.shell.jobs.wheel import WHEEL_STATE_EVERY_S, WheelStateJob
@@ -101,6 +102,7 @@ def test_the_jobs_with_a_period_get_a_timer_of_that_period() -> None:
     every = dict(cast(_Scheduler, parts.scheduler).every_calls)
     assert every["health"] == HEALTH_CHECK_S
     assert every["wheel"] == WHEEL_STATE_EVERY_S
+    assert every["status line"] == STATUS_CHECK_S
     assert every["retention"] == RETENTION_EVERY_S
     assert every["checkpoint"] == CHECKPOINT_EVERY_S
     assert "info" not in every, "info is said when the wheel's hello changes, not by the clock"
@@ -195,6 +197,26 @@ def test_the_wheel_state_is_refreshed_with_the_status_line() -> None:
     job.tick(1000.0)
     assert applied[0].messages == [message]
     assert statuses == ["idle; broker unreachable"]
+
+
+def test_the_status_line_is_said_again_when_what_it_says_of_the_broker_changes() -> None:
+    """Found by a benchmark: STATUS said "broker unreachable" from READY until the wheel
+    state's next minute, the broker long since reached."""
+    statuses: list[str] = []
+    broker: list[str] = ["no broker reached since start"]
+    condition = SimpleNamespace(
+        broker_words=lambda: list(broker), status_line=lambda: "; ".join(["idle", *broker])
+    )
+    notifier = SimpleNamespace(status=statuses.append)
+    job = StatusLineJob(_parts(condition=condition, notifier=notifier))
+    job.tick(1000.0)
+    job.tick(1001.0)  # nothing new: nothing said
+    broker.clear()  # reached
+    job.tick(1002.0)
+    job.tick(1003.0)
+    broker.append("broker unreachable")
+    job.tick(1004.0)
+    assert statuses == ["idle; no broker reached since start", "idle", "idle; broker unreachable"]
 
 
 class _Journal:

@@ -104,16 +104,20 @@ class TableCondition:
 
     def status_line(self) -> str:
         """The table's state, and what stands in the way of delivery, for sd_notify STATUS."""
-        parts = [self._pipeline.status_line()]
+        return "; ".join([self._pipeline.status_line(), *self.broker_words()])
+
+    def broker_words(self) -> list[str]:
+        """What the STATUS line says of the broker: nothing when all is well."""
+        words = []
         publisher = self._publisher
         if publisher.rival is not None:
-            parts.append(f"another wheeld publishes for this table: {publisher.rival}")
+            words.append(f"another wheeld publishes for this table: {publisher.rival}")
         elif publisher.session_taken_over:
-            parts.append(f"MQTT client id {self._config.client_id} taken by another client")
+            words.append(f"MQTT client id {self._config.client_id} taken by another client")
         if publisher.stuck_since is not None:
-            parts.append(f"broker refusing messages ({publisher.refusals} refusals)")
+            words.append(f"broker refusing messages ({publisher.refusals} refusals)")
         elif publisher.unreachable:
-            parts.append("no broker reached since start")
+            words.append("no broker reached since start")
         elif not publisher.connected:
-            parts.append("broker unreachable")
-        return "; ".join(parts)
+            words.append("broker unreachable")
+        return words

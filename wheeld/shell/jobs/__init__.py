@@ -1,7 +1,8 @@
 """The daemon's periodic jobs, one module each, registered in ``JOBS`` (as
 zigbee2mqtt's extensions are): ``<base>/health``, ``<base>/info``, the
-retained wheel state, the statistics kept, journal retention, the chains'
-checkpoint, the write-ahead log's checkpoint and the systemd watchdog.
+retained wheel state, the systemd STATUS line, the statistics kept, journal
+retention, the chains' checkpoint, the write-ahead log's checkpoint and the
+systemd watchdog.
 
 A job owns its period and its topic; the ``Scheduler`` drives it and hands it
 the host time. A new periodic job is one new module with a ``Job`` subclass,
@@ -18,6 +19,7 @@ from wheeld.shell.jobs.health import HealthJob
 from wheeld.shell.jobs.info import InfoJob
 from wheeld.shell.jobs.retention import RetentionJob
 from wheeld.shell.jobs.statistics import StatisticsJob
+from wheeld.shell.jobs.status_line import StatusLineJob
 from wheeld.shell.jobs.wal import WalCheckpointJob
 from wheeld.shell.jobs.watchdog import WatchdogJob
 from wheeld.shell.jobs.wheel import WheelStateJob
@@ -29,6 +31,7 @@ JOBS: tuple[type[Job], ...] = (
     HealthJob,
     InfoJob,
     WheelStateJob,
+    StatusLineJob,
     StatisticsJob,
     RetentionJob,
     CheckpointJob,
