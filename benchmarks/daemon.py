@@ -29,8 +29,8 @@ from wheeld_simulators.scripted import DEFAULT_BALL_PERIODS, ScriptedWheel
 
 #: The rules' ``settle_ms`` in the configuration the rig writes (the default).
 SETTLE_MS = 1000
-#: The idle window: heartbeats at 4 a second, after the hello has settled.
-IDLE_SETTLE_S = 2.0
+#: The idle window: heartbeats at 4 a second, after the hello has settled (beating).
+IDLE_SETTLE_S = 3.0
 IDLE_FRAMES = 120
 
 FORWARDER = textwrap.dedent("""
@@ -218,6 +218,15 @@ def _first_starts(work: Path, count: int) -> list[float]:
     return took
 
 
+def _heartbeats(wheel: ScriptedWheel, pty: PtyWheel, count: int) -> None:
+    """``count`` heartbeats, 4 a second, as an idle wheel sends them."""
+    for _ in range(count):
+        wheel.lines.clear()
+        wheel.heartbeat()
+        pty.write(wheel.lines[0][1] + b"\r\n")
+        time.sleep(0.25)
+
+
 def _starts(samples: list[float]) -> str:
     return (
         f"median {statistics.median(samples):.0f} ms of {len(samples)} "
@@ -246,15 +255,13 @@ def main(
         pty.write(frame + b"\r\n")
 
     # Idle: heartbeats at 4 frames/s for 30 s, once what follows the wheel's hello
-    # (its link's first publishes, the collector's first run) is over.
-    time.sleep(IDLE_SETTLE_S)
+    # (its link's first publishes, the collector's first run) is over. The wheel
+    # keeps beating meanwhile: silent for the link's timeout (2 s, as this settle
+    # was until 2026-12-07), it was lost and found again, sometimes inside the window.
+    _heartbeats(wheel, pty, round(IDLE_SETTLE_S * 4))
     cpu_before = _cpu_seconds(daemon.pid)
     idle_start = time.monotonic()
-    for _ in range(IDLE_FRAMES):
-        wheel.lines.clear()
-        wheel.heartbeat()
-        pty.write(wheel.lines[0][1] + b"\r\n")
-        time.sleep(0.25)
+    _heartbeats(wheel, pty, IDLE_FRAMES)
     idle_cpu = (_cpu_seconds(daemon.pid) - cpu_before) / (time.monotonic() - idle_start) * 100
 
     idle_load = _load()
