@@ -179,6 +179,22 @@ def test_a_stopped_wheel_takes_its_link_with_it(
     assert ("wheeld simulate: interrupted" in err) == (stop == signal.SIGINT), err
 
 
+def test_a_link_path_that_is_no_symlink_is_never_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by an attack: ``--link`` on a file replaced it with the pty's link, and the
+    close removed that, the file (a signing key) lost. Only a link is replaced."""
+    precious = tmp_path / "signing.key"
+    precious.write_text("the key")
+    (tmp_path / "dir").mkdir()
+    for path in (precious, tmp_path / "dir"):
+        assert wheeld(["simulate", "--link", str(path), "--quiet"]) == 1
+        assert capsys.readouterr().err == (
+            f"wheeld simulate: --link {path}: exists and is no symlink; not replaced\n"
+        )
+    assert precious.read_text() == "the key"
+
+
 def test_a_wheel_without_a_link_named_leaves_no_directory_behind() -> None:
     """Without --link it makes a directory for the link: removed with it (found on the
     first day: /tmp held an empty wheeld-sim-* directory for every run, or a stale link)."""

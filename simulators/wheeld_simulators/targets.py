@@ -44,6 +44,10 @@ class PtySink:
         if link is None:
             self._made = Path(tempfile.mkdtemp(prefix="wheeld-sim-"))
             link = self._made / "wheel"
+        elif os.path.lexists(link) and not link.is_symlink():
+            # Replaced, then removed at the close: a file given by mistake (a key) would
+            # be lost. Only a link (one a run before left) is replaced.
+            raise FileExistsError(f"--link {link}: exists and is no symlink; not replaced")
         self.link = link
         self.master = -1
         self.slave_name = ""
