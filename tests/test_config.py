@@ -193,6 +193,20 @@ def test_a_missing_secret_file_names_the_key(tmp_path: Path) -> None:
     assert "mqtt.password_file" in text and "mqtt.tls.ca_file" in text
 
 
+def test_a_secret_file_that_cannot_be_looked_at_is_one_line(tmp_path: Path) -> None:
+    """Found by an attack: a key in a directory the user may not enter, a name too long
+    or a loop of links was an OSError traceback (from check-config, run, marquee)."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    too_long = tmp_path / ("x" * 300) / "k"
+    for path, why in ((too_long, "File name too long"), (loop, "symbolic links")):
+        text = f'[signing]\nkey_file = "{path}"\n[mqtt]\npassword_file = "{path}"\n'
+        problems = _problems(tmp_path, text)
+        for key in ("signing.key_file", "mqtt.password_file"):
+            (line,) = [problem for problem in problems if f": {key}: " in problem]
+            assert f"{key}: {path}: cannot look at it: " in line and why in line, line
+
+
 def _problems(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> list[str]:
     """Every problem line of a configuration, as check-config would print them."""
     path = tmp_path / "c.toml"

@@ -71,6 +71,15 @@ def test_an_empty_or_missing_journal(tmp_path: Path, capsys: Any) -> None:
     assert (status, out) == (0, "") and "no game in the journal" in err
 
 
+def test_a_state_dir_that_cannot_be_looked_at_is_one_line(tmp_path: Path, capsys: Any) -> None:
+    """Found by an attack: a name too long (or a directory the operator may not enter)
+    was an OSError traceback."""
+    state = tmp_path / ("x" * 300)
+    status, _, err = recall(capsys, "--state-dir", state)
+    assert status == 2
+    assert err == f"wheeld recall: {state / JOURNAL_FILE}: cannot look at it: File name too long\n"
+
+
 @pytest.mark.parametrize("last", ["0", "-1", "ten"])
 def test_a_bad_count_is_refused(tmp_path: Path, capsys: Any, last: str) -> None:
     with pytest.raises(SystemExit) as exited:

@@ -1049,10 +1049,15 @@ def find_secret(path: Path, environ: Mapping[str, str], base: Path) -> Path:
         if environ.get("CREDENTIALS_DIRECTORY"):
             candidates.insert(0, Path(environ["CREDENTIALS_DIRECTORY"]) / path)
     for candidate in candidates:
-        if candidate.exists():
-            if not candidate.is_file():
-                raise ValueError(f"{candidate}: not a regular file")
-            return candidate
+        try:
+            mode = candidate.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:  # a directory it may not enter, a name too long, a loop
+            raise ValueError(f"{candidate}: cannot look at it: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"{candidate}: not a regular file")
+        return candidate
     raise FileNotFoundError(f"no such file: {' or '.join(str(c) for c in candidates)}")
 
 

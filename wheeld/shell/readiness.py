@@ -93,8 +93,12 @@ def signing_problems(signing: SigningConfig) -> list[str]:
     private key, never its public half. A file not found is said where it was looked for."""
     if signing.key_file is None:
         return [KEY_NOT_SET] if signing.required else []
-    if not signing.key_file.is_file():
-        return []  # not found: said already, naming where it was looked for
+    try:
+        found = signing.key_file.is_file()
+    except OSError:  # a name too long, a directory it may not enter
+        found = False
+    if not found:
+        return []  # not found, or not to be looked at: said already, with where and why
     try:
         Signer.from_file(signing.key_file)
     except SigningError as exc:

@@ -53,8 +53,11 @@ class JournalView:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        if not path.is_file():
-            raise JournalError(f"{path}: no journal there")
+        try:
+            if not path.is_file():
+                raise JournalError(f"{path}: no journal there")
+        except OSError as exc:  # a directory it may not enter, a name too long
+            raise JournalError(f"{path}: cannot look at it: {exc.strerror or exc}") from None
         try:
             self._db = sqlite3.connect(
                 f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
