@@ -134,13 +134,25 @@ def test_simulate_help_and_bad_options() -> None:
     ).stdout
     for fault in FAULTS:
         assert fault in out
-    bad = subprocess.run(
-        [sys.executable, "-m", "wheeld", "simulate", "--speed", "0"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    # Found by an attack: NaN and infinite speeds played as fast as they could, --games 0
+    # played 20 and -1 none, a port past 65535 or no port at all was a traceback.
+    for args in (
+        ("--speed", "0"),
+        ("--speed", "nan"),
+        ("--speed", "inf"),
+        ("--fault-rate", "nan"),
+        ("--games", "0"),
+        ("--games", "-1"),
+        ("--target", "tcp", "--listen", "127.0.0.1:99999"),
+        ("--target", "tcp", "--listen", "garbage"),
+    ):
+        bad = subprocess.run(
+            [sys.executable, "-m", "wheeld", "simulate", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, (args, bad)
 
 
 _INTERRUPTIBLE = (

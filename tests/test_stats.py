@@ -363,6 +363,13 @@ def test_stats_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit) as exited:
         main(["stats", "--state-dir", str(tmp_path), str(NORMAL_GAMES)])
     assert exited.value.code == 2
+    # Found by an attack: a window past a C ssize_t was an OverflowError traceback.
+    capsys.readouterr()
+    for window in ("99999999999999999999", "10000001", "0"):
+        with pytest.raises(SystemExit) as exited:
+            main(["stats", "--window", window, str(NORMAL_GAMES)])
+        assert exited.value.code == 2
+        assert "is not a whole number from 1 to 10,000,000" in capsys.readouterr().err
 
 
 @settings(max_examples=60, deadline=None)

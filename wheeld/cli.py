@@ -301,7 +301,7 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     stats.add_argument(
         "--window",
-        type=_positive,
+        type=_window,
         action="append",
         metavar="N",
         help="a rolling window of the last N results; repeat it (default 500 and 1000)",
@@ -327,6 +327,16 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 def _positive(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
+    return int(text)
+
+
+#: The longest rolling window: some fifteen years of games (at 90 an hour, 20 hours a day).
+MAX_WINDOW = 10_000_000
+
+
+def _window(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_WINDOW:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {MAX_WINDOW:,}")
     return int(text)
 
 

@@ -7,6 +7,7 @@ is installed.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -173,8 +174,19 @@ def run(args: argparse.Namespace) -> int:
     if args.kind == "ss2" and args.target != "pty":
         print(f"wheeld simulate: --driver {name} plays on a pty only", file=sys.stderr)
         return 2
-    if args.speed <= 0 or not 0 <= args.fault_rate <= 1 or not 0 <= args.noise_rate <= 1:
+    # ``not`` so that NaN fails too; infinity is no pace either.
+    rates = (args.fault_rate, args.noise_rate)
+    if not 0 < args.speed < math.inf or not all(0 <= rate <= 1 for rate in rates):
         print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
+        return 2
+    if args.games is not None and args.games < 1:
+        print("wheeld simulate: --games must be 1 or more", file=sys.stderr)
+        return 2
+    if args.target == "tcp" and _listen_port(args.listen) is None:
+        print(
+            f"wheeld simulate: --listen {args.listen!r}: HOST:PORT, the port 0-65535",
+            file=sys.stderr,
+        )
         return 2
     if args.kind is None:
         print(f"wheeld simulate: {unknown_driver(name)}", file=sys.stderr)
@@ -203,6 +215,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _listen_port(listen: str) -> int | None:
+    """The port of ``--listen HOST:PORT`` (0: any free one), or None when it is none."""
+    _, colon, port = listen.rpartition(":")
+    if not colon or not (port.isascii() and port.isdigit()) or int(port) > 65535:
+        return None
+    return int(port)
 
 
 class _Terminated(KeyboardInterrupt):
