@@ -105,16 +105,21 @@ def _canonical(config: Config) -> str:
     return rfc8785.dumps(identity.config_public(config)).decode("utf-8")
 
 
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command-line tool")
 def test_no_secret_reaches_the_fingerprinted_form(tmp_path: Path) -> None:
-    (tmp_path / "client.key").write_text("-----BEGIN PRIVATE KEY-----\nKEY-MATERIAL-4f1\n")
+    from tests.tls import make_authority
+
+    # A key goes with its certificate (alone it is refused), and both must load.
+    client = make_authority(tmp_path, "client")
+    key_material = client.key.read_text().splitlines()[1]
     (tmp_path / "mqtt.pass").write_text("from-a-file-9c2\n")
-    tls = '[mqtt.tls]\nkey_file = "client.key"\n'
+    tls = '[mqtt.tls]\ncert_file = "client.crt"\nkey_file = "client.key"\n'
     inline = _config(tmp_path, f'[mqtt]\nusername = "wheeld"\npassword = "hunter2-7d1"\n{tls}')
     from_file = _config(tmp_path, f'[mqtt]\npassword_file = "mqtt.pass"\n{tls}')
     assert from_file.mqtt.password == "from-a-file-9c2"  # what the fingerprint must not show
     for config in (inline, from_file):
         text = _canonical(config)
-        for secret in ("hunter2-7d1", "from-a-file-9c2", "KEY-MATERIAL-4f1", "PRIVATE KEY"):
+        for secret in ("hunter2-7d1", "from-a-file-9c2", key_material, "PRIVATE KEY"):
             assert secret not in text
         assert str(tmp_path / "client.key") in text  # paths are not secrets
         assert identity.config_public(config)["mqtt"]["password"] == identity.SECRET
