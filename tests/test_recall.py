@@ -42,6 +42,36 @@ def test_recall_works_while_the_daemon_holds_the_journal(tmp_path: Path, capsys:
     ]
 
 
+def test_games_another_controller_went_on_past_are_never_recalled_as_results(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """Found by an attack: two daemons started at once for one table; the one that stood
+    down had decided games 8-11 itself, never published, while the other announced
+    them with other numbers. Its recall (the command line, the MQTT command, the
+    archive's gap filling) served its own signed results for them."""
+    journal = write_journal(tmp_path, games(12))
+    try:
+        announced = [
+            e for e in journal.pending(0, 1000) if json.loads(e.message.payload)["game_id"] <= 8
+        ]
+        journal.acknowledge(*announced)
+        assert journal.supersede(["t/game"]) == 12  # games 9-12: 3 messages each
+    finally:
+        journal.close()
+    for game_id in (9, 12):
+        status, out, err = recall(capsys, "--state-dir", tmp_path, "--game", str(game_id))
+        assert (status, out) == (2, "")
+        assert err == (
+            f"wheeld recall: {tmp_path / JOURNAL_FILE}: game {game_id} was superseded: decided"
+            f" here but never announced; another controller's game {game_id} stands\n"
+        )
+    status, out, _ = recall(capsys, "--state-dir", tmp_path, "--json")
+    assert status == 0
+    assert [json.loads(line)["game_id"] for line in out.splitlines()] == [3, 4, 5, 6, 7, 8]
+    status, out, _ = recall(capsys, "--state-dir", tmp_path, "--game", "8", "--last", "1")
+    assert status == 0 and out.startswith("game 8: result 17 black")
+
+
 def test_recall_of_one_game_and_the_ones_before_it(tmp_path: Path, capsys: Any) -> None:
     write_journal(tmp_path, games(5)).close()
     status, out, _ = recall(capsys, "--state-dir", tmp_path, "--game", "3", "--last", "2", "--json")

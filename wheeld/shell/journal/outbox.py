@@ -12,12 +12,14 @@ queued in the decision's own commit instead (``enqueue``, by ``Journal.record``)
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wheeld.shell.journal.errors import unreadable
+from wheeld.shell.journal.superseded import SUPERSEDED_KEY, game_ids_of, merged, parse
 from wheeld.table.effects import Outgoing
 
 if TYPE_CHECKING:
@@ -109,11 +111,21 @@ class Outbox:
 
         For a journal another has gone on past (``Effects.superseded``): its
         game messages never went out and must not now; its retained game state
-        is behind the broker's and must not be said again.
+        is behind the broker's and must not be said again. The games they were
+        of are kept as superseded (``superseded``): recall never serves them.
         """
         marks = ", ".join("?" * len(topics))
         db = self._sql.db
         with self._sql.writing(durable=False):
+            # The games those messages were of: decided here, announced by the other.
+            payloads = db.execute(
+                f"SELECT payload FROM outbox WHERE topic IN ({marks})", tuple(topics)
+            ).fetchall()
+            games = game_ids_of(payload for (payload,) in payloads)
+            if games:
+                kept = parse(self._sql.get(SUPERSEDED_KEY))
+                ranges = merged(kept, games)
+                self._sql.put(SUPERSEDED_KEY, json.dumps(ranges))
             dropped: int = db.execute(
                 f"DELETE FROM outbox WHERE topic IN ({marks})", tuple(topics)
             ).rowcount

@@ -22,6 +22,7 @@ from wheeld.core.commands import MAX_GAME_ID
 from wheeld.core.messages import EXPORT_FORMAT, iso_utc
 from wheeld.core.signing import ChainState, digest
 from wheeld.shell.journal.errors import JournalError
+from wheeld.shell.journal.superseded import holds
 from wheeld.shell.journal.view import JournalView, StoredFrames, frame_columns, stored_payload
 
 if TYPE_CHECKING:
@@ -101,9 +102,17 @@ def recall(
     if game_id is not None and not 1 <= game_id <= MAX_GAME_ID:
         # No game has such an id, and SQLite could not even compare one past 2**63 - 1.
         raise JournalError(f"{view.path}: no game {game_id} in the journal")
+    superseded = view.superseded()
+    if game_id is not None and holds(superseded, game_id):
+        raise JournalError(
+            f"{view.path}: game {game_id} was superseded: decided here but never announced;"
+            f" another controller's game {game_id} stands"
+        )
     ids = view.game_ids(min(last, MAX_GAME_ID), game_id)
     if game_id is not None and game_id not in ids:
         raise JournalError(f"{view.path}: no game {game_id} in the journal")
+    # Another controller's game of that id stands: this journal's is no result of the table.
+    ids = [gid for gid in ids if not holds(superseded, gid)]
     events = view.events(ids)
     frames = view.frames(ids)
     return [

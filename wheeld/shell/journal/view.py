@@ -23,6 +23,8 @@ from wheeld.shell.journal.codec import BlockLine, decode_columns, unpack_payload
 from wheeld.shell.journal.errors import JournalError, unreadable
 from wheeld.shell.journal.frames import JournalFrame, iter_blocks
 from wheeld.shell.journal.schema import expected_tables, tables
+from wheeld.shell.journal.superseded import SUPERSEDED_KEY, Ranges
+from wheeld.shell.journal.superseded import parse as parse_ranges
 
 #: Same bound as the engine's stored integers: exact in every JSON reader.
 _GAME_ID_LIMIT = 1 << 53
@@ -199,6 +201,10 @@ class JournalView:
         """Where the chain was moved on past a seq another journal published: seq -> its digest."""
         rows = self._read("SELECT after_id, hash FROM anchors WHERE chain = 'messages'")
         return {seq: link for seq, link in rows if type(seq) is int and isinstance(link, str)}
+
+    def superseded(self) -> Ranges:
+        """The games decided here that another controller's went on past (``superseded``)."""
+        return parse_ranges(self._get(SUPERSEDED_KEY))
 
     def game_ids(self, last: int, game_id: int | None = None) -> list[int]:
         """The last ``last`` games (ending with ``game_id`` if given), in play order."""
