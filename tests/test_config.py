@@ -143,6 +143,48 @@ def test_a_value_nested_too_deep_is_one_line(
     assert capsys.readouterr().err == f"{path}: not valid TOML: nested more than 16 levels deep\n"
 
 
+@pytest.mark.parametrize(
+    ("text", "deep"),
+    [
+        ("[table]\nx = " + "[" * 15 + "1" + "]" * 15, False),  # arrays at depths 2 to 16
+        ("[table]\nx = " + "[" * 16 + "]" * 16, True),
+        (".".join(["a"] * 17) + " = 1", False),  # tables at depths 1 to 16
+        (".".join(["a"] * 18) + " = 1", True),
+        (".".join(["a"] * 17) + " = []", True),
+        ("[" + ".".join(["a"] * 16) + "]", False),
+        ("[" + ".".join(["a"] * 17) + "]", True),
+        ("[[" + ".".join(["a"] * 17) + "]]", True),
+        (".".join(["a"] * 20_000) + " = 1", True),  # tomllib alone: 9 s and 1.6 GB
+        ("[" + ".".join(["a"] * 160_000) + "]", True),
+    ],
+)
+def test_nesting_is_counted_from_the_top_level_dotted_keys_too(
+    tmp_path: Path, text: str, deep: bool
+) -> None:
+    """Found by review: a long dotted key or header took tomllib time and memory that
+    grow with the square of its parts before the depth was looked at."""
+    path = tmp_path / "c.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError) as caught:
+        load(path, {})
+    said = "nested more than 16 levels deep" in str(caught.value)
+    assert said == deep, str(caught.value)
+
+
+def test_an_environment_override_nests_from_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("")
+    arrays = "[" * 15 + "1" + "]" * 15  # at depths 2 to 16 under table.x, as in a file
+    for environ, deep in [
+        ({"WHEELD_TABLE__X": arrays}, False),
+        ({"WHEELD_TABLE__X": "[" + arrays + "]"}, True),
+        ({"WHEELD_" + "__".join(["X"] * 17): "1"}, True),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            load(path, environ)
+        assert ("nested more than 16 levels deep" in str(caught.value)) == deep, environ
+
+
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path / "absent.toml")
