@@ -207,16 +207,24 @@ def test_the_status_line_is_said_again_when_what_it_says_of_the_broker_changes()
     condition = SimpleNamespace(
         broker_words=lambda: list(broker), status_line=lambda: "; ".join(["idle", *broker])
     )
-    notifier = SimpleNamespace(status=statuses.append)
+    notifier = SimpleNamespace(readied=False, said_status=None)
+
+    def status(line: str) -> None:
+        statuses.append(line)
+        notifier.said_status = line
+
+    notifier.status = status
     job = StatusLineJob(_parts(condition=condition, notifier=notifier))
-    job.tick(1000.0)
+    job.tick(999.0)  # before READY: the start says its own
+    notifier.readied, notifier.said_status = True, "idle; no broker reached since start"
+    job.tick(1000.0)  # READY's line says it already
     job.tick(1001.0)  # nothing new: nothing said
     broker.clear()  # reached
     job.tick(1002.0)
     job.tick(1003.0)
     broker.append("broker unreachable")
     job.tick(1004.0)
-    assert statuses == ["idle; no broker reached since start", "idle", "idle; broker unreachable"]
+    assert statuses == ["idle", "idle; broker unreachable"]
 
 
 class _Journal:

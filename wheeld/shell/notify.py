@@ -38,6 +38,9 @@ class Notifier:
         self._extended_at: float | None = None
         #: READY=1 was said but not sent (the queue full): it goes with the next message.
         self._unsaid_ready = False
+        #: READY=1 has been said (systemd takes it once), and the last STATUS said.
+        self.readied = False
+        self.said_status: str | None = None
 
     def send(self, *fields: str) -> None:
         """Send ``fields`` (e.g. ``"READY=1"``, ``"STATUS=..."``) as one message."""
@@ -74,9 +77,11 @@ class Notifier:
         )
 
     def ready(self, status: str) -> None:
+        self.readied, self.said_status = True, status
         self.send("READY=1", f"STATUS={status}")
 
     def status(self, status: str) -> None:
+        self.said_status = status
         self.send(f"STATUS={status}")
 
     def watchdog(self) -> None:

@@ -25,8 +25,13 @@ class StatusLineJob(Job):
         return STATUS_CHECK_S
 
     def tick(self, now: float) -> None:
+        notifier = self.parts.notifier
+        if not notifier.readied:
+            return  # before READY the start says its own STATUS (the link is held back)
         condition = self.parts.condition
         words = condition.broker_words()
         if words != self._said:
             self._said = words
-            self.parts.notifier.status(condition.status_line())
+            line = condition.status_line()
+            if line != notifier.said_status:  # READY's own line may already say it
+                notifier.status(line)
