@@ -1233,6 +1233,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if quiet:  # the interpreter's own shutdown, too, ends in one line
             signal.signal(signal.SIGINT, wheeld._interrupted)
+        # CPython 3.11 marks a Ctrl-C that left an ``exec`` of a string (a dataclass's
+        # methods are made so) as unhandled, caught or not, and at exit kills itself with
+        # SIGINT instead of returning 130 (found by review: "python -m wheeld run" ended
+        # -2 about one start in five). An ``exec`` that ends well clears the mark.
+        exec("")
 
 
 def _from_ctrl_c(error: BaseException) -> bool:
