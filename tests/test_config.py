@@ -454,6 +454,14 @@ def test_an_environment_error_is_blamed_on_the_variable(tmp_path: Path) -> None:
     )
 
 
+def test_a_section_an_environment_variable_made_is_blamed_on_it(tmp_path: Path) -> None:
+    """Found by review: ``WHEELD_A__B`` was "c.toml: a: unknown key", the file blamed
+    for a section only the variable had made."""
+    first, second = sorted(_problems(tmp_path, "", {"WHEELD_A__B": "1", "WHEELD_MQTT__X__Y": "1"}))
+    assert first.startswith("WHEELD_A__B: a: unknown key (known here: alerts, ")
+    assert second == "WHEELD_MQTT__X__Y: mqtt.x: unknown key"
+
+
 def test_a_secret_file_named_by_the_environment_is_blamed_on_it(tmp_path: Path) -> None:
     (line,) = _problems(tmp_path, "", {"WHEELD_MQTT__PASSWORD_FILE": str(tmp_path / "nope")})
     assert line.startswith("WHEELD_MQTT__PASSWORD_FILE: mqtt.password_file: no such file")

@@ -972,12 +972,14 @@ Origins = dict[tuple[str, ...], str]
 
 
 def _blame(key: tuple[str, ...], origins: Origins, source: str) -> str:
-    """The environment variable that set ``key`` or a section holding it, else the file."""
+    """The environment variable that set ``key`` or a section holding it, or a key under
+    it (``WHEELD_A__B`` makes the section ``a``), else the file."""
     for length in range(len(key), 0, -1):
         variable = origins.get(key[:length])
         if variable is not None:
             return variable
-    return source
+    under = sorted(variable for path, variable in origins.items() if path[: len(key)] == key)
+    return under[0] if under else source
 
 
 def describe(
