@@ -1018,6 +1018,22 @@ def test_a_journal_that_took_a_table_over_verifies(
         " state directory): its messages are in that journal, not a gap",
         f"{tmp_path}: intact",
     ]
+    # Its export too (found by an attack: the journal verified, its export said "gap").
+    exported = tmp_path / "export.jsonl"
+    assert main(["export", "--state-dir", str(tmp_path), "--out", str(exported)]) == 0
+    header = json.loads(exported.read_text().splitlines()[0])["export"]
+    assert header["floors"] == {"5": digest(elsewhere[-1])}
+    capsys.readouterr()
+    assert main(["verify", "--key", str(public_key), str(exported)]) == 0
+    out = capsys.readouterr().out
+    assert "went on past another journal's message at seq 5" in out and out.endswith(": intact\n")
+    # A floor no one wrote does not pass: the header is read, not trusted blindly.
+    lines = exported.read_text().splitlines()
+    header["floors"] = {"5": "0" * 64}
+    lines[0] = json.dumps({"export": header})
+    exported.write_text("\n".join(lines) + "\n")
+    assert main(["verify", "--key", str(public_key), str(exported)]) == 1
+    assert "gap: seq 5 missing" in capsys.readouterr().out
 
 
 def test_a_retention_anchor_cannot_hide_rows_deleted_from_the_middle(

@@ -413,12 +413,21 @@ def _verify_lines(
 
     reader = verify.RecordingReader(lines)
     start = end = None
+    floors: dict[int, str] = {}
     if reader.header is not None:
         bounds = verify.export_bounds(reader.header)
         if isinstance(bounds, verify.Failure):
             return bounds
         start, end = bounds
-    failure = verify.verify_messages(reader, key, start=start, end=end, report=report)
+        found = verify.export_floors(reader.header)
+        if isinstance(found, verify.Failure):
+            return found
+        floors = found
+        # Said, as for a journal: a jump the header vouches for is shown, never silent.
+        report.floors = sorted(seq for seq, link in floors.items() if link)
+    failure = verify.verify_messages(
+        reader, key, start=start, end=end, floors=floors, report=report
+    )
     if reader.failure is not None:
         return reader.failure
     if not reader.count:

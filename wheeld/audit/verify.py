@@ -542,6 +542,18 @@ def export_bounds(header: dict[str, Any]) -> tuple[ChainState, ChainState] | Fai
     return start, end
 
 
+def export_floors(header: dict[str, Any]) -> dict[int, str] | Failure:
+    """Where an export's chain went on past another controller's message (seq -> the
+    digest it went on from, "" for a skip), from its header: none in an older export."""
+    floors = header.get("floors", {})
+    if not isinstance(floors, dict) or not all(
+        isinstance(seq, str) and seq.isascii() and seq.isdigit() and isinstance(link, str)
+        for seq, link in floors.items()
+    ):
+        return Failure("line 1", "the export's floors are malformed")
+    return {int(seq): link for seq, link in floors.items()}
+
+
 # -- in worker processes ----------------------------------------------------------
 
 #: The members of a payload the chain and the games are judged by (all a worker sends back).

@@ -202,6 +202,14 @@ def export_text(
         "games": [first.get("game_id"), last.get("game_id")],
         "anchor": {"start": start.to_dict(), "end": end.to_dict()},
     }
+    # Where the chain went on past another controller's message inside the span (a
+    # takeover): ``wheeld verify`` tells such a jump from a gap by these, as it does
+    # with the journal's own (found by an attack: the journal verified, its export not).
+    floors = {
+        str(seq): link for seq, link in sorted(view.floors().items()) if start.seq <= seq < end.seq
+    }
+    if floors:
+        header["floors"] = floors
     if public_key_pem is not None:
         header["public_key"] = public_key_pem
     summary = summary if summary is not None else ExportSummary()
