@@ -232,6 +232,22 @@ def test_a_port_another_program_holds_is_waited_for_when_asked(
     assert "/dev/null: not a serial port" in capsys.readouterr().err
 
 
+def test_a_usb_pattern_no_device_matches_is_refused_unless_waited_for(
+    tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by an attack: check-config said ok to ``hwgrep://nothingmatches``, and run
+    then refused it ("no ports found matching regexp")."""
+    sections = _good(tmp_path, wheel)
+    sections["wheel"]["port"] = "hwgrep://^no-such-adapter-9f3$"
+    path = tmp_path / "wheeld.toml"
+    path.write_text(_toml(sections))
+    assert wheeld(["check-config", str(path)]) == 1
+    assert "no serial device matches" in capsys.readouterr().err
+    sections["wheel"]["wait_for_device"] = True
+    path.write_text(_toml(sections))
+    assert wheeld(["check-config", str(path)]) == 0
+
+
 def test_a_good_configuration_passes_both(
     tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -571,6 +571,11 @@ def test_check_config_says_when_every_value_is_a_default(
         ("socket://wheel:70000", "socket:// must name a host and a port"),
         ("socket://:7000", "socket:// must name a host and a port"),
         ("hwgrep://", "hwgrep:// must have a pattern"),
+        # Found by an attack: check-config said ok, run refused them in pyserial's words.
+        ("hwgrep://[(", "hwgrep://: not a URL pyserial reads (Invalid IPv6 URL)"),
+        ("hwgrep://(", "hwgrep://(: not a regular expression (missing )"),
+        ("hwgrep://0403&n=1", "hwgrep://: 'n=1' is no option (n=N from 2, or skip_busy)"),
+        ("hwgrep://0403&fast", "hwgrep://: 'fast' is no option"),
     ],
 )
 def test_a_port_url_that_reaches_no_wheel_is_refused(tmp_path: Path, port: str, says: str) -> None:
@@ -580,7 +585,13 @@ def test_a_port_url_that_reaches_no_wheel_is_refused(tmp_path: Path, port: str, 
 
 @pytest.mark.parametrize(
     "port",
-    ["/dev/ttyUSB0", "socket://127.0.0.1:7000", "SOCKET://wheel.lan:7000", "hwgrep://0403:6001"],
+    [
+        "/dev/ttyUSB0",
+        "socket://127.0.0.1:7000",
+        "SOCKET://wheel.lan:7000",
+        "hwgrep://0403:6001",
+        "hwgrep://0403:6001&n=2&skip_busy",
+    ],
 )
 def test_device_paths_and_wheel_urls_are_accepted(tmp_path: Path, port: str) -> None:
     path = tmp_path / "c.toml"

@@ -211,7 +211,31 @@ def check_port(value: str) -> str:
             raise ValueError("socket:// must name a host and a port 1-65535: socket://HOST:PORT")
     elif not rest:
         raise ValueError("hwgrep:// must have a pattern: hwgrep://PATTERN")
+    else:
+        hwgrep_pattern(value)
     return value
+
+
+def hwgrep_pattern(value: str) -> str:
+    """The regular expression of ``hwgrep://PATTERN[&n=N][&skip_busy]``, read as pyserial
+    reads it (found by an attack: check-config said ok to a pattern run then refused,
+    "Invalid IPv6 URL" or a regular expression that does not compile)."""
+    try:
+        urllib.parse.urlsplit(value)  # pyserial's URL handling splits it first
+    except ValueError as exc:
+        raise ValueError(f"hwgrep://: not a URL pyserial reads ({exc})") from None
+    pattern, *options = value.partition("://")[2].split("&")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"hwgrep://{pattern}: not a regular expression ({exc})") from None
+    for option in options:
+        name, _, number = option.partition("=")
+        if option != "skip_busy" and not (
+            name == "n" and number.isascii() and number.isdigit() and int(number) >= 2
+        ):
+            raise ValueError(f"hwgrep://: {option!r} is no option (n=N from 2, or skip_busy)")
+    return pattern
 
 
 class _Section(BaseModel):
@@ -297,7 +321,9 @@ class WheelConfig(BaseModel):
         min_length=1,
         description="The wheel's serial port. A device path, a pty, `socket://HOST:PORT` "
         "(a wheel behind a raw TCP serial server, or `wheeld simulate --target tcp`) or "
-        "`hwgrep://PATTERN` (the first serial device whose USB ids or description match). "
+        "`hwgrep://PATTERN` (the first serial device whose USB ids or description match; "
+        "pyserial's options `&n=N` and `&skip_busy`; a pattern that is no regular expression "
+        "is refused, and one no device matches at start unless `wait_for_device`). "
         "Other pyserial URLs are refused: `loop://` is a loopback, not a wheel; "
         "`rfc2217://` and `cp2110://` give the event loop no file descriptor to watch, so "
         "nothing would ever be read (serve the port as raw TCP, as ser2net does, and use "

@@ -126,6 +126,16 @@ def port_problems(wheel: WheelConfig, *, live: bool = False, opened: bool = True
             why = None if wheel.wait_for_device or not opened else _unreachable(host, number)
             if why is not None:
                 return [f"wheel.port: {port}: {why} (wheel.wait_for_device = true waits for it)"]
+        elif scheme.lower() == "hwgrep" and not wheel.wait_for_device:
+            from serial.tools.list_ports import grep
+
+            from wheeld.config import hwgrep_pattern
+
+            if next(grep(hwgrep_pattern(port)), None) is None:
+                return [
+                    f"wheel.port: {port}: no serial device matches (the wheel's adapter "
+                    "unplugged? wheel.wait_for_device = true waits for it)"
+                ]
         return []
     try:
         mode = os.stat(port).st_mode
