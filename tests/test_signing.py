@@ -352,6 +352,32 @@ def test_keygen_into_a_file_says_it_is_not_a_directory(
     assert err == f"wheeld keygen: {out}: not a directory\n"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["keygen", "--out", ""],
+        ["recall", "--state-dir", ""],
+        ["check-config", ""],
+        ["export", "--state-dir", "x", "--out", ""],
+        ["simulate", "--link", ""],
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+) -> None:
+    """Found by an attack: ``keygen --out ""`` (an unset shell variable) wrote the key
+    pair into the current directory and said nothing; ``recall --state-dir ""`` read it."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        wheeld(args)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(": an empty path\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_key_is_a_secret_found_in_the_credentials_directory(tmp_path: Path) -> None:
     credentials = tmp_path / "credentials"
     credentials.mkdir()

@@ -89,7 +89,7 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
         "port and no broker; print one JSON payload per line, as `run` would publish on "
         "<base>/game. Game ids start at 1.",
     )
-    replay.add_argument("--config", type=Path, help="configuration file (rules, table, wheel)")
+    replay.add_argument("--config", type=_path, help="configuration file (rules, table, wheel)")
     replay.add_argument(
         "--driver",
         help="an installed driver's name, e.g. wrp (default: the "
@@ -109,20 +109,20 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--key",
-        type=Path,
+        type=_path,
         metavar="FILE",
         help="sign and chain the payloads with this private key (default: signing.key_file "
         "of the configuration; unsigned without either)",
     )
-    replay.add_argument("capture", type=Path, help="capture file (wheeld capture format 1)")
+    replay.add_argument("capture", type=_path, help="capture file (wheeld capture format 1)")
 
     run = commands.add_parser(
         "run",
         help="run the daemon for one wheel",
         description="Read the wheel, decide its games, journal and publish them over MQTT.",
     )
-    run.add_argument("--config", type=Path, required=True, help="configuration file (TOML)")
-    run.add_argument("--capture", type=Path, help="record the serial traffic to this capture file")
+    run.add_argument("--config", type=_path, required=True, help="configuration file (TOML)")
+    run.add_argument("--capture", type=_path, help="record the serial traffic to this capture file")
 
     keygen = commands.add_parser(
         "keygen",
@@ -131,14 +131,14 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
         "DIR/signing.pub (SubjectPublicKeyInfo PEM, for consumers); print the key id that "
         "signed messages carry as `kid`.",
     )
-    keygen.add_argument("--out", type=Path, required=True, metavar="DIR")
+    keygen.add_argument("--out", type=_path, required=True, metavar="DIR")
 
     marquee = commands.add_parser(
         "marquee",
         help="serve the winning-number display board (a web page) for a table",
         description="Subscribe to the table's topics and serve a full-screen, live board.",
     )
-    marquee.add_argument("--config", type=Path, required=True)
+    marquee.add_argument("--config", type=_path, required=True)
     marquee.add_argument(
         "--listen",
         metavar="HOST:PORT",
@@ -151,7 +151,7 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
         description="Write each new winning number as the two-character line passive "
         "winning-number displays read (' 7\\r\\n', '17\\r\\n').",
     )
-    display.add_argument("--config", type=Path, required=True)
+    display.add_argument("--config", type=_path, required=True)
     display.add_argument("--port", required=True, help="the display's serial port or URL")
     display.add_argument("--baudrate", type=int, default=9600)
 
@@ -162,7 +162,7 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
         "exit status 1 when one of them is not reachable. Beside a running daemon, the "
         "wheel is judged from the daemon's own retained <base>/health (it holds the port).",
     )
-    status.add_argument("--config", type=Path, required=True, metavar="FILE")
+    status.add_argument("--config", type=_path, required=True, metavar="FILE")
     status.add_argument(
         "--timeout",
         type=float,
@@ -171,7 +171,7 @@ def _parser(plugins: bool = True) -> argparse.ArgumentParser:
         help="how long each broker may take to answer, and the wheel to speak (default: 3)",
     )
     check = commands.add_parser("check-config", help="validate a configuration file, key by key")
-    check.add_argument("file", type=Path)
+    check.add_argument("file", type=_path)
     _add_audit_commands(commands)
     _add_archive_command(commands)
     _add_stats_command(commands)
@@ -198,16 +198,16 @@ def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     verify.add_argument(
         "--key",
-        type=Path,
+        type=_path,
         required=True,
         action="append",
         help="the table's public key (PEM); repeat it for every key a table has signed with",
     )
     source = verify.add_mutually_exclusive_group(required=True)
-    source.add_argument("--state-dir", type=Path, help="the daemon's state directory")
+    source.add_argument("--state-dir", type=_path, help="the daemon's state directory")
     source.add_argument(
         "file",
-        type=Path,
+        type=_path,
         nargs="?",
         help="<base>/game payloads, one JSON object a line ('-': stdin)",
     )
@@ -219,7 +219,7 @@ def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "line that crossed the link during it. Reads the journal without its lock: works "
         "while the daemon runs and when it is stopped.",
     )
-    recall.add_argument("--state-dir", type=Path, required=True)
+    recall.add_argument("--state-dir", type=_path, required=True)
     recall.add_argument("--last", type=_positive, default=10, metavar="N", help="default 10")
     recall.add_argument("--game", type=_positive, metavar="ID", help="end with this game")
     recall.add_argument("--json", action="store_true", help="one JSON object per game")
@@ -230,9 +230,9 @@ def _add_audit_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         description="The games' payloads, their serial lines and the chain's anchor, one JSON "
         "object a line; `wheeld verify --key PUB FILE` checks it.",
     )
-    export.add_argument("--state-dir", type=Path, required=True)
-    export.add_argument("--out", type=Path, required=True)
-    export.add_argument("--key", type=Path, help="public key to include (PEM)")
+    export.add_argument("--state-dir", type=_path, required=True)
+    export.add_argument("--out", type=_path, required=True)
+    export.add_argument("--key", type=_path, help="public key to include (PEM)")
     export.add_argument("--from-game", type=_positive, metavar="A")
     export.add_argument("--to-game", type=_positive, metavar="B")
     export.add_argument("--since", type=_instant, metavar="DATE", help="ISO 8601, UTC if no zone")
@@ -248,7 +248,7 @@ def _add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentP
         "alarm, info and stats topics, verify, fill gaps with recall, commit). The actions "
         "answer from the database.",
     )
-    archive.add_argument("--config", type=Path, help="the archive's configuration (TOML)")
+    archive.add_argument("--config", type=_path, help="the archive's configuration (TOML)")
     actions = archive.add_subparsers(dest="archive_action", metavar="ACTION")
     helps = {
         "verify": "check every chain in the database again, streaming",
@@ -259,7 +259,7 @@ def _add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     for name, text in helps.items():
         action = actions.add_parser(name, help=text, description=text)
         # Its own dest: a subparser's default would overwrite the one given before it.
-        action.add_argument("--config", type=Path, dest="action_config", metavar="CONFIG")
+        action.add_argument("--config", type=_path, dest="action_config", metavar="CONFIG")
         if name in ("report", "game"):
             action.add_argument("--table", required=True, help="the table id")
         if name == "report":
@@ -290,7 +290,7 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "ball revolutions and rotor speed. Reads the journal without its lock, or replays a "
         "capture.",
     )
-    stats.add_argument("--config", type=Path, help="configuration file (table, wheel)")
+    stats.add_argument("--config", type=_path, help="configuration file (table, wheel)")
     stats.add_argument("--json", action="store_true", help="one JSON object")
     stats.add_argument(
         "--pockets",
@@ -318,10 +318,18 @@ def _add_stats_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "--driver", help="an installed driver's name, for a capture (default as for replay)"
     )
     source = stats.add_mutually_exclusive_group(required=True)
-    source.add_argument("--state-dir", type=Path, help="the daemon's state directory")
+    source.add_argument("--state-dir", type=_path, help="the daemon's state directory")
     source.add_argument(
-        "capture", type=Path, nargs="?", help="capture file (wheeld capture format 1)"
+        "capture", type=_path, nargs="?", help="capture file (wheeld capture format 1)"
     )
+
+
+def _path(text: str) -> Path:
+    # Path("") is ".": an empty argument (an unset shell variable) would read, or write a
+    # key pair into, the current directory (found by an attack: keygen --out "" did).
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text)
 
 
 def _positive(text: str) -> int:

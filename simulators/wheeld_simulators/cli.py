@@ -62,7 +62,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--target", default="pty", choices=("pty", "tcp", "file"))
     parser.add_argument(
-        "--link", type=Path, help="pty target: the stable symlink to create (default: a temp path)"
+        "--link", type=_path, help="pty target: the stable symlink to create (default: a temp path)"
     )
     parser.add_argument(
         "--listen",
@@ -70,7 +70,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="HOST:PORT",
         help="tcp target: where to listen (default: 127.0.0.1:7777)",
     )
-    parser.add_argument("--output", type=Path, help="file target: the capture file to write")
+    parser.add_argument("--output", type=_path, help="file target: the capture file to write")
     parser.add_argument(
         "--speed",
         type=float,
@@ -215,6 +215,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _path(text: str) -> Path:
+    if not text:  # Path("") is ".", the current directory
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text)
 
 
 def _listen_port(listen: str) -> int | None:
