@@ -108,6 +108,16 @@ def test_check_config_accepts_a_good_file(
     assert "ok" in capsys.readouterr().out
 
 
+def test_a_byte_order_mark_is_named(tmp_path: Path) -> None:
+    """Found by an attack: a file saved with a BOM (Notepad's UTF-8) was "not valid TOML:
+    Invalid statement (at line 1, column 1)", a line that does not say what is wrong."""
+    path = tmp_path / "c.toml"
+    path.write_bytes(b'\xef\xbb\xbf[table]\nid = "T1"\n')
+    with pytest.raises(ConfigError) as caught:
+        load(path, {})
+    assert caught.value.problems == ["starts with a byte-order mark: save it as UTF-8 without one"]
+
+
 @pytest.mark.parametrize("content", [b"[rules\n", b"\xff\xfe"])
 def test_unparseable_files_are_one_line(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "c.toml"

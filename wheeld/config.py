@@ -1325,6 +1325,10 @@ def _parse_file(path: Path) -> dict[str, Any]:
     deep = ConfigError(str(path), [f"not valid TOML: nested more than {MAX_NESTING} levels deep"])
     try:
         text = read_regular_file(path, MAX_CONFIG_BYTES).decode("utf-8")
+        if text.startswith("\ufeff"):  # tomllib: "Invalid statement (at line 1, column 1)"
+            raise ConfigError(
+                str(path), ["starts with a byte-order mark: save it as UTF-8 without one"]
+            )
         if _dotted_too_deep(text):
             raise deep
         data = tomllib.loads(text)
