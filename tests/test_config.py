@@ -435,6 +435,35 @@ def test_a_table_id_that_is_no_topic_level_is_refused(tmp_path: Path, table: str
     assert ": table.id: " in line
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        # Found by an attack: each was accepted.
+        ('[table]\nid = "T 1"\n', "table.id: must not hold spaces or invisible characters"),
+        ('[table]\nid = " "\n', "table.id: must not hold spaces or invisible characters"),
+        ('[table]\nid = "T\\u202e1"\n', "table.id: must not hold spaces or invisible"),
+        ('[table]\nid = "T\\u200b1"\n', "table.id: must not hold spaces or invisible"),
+        ("[table]\nmin_bet = inf\n", "table.min_bet: must be a finite number, not inf"),
+        ("[table]\nmax_bet = nan\n", "table.max_bet: must be a finite number, not nan"),
+        ("[table]\nmin_bet = 10\nmax_bet = 5\n", "table: max_bet 5 is below min_bet 10"),
+        ('[state]\ndir = "/"\n', "state.dir: must not be the root directory"),
+        ('[state]\ndir = "/tmp/.."\n', "state.dir: must not be the root directory"),
+    ],
+)
+def test_a_table_staff_cannot_read_or_a_state_dir_at_the_root_is_refused(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    (line,) = _problems(tmp_path, text)
+    assert said in line, line
+
+
+def test_bets_and_ids_that_read_are_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[table]\nid = "Ruleta-1"\nmin_bet = 5\nmax_bet = 5\n')
+    table = load(path, {}).table
+    assert (table.id, table.min_bet, table.max_bet) == ("Ruleta-1", 5, 5)
+
+
 def test_the_reply_prefix_is_empty_by_default_and_may_be_set(tmp_path: Path) -> None:
     """Empty: replies go to any response topic the sender names (MQTT 5's way), the
     table's own topics aside; set, only under it."""

@@ -15,6 +15,7 @@ import re
 import ssl
 import stat
 import tomllib
+import unicodedata
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -259,7 +260,8 @@ class TableConfig(_Section):
         max_length=MAX_TABLE_ID_CHARS,
         description="The table's id. Every message carries it, and it is the default MQTT "
         "topic level (`wheeld/<table.id>`) and client id (`wheeld-<table.id>`): no `+`, `#`, "
-        "`/` or control characters, not starting with `$` (a topic level); under "
+        "`/`, spaces, control or invisible characters (a bidi override), not starting with "
+        "`$` (a topic level); under "
         "`wheeld@T1` the unit sets it to the instance.",
     )
     name: str | None = Field(
@@ -272,10 +274,16 @@ class TableConfig(_Section):
     )
     #: Table limits, shown on the marquee.
     min_bet: float | None = Field(
-        default=None, ge=0, description="The table's minimum bet, shown on the marquee."
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="The table's minimum bet, shown on the marquee.",
     )
     max_bet: float | None = Field(
-        default=None, ge=0, description="The table's maximum bet, shown on the marquee."
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="The table's maximum bet, shown on the marquee; not below `min_bet`.",
     )
     currency: str = Field(
         default="",
@@ -299,7 +307,18 @@ class TableConfig(_Section):
         # The id is a topic level and the default base topic starts with it.
         if value.startswith("$"):
             raise ValueError("must not start with '$'")
+        # Staff read it and type it (a command's reply, the marquee's corner, the logs):
+        # no spaces, nor characters that do not show or turn the text around.
+        if any(char.isspace() or unicodedata.category(char) == "Cf" for char in value):
+            raise ValueError("must not hold spaces or invisible characters (a bidi override)")
         return check_topic_segment(value)
+
+    @model_validator(mode="after")
+    def _limits(self) -> TableConfig:
+        low, high = self.min_bet, self.max_bet
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"max_bet {high:g} is below min_bet {low:g}")
+        return self
 
 
 class WheelConfig(BaseModel):
@@ -625,6 +644,8 @@ def check_state_dir(value: Path) -> Path:
     with contextlib.suppress(OSError, RuntimeError):
         seen.append(value.resolve())
     for path in seen:
+        if path == Path("/"):  # the journal, its lock and its copies at the top of the system
+            raise ValueError("must not be the root directory (give the table a directory)")
         for tree in SYSTEM_TREES:
             if path.is_relative_to(tree):
                 raise ValueError(f"must not be under {tree} (no journal can live there)")
@@ -648,8 +669,9 @@ class StateConfig(_Section):
     dir: Path = _path(
         Path("/var/lib/wheeld"),
         description="The journal's directory (`journal.sqlite3`, `game-ids`, `lock`). An "
-        "absolute path (not empty, never relative to wherever the daemon starts), not under "
-        "`/dev`, `/proc` or `/sys` (also through a symlink), and a directory or a path one "
+        "absolute path (not empty, never relative to wherever the daemon starts), not the "
+        "root directory, not under `/dev`, `/proc` or `/sys` (also through a symlink), and a "
+        "directory or a path one "
         "can be made at, by this user; a journal there must be this table's. Under "
         "`wheeld@T1` the unit sets it to `/var/lib/wheeld/T1`.",
     )

@@ -214,6 +214,8 @@ def explain(item: ErrorDetails, model: type[BaseModel]) -> str:
             with contextlib.suppress(ValueError):
                 text += f": write {name} = {float(value.strip())!r}, without quotes"
         return text
+    if kind == "finite_number":
+        return f"must be a finite number, {given}"
     if kind in ("bool_type", "bool_parsing"):
         return f"must be true or false (without quotes), {given} ({kind_of(value)})"
     if kind in ("string_type", "path_type"):
