@@ -374,7 +374,8 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(
     with pytest.raises(SystemExit) as exited:
         wheeld(args)
     assert exited.value.code == 2
-    assert capsys.readouterr().err.endswith(": an empty path\n")
+    err = capsys.readouterr().err  # one line, as every error of wheeld's, not the usage too
+    assert err.count("\n") == 1 and ": an empty path (see wheeld " in err, err
     assert list(tmp_path.iterdir()) == []
 
 

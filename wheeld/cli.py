@@ -11,7 +11,7 @@ import functools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from datetime import date, datetime
@@ -67,10 +67,19 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's, but a mistake on the command line is one line, as every other error of
+    wheeld's is (argparse prints its usage before it: two to five lines); the usage is a
+    ``--help`` away. Its sub-commands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser(plugins: bool = True) -> argparse.ArgumentParser:
     """The command line; ``plugins`` False: without the plug-in commands (a built-in
     command is asked for: looking for them imports every plug-in's distribution)."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="wheeld",
         description="Controller daemon for electronic roulette wheels.",
     )
