@@ -15,6 +15,7 @@ from wheeld.cli import main
 from wheeld.shell.journal import JOURNAL_FILE, Journal
 from wheeld.shell.journal import recall as recall_module
 from wheeld.shell.journal.recall import frame_line
+from wheeld.table.effects import Outgoing
 
 
 def recall(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
@@ -55,7 +56,9 @@ def test_games_another_controller_went_on_past_are_never_recalled_as_results(
             e for e in journal.pending(0, 1000) if json.loads(e.message.payload)["game_id"] <= 8
         ]
         journal.acknowledge(*announced)
-        assert journal.supersede(["t/game"]) == 12  # games 9-12: 3 messages each
+        # Game 8's retained copy had not gone out, its events had: it was announced here.
+        journal.enqueue([Outgoing("t/result", json.dumps({"game_id": 8, "event": "result"}))])
+        assert journal.supersede(["t/game", "t/result"]) == 13  # games 9-12, 3 events each
     finally:
         journal.close()
     for game_id in (9, 12):

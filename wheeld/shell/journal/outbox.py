@@ -117,9 +117,13 @@ class Outbox:
         marks = ", ".join("?" * len(topics))
         db = self._sql.db
         with self._sql.writing(durable=False):
-            # The games those messages were of: decided here, announced by the other.
+            # The games whose own messages (``<base>/game``) never went out: decided here,
+            # announced by the other. (A game whose events went out and only its retained
+            # copies did not, was this table's announcement.)
+            games_topics = [topic for topic in topics if topic.endswith("/game")]
             payloads = db.execute(
-                f"SELECT payload FROM outbox WHERE topic IN ({marks})", tuple(topics)
+                f"SELECT payload FROM outbox WHERE topic IN ({', '.join('?' * len(games_topics))})",
+                tuple(games_topics),
             ).fetchall()
             games = game_ids_of(payload for (payload,) in payloads)
             if games:
