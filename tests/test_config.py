@@ -166,6 +166,9 @@ def test_a_value_nested_too_deep_is_one_line(
         ("[[" + ".".join(["a"] * 17) + "]]", True),
         (".".join(["a"] * 20_000) + " = 1", True),  # tomllib alone: 9 s and 1.6 GB
         ("[" + ".".join(["a"] * 160_000) + "]", True),
+        # A comment's dots, or a line with no key, are no key's parts.
+        ("# " + "." * 80 + "\n" + "." * 80 + "\n[table]\nx = 1", False),
+        ("# a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r = 1\n[table]\nx = 1", False),
     ],
 )
 def test_nesting_is_counted_from_the_top_level_dotted_keys_too(

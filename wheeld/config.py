@@ -1338,7 +1338,11 @@ def _dotted_too_deep(text: str) -> bool:
         if start.startswith("["):  # a header's last part is a table too
             if start.partition("]")[0].count(".") >= MAX_NESTING:
                 return True
-        elif start.partition("=")[0].count(".") > MAX_NESTING:
+        elif (
+            "=" in start
+            and not start.startswith("#")  # a comment's dots are no key's
+            and start.partition("=")[0].count(".") > MAX_NESTING
+        ):
             return True
     return False
 
