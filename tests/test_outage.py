@@ -318,6 +318,8 @@ _CONSOLE = (
     # SIGINT as a terminal gives it (a test run in the background would have it ignored).
     "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "import sys; sys.argv[0] = 'wheeld'; import wheeld; print('go', flush=True); "
+    # Every thread's stack on SIGUSR2: what a daemon that does not stop is waiting for.
+    "import faulthandler; faulthandler.register(signal.SIGUSR2, all_threads=True); "
     "from wheeld.cli import main; sys.exit(main())"
 )
 
@@ -347,7 +349,16 @@ def test_ctrl_c_at_any_moment_of_run_is_one_line_never_a_traceback(
         assert daemon.stdout.readline() == "go\n"
         time.sleep(after_s)  # the moment of the Ctrl-C is what is tested, not a wait
         daemon.send_signal(signal.SIGINT)
-        _, err = daemon.communicate(timeout=30)
+        try:
+            _, err = daemon.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            # Seen once in CI (1.0 s, four workers): still running 30 s after the Ctrl-C,
+            # not reproduced since. What it waits for, to say so, rather than a bare timeout.
+            daemon.send_signal(signal.SIGUSR2)
+            time.sleep(1.0)
+            daemon.kill()
+            _, err = daemon.communicate()
+            pytest.fail(f"still running 30 s after Ctrl-C; its threads:\n{err[-6000:]}")
     finally:
         if daemon.poll() is None:
             daemon.kill()
