@@ -840,3 +840,30 @@ def test_a_flood_of_one_off_alarms_is_counted_not_said_each() -> None:
         faults.extend(table.pipeline.on_bytes(b"$WRHBT,1,1000*5F\n", 2000.6 + n))
     states = [a["state"] for a in _alarms(faults) if a["alarm"] == "wheel_link_lost"]
     assert states.count("set") == 30 and states.count("clear") == 30
+
+
+# -- a hello's pockets, by the driver's protocol -----------------------------------------
+
+
+@pytest.mark.parametrize("pockets", [39, 40, 36])
+def test_a_wrp_hello_of_a_count_wrp_has_not_is_pockets_unsupported(pockets: int) -> None:
+    """WRP/1's HEL announces 37 or 38 pockets. Found by fuzzing: a HEL of 40 (an SS2's
+    count, which the engine takes from a Cammegh) set the layout, and a POC 0000 then
+    published the result "0000". Any other count raises the alarm and changes nothing."""
+    wheel = ScriptedWheel(pockets=pockets)
+    wheel.hello()
+    wheel.advance(3000)
+    table = Table(wheel)
+    effects = table.feed()
+    said = [json.loads(a.payload) for a in effects.alarms if a.code == "pockets_unsupported"]
+    assert said and said[0]["pockets"] == pockets, effects.alarms
+    assert table.pipeline.engine.layout.pockets == 37
+
+
+def test_a_wrp_hello_of_38_sets_a_double_zero_wheel() -> None:
+    wheel = ScriptedWheel(pockets=38)
+    wheel.hello()
+    wheel.advance(3000)
+    table = Table(wheel)
+    table.feed()
+    assert table.pipeline.engine.layout.pockets == 38

@@ -228,6 +228,11 @@ def _stored_count(data: dict[str, Any], key: str, *, minimum: int) -> int | None
     return value
 
 
+#: The pocket counts a wheel's hello may set, unless its driver's protocol says fewer:
+#: 37 and 38, and a Cammegh SS2's 39 and 40 (firmware 2.52's extra zeros).
+HELLO_POCKETS = (37, 38, 39, 40)
+
+
 class GameEngine:
     """Turns wheel events into game decisions by the regulator's rules."""
 
@@ -238,8 +243,11 @@ class GameEngine:
         pockets: int | None = None,
         state: EngineState | None = None,
         order: tuple[str, ...] | None = None,
+        hello_pockets: tuple[int, ...] = HELLO_POCKETS,
     ) -> None:
         self.state = state if state is not None else EngineState()
+        #: The counts a hello may set: the driver's protocol's (WRP/1: 37 or 38).
+        self._hello_pockets = hello_pockets
         self._thresholds = Thresholds.of(rules)
         self._link_timeout_s = rules.link_timeout_ms / 1000.0
         # Configured pockets (or a custom order, ``wheel.pocket_order``) win; without
@@ -496,7 +504,7 @@ class GameEngine:
 
     def _on_hello(self, event: WheelHello, now: float, out: list[Decision]) -> None:
         rebooted = event.seq == 0 and self._heard_from_wheel
-        if event.pockets not in (37, 38, 39, 40):
+        if event.pockets not in self._hello_pockets:
             out.append(Alarm(now, "pockets_unsupported", {"pockets": event.pockets}))
         elif not self._pockets_fixed:
             if event.pockets != self.layout.pockets and self._game is not None:

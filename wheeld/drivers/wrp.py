@@ -183,6 +183,9 @@ class WrpDecoder:
     """Incremental WRP/1 decoder: ``feed(bytes)`` returns the events completed so far."""
 
     __slots__ = ("_frames", "_last_seq", "_running_on", "counters")
+    #: WRP/1's HEL announces 37 or 38 pockets: any other count is pockets_unsupported
+    #: (found by fuzzing: a HEL of 40, then POC 0000, published the result "0000").
+    hello_pockets = (37, 38)
 
     def __init__(self) -> None:
         self._frames = frame_splitter()

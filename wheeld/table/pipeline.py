@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wheeld.core.commands import OperatorCommand
-from wheeld.core.engine import EngineState, GameEngine
+from wheeld.core.engine import HELLO_POCKETS, EngineState, GameEngine
 from wheeld.core.events import (
     DisplayMismatch,
     ResultContradicted,
@@ -109,7 +109,12 @@ class TablePipeline:
         self._settings = settings
         self.decoder = decoder
         self.engine = GameEngine(
-            settings.rules, pockets=settings.pockets, state=state, order=settings.pocket_order
+            settings.rules,
+            pockets=settings.pockets,
+            state=state,
+            order=settings.pocket_order,
+            # A decoder whose protocol allows fewer counts says which (WRP/1: 37 or 38).
+            hello_pockets=getattr(decoder, "hello_pockets", HELLO_POCKETS),
         )
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
