@@ -543,11 +543,16 @@ def export_bounds(header: dict[str, Any]) -> tuple[ChainState, ChainState] | Fai
 
 
 def export_floors(header: dict[str, Any]) -> dict[int, str] | Failure:
-    """Where an export's chain went on past another controller's message (seq -> the
-    digest it went on from, "" for a skip), from its header: none in an older export."""
+    """Where an export's chain says it went on past another controller's message (seq ->
+    the digest it went on from, "" for a skip), from its header: none in an older export.
+    Unsigned: named in a gap's failure, never taken to pass one."""
     floors = header.get("floors", {})
     if not isinstance(floors, dict) or not all(
-        isinstance(seq, str) and seq.isascii() and seq.isdigit() and isinstance(link, str)
+        isinstance(seq, str)
+        and seq.isascii()
+        and seq.isdigit()
+        and len(seq) <= 20  # past a seq any chain could reach, and int()'s digit limit
+        and isinstance(link, str)
         for seq, link in floors.items()
     ):
         return Failure("line 1", "the export's floors are malformed")
