@@ -1033,6 +1033,35 @@ def test_a_journal_that_took_a_table_over_verifies(
     assert "another controller's message at seq 5" in out
 
 
+def test_a_journal_that_took_over_level_with_the_other_verifies(
+    tmp_path: Path, public_key: Path, capsys: Any
+) -> None:
+    """Found by review: two controllers decided the same seqs (both passed the start-up
+    check at once); the one that took over went on at its own next seq, after the other's
+    message of the seq it had reached too, and verify called that a broken link."""
+    from wheeld.core.signing import digest
+
+    ours = signed([*game_events(1), *game_events(2)])  # seq 1-6
+    elsewhere = signed(
+        _in_epoch(game_events(2, "5"), "epoch-elsewhere"), ChainState(4, digest(ours[2]))
+    )
+    assert elsewhere[-1]["seq"] == 6
+    journal = write_journal(tmp_path, ours)
+    journal.record_floor(6, digest(elsewhere[-1]), 1.0)
+    for message in signed(game_events(3), ChainState(7, digest(elsewhere[-1]))):
+        body = json.dumps(message)
+        journal.record(
+            [GameRecord(3, message["event"], body)],
+            [],
+            EngineState(next_game_id=4),
+            ChainState(message["seq"] + 1, digest(message)),
+        )
+    journal.close()
+    assert main(["verify", "--key", str(public_key), "--state-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "went on past another journal's message at seq 6" in out and out.endswith(": intact\n")
+
+
 def test_a_retention_anchor_cannot_hide_rows_deleted_from_the_middle(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:

@@ -298,6 +298,11 @@ class ChainCheck:
             return None  # where this chain begins (a consumer may have joined late)
         if seq == expected.seq:
             if prev != expected.prev:
+                if prev is not None and self._floors.get(seq - 1) == prev:
+                    # Went on after another controller's message of the same seq as our
+                    # last (a takeover level with it: two controllers decided those seqs).
+                    self._games.open = None
+                    return None
                 return "broken link: prev does not name the message before it"
             return None
         if seq in chain.seen:  # the same word for word was dropped (``feed``)
