@@ -989,6 +989,22 @@ def test_a_takeover_goes_on_after_the_last_message_whatever_its_seq(
     assert "said again word for word" in out and out.endswith(": intact\n")
 
 
+def _game_3_after_a_floor(journal: Journal, floor: int, theirs: dict[str, Any]) -> None:
+    """Game 3 journaled after another controller's message ``theirs`` at seq ``floor``
+    (the floor kept, as a takeover keeps it), then the journal closed."""
+    from wheeld.core.signing import digest
+
+    journal.record_floor(floor, digest(theirs), 1.0)
+    for message in signed(game_events(3), ChainState(floor + 1, digest(theirs))):
+        journal.record(
+            [GameRecord(3, message["event"], json.dumps(message))],
+            [],
+            EngineState(next_game_id=4),
+            ChainState(message["seq"] + 1, digest(message)),
+        )
+    journal.close()
+
+
 def test_a_journal_that_took_a_table_over_verifies(
     tmp_path: Path, public_key: Path, capsys: Any
 ) -> None:
@@ -1000,16 +1016,7 @@ def test_a_journal_that_took_a_table_over_verifies(
     journal = write_journal(tmp_path, ours)
     void = {"event": "no_spin", "game_id": 2, "table": "T1", "reason": "controller_restart"}
     elsewhere = signed(_in_epoch([void], "epoch-elsewhere"), ChainState(5, digest(ours[-1])))
-    journal.record_floor(5, digest(elsewhere[-1]), 1.0)
-    for message in signed(game_events(3), ChainState(6, digest(elsewhere[-1]))):
-        body = json.dumps(message)
-        journal.record(
-            [GameRecord(3, message["event"], body)],
-            [],
-            EngineState(next_game_id=4),
-            ChainState(message["seq"] + 1, digest(message)),
-        )
-    journal.close()
+    _game_3_after_a_floor(journal, 5, elsewhere[-1])
     # Said, not only passed: this journal alone does not hold seq 5 (found: "intact" alone).
     assert main(["verify", "--key", str(public_key), "--state-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines() == [
@@ -1047,16 +1054,7 @@ def test_a_journal_that_took_over_level_with_the_other_verifies(
     )
     assert elsewhere[-1]["seq"] == 6
     journal = write_journal(tmp_path, ours)
-    journal.record_floor(6, digest(elsewhere[-1]), 1.0)
-    for message in signed(game_events(3), ChainState(7, digest(elsewhere[-1]))):
-        body = json.dumps(message)
-        journal.record(
-            [GameRecord(3, message["event"], body)],
-            [],
-            EngineState(next_game_id=4),
-            ChainState(message["seq"] + 1, digest(message)),
-        )
-    journal.close()
+    _game_3_after_a_floor(journal, 6, elsewhere[-1])
     assert main(["verify", "--key", str(public_key), "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "went on past another journal's message at seq 6" in out and out.endswith(": intact\n")
