@@ -248,6 +248,21 @@ def test_a_usb_pattern_no_device_matches_is_refused_unless_waited_for(
     assert wheeld(["check-config", str(path)]) == 0
 
 
+def test_a_usb_pattern_with_n_needs_that_many_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by review: ``hwgrep://ttyS&n=2`` with one device matching passed check-config,
+    and run refused it ("no ports found matching regexp")."""
+    import serial.tools.list_ports
+
+    from wheeld.config import WheelConfig
+    from wheeld.shell.readiness import port_problems
+
+    one = [("/dev/ttyUSB0", "FT232R", "USB VID:PID=0403:6001")]
+    monkeypatch.setattr(serial.tools.list_ports, "grep", lambda pattern: iter(one))
+    assert port_problems(WheelConfig(port="hwgrep://0403")) == []
+    (line,) = port_problems(WheelConfig(port="hwgrep://0403&n=2"))
+    assert "no serial device matches 2 times" in line
+
+
 def test_a_good_configuration_passes_both(
     tmp_path: Path, wheel: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

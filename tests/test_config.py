@@ -615,7 +615,10 @@ def test_check_config_says_when_every_value_is_a_default(
         ("hwgrep://", "hwgrep:// must have a pattern"),
         # Found by an attack: check-config said ok, run refused them in pyserial's words.
         ("hwgrep://[(", "hwgrep://: not a URL pyserial reads (Invalid IPv6 URL)"),
-        ("hwgrep://(", "hwgrep://(: not a regular expression (missing )"),
+        ("hwgrep://(", "hwgrep://: '(' is not a regular expression (missing )"),
+        ("hwgrep://x{99999999999}", "hwgrep://: 'x{99999999999}' is not a regular expression"),
+        ("hwgrep://" + "(" * 1000 + ")" * 1000, "hwgrep://: '" + "(" * 40 + "' is not a"),
+        ("HWGREP://ttyS", "write hwgrep:// in lower case, as pyserial reads it"),
         ("hwgrep://0403&n=1", "hwgrep://: 'n=1' is no option (n=N from 2, or skip_busy)"),
         ("hwgrep://0403&fast", "hwgrep://: 'fast' is no option"),
     ],

@@ -221,6 +221,8 @@ def hwgrep_pattern(value: str) -> str:
     """The regular expression of ``hwgrep://PATTERN[&n=N][&skip_busy]``, read as pyserial
     reads it (found by an attack: check-config said ok to a pattern run then refused,
     "Invalid IPv6 URL" or a regular expression that does not compile)."""
+    if not value.startswith("hwgrep://"):  # pyserial's port setter asks for it so
+        raise ValueError("write hwgrep:// in lower case, as pyserial reads it")
     try:
         urllib.parse.urlsplit(value)  # pyserial's URL handling splits it first
     except ValueError as exc:
@@ -228,8 +230,10 @@ def hwgrep_pattern(value: str) -> str:
     pattern, *options = value.partition("://")[2].split("&")
     try:
         re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"hwgrep://{pattern}: not a regular expression ({exc})") from None
+    except (re.error, OverflowError, RecursionError) as exc:  # x{99999999999}, ((((...))))
+        why = str(exc) if isinstance(exc, re.error | OverflowError) else "nested too deeply"
+        shown = repr(pattern[:40])
+        raise ValueError(f"hwgrep://: {shown} is not a regular expression ({why})") from None
     for option in options:
         name, _, number = option.partition("=")
         if option != "skip_busy" and not (

@@ -131,10 +131,13 @@ def port_problems(wheel: WheelConfig, *, live: bool = False, opened: bool = True
 
             from wheeld.config import hwgrep_pattern
 
-            if next(grep(hwgrep_pattern(port)), None) is None:
+            # The n-th match with &n=N (pyserial's option), else the first.
+            wanted = next((int(o[2:]) for o in port.split("&")[1:] if o.startswith("n=")), 1)
+            if sum(1 for _ in grep(hwgrep_pattern(port))) < wanted:
                 return [
-                    f"wheel.port: {port}: no serial device matches (the wheel's adapter "
-                    "unplugged? wheel.wait_for_device = true waits for it)"
+                    f"wheel.port: {port}: no serial device matches"
+                    + (f" {wanted} times" if wanted > 1 else "")
+                    + " (the wheel's adapter unplugged? wheel.wait_for_device = true waits for it)"
                 ]
         return []
     try:
