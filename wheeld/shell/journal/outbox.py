@@ -121,10 +121,10 @@ class Outbox:
             # announced by the other. (A game whose events went out and only its retained
             # copies did not, was this table's announcement.)
             games_topics = [topic for topic in topics if topic.endswith("/game")]
-            payloads = db.execute(
+            payloads = db.execute(  # read a row at a time: an outbox after a long outage
                 f"SELECT payload FROM outbox WHERE topic IN ({', '.join('?' * len(games_topics))})",
                 tuple(games_topics),
-            ).fetchall()
+            )
             games = game_ids_of(payload for (payload,) in payloads)
             if games:
                 kept = parse(self._sql.get(SUPERSEDED_KEY))

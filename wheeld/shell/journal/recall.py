@@ -108,11 +108,13 @@ def recall(
             f"{view.path}: game {game_id} was superseded: decided here but never announced;"
             f" another controller's game {game_id} stands"
         )
-    ids = view.game_ids(min(last, MAX_GAME_ID), game_id)
+    # Another controller's game of that id stands: this journal's is no result of the
+    # table. Left out, and as many more asked for: ``--last N`` is N games still.
+    hidden = sum(high - low + 1 for low, high in superseded)
+    ids = view.game_ids(min(last + hidden, MAX_GAME_ID), game_id)
     if game_id is not None and game_id not in ids:
         raise JournalError(f"{view.path}: no game {game_id} in the journal")
-    # Another controller's game of that id stands: this journal's is no result of the table.
-    ids = [gid for gid in ids if not holds(superseded, gid)]
+    ids = [gid for gid in ids if not holds(superseded, gid)][-last:]
     events = view.events(ids)
     frames = view.frames(ids)
     return [
