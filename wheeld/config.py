@@ -1076,6 +1076,8 @@ def apply_environment(
             problems.append(Problem(name, "not of the form WHEELD_<SECTION>__<KEY>"))
             continue
         try:
+            if _dotted_too_deep(raw):  # an inline table's keys, as in a file
+                raise RecursionError
             value: Any = tomllib.loads(f"v = {raw}")["v"]
         except tomllib.TOMLDecodeError:
             value = raw
@@ -1334,21 +1336,21 @@ def _too_deep(value: Any, depth: int = 0) -> bool:
     return False
 
 
+#: TOML's strings (multi-line first) and comments: what holds no key's dots.
+_STRINGS_AND_COMMENTS = re.compile(
+    r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*'
+)
+#: What ends a key or a header's name: its neighbours in a line, a table or an array.
+_KEY_ENDS = re.compile(r"[\n{}\[\],=]")
+
+
 def _dotted_too_deep(text: str) -> bool:
-    """Whether a key or table header has more than ``MAX_NESTING`` dotted parts: a look
-    at each line's start, before tomllib, which takes the square of their number."""
-    for line in text.splitlines():
-        start = line.lstrip()
-        if start.startswith("["):  # a header's last part is a table too
-            if start.partition("]")[0].count(".") >= MAX_NESTING:
-                return True
-        elif (
-            "=" in start
-            and not start.startswith("#")  # a comment's dots are no key's
-            and start.partition("=")[0].count(".") > MAX_NESTING
-        ):
-            return True
-    return False
+    """Whether a key or table header, in a line or an inline table, has more than
+    ``MAX_NESTING`` parts: looked at before tomllib, whose time and memory grow with the
+    square of a key's parts. Strings and comments are set aside first (their dots are no
+    key's); what is left between the marks that end a key holds one key at most."""
+    code = _STRINGS_AND_COMMENTS.sub('""', text)
+    return any(piece.count(".") >= MAX_NESTING for piece in _KEY_ENDS.split(code))
 
 
 def _parse_file(path: Path) -> dict[str, Any]:
