@@ -117,11 +117,13 @@ def test_a_state_dir_that_cannot_be_looked_at_is_one_line(tmp_path: Path, capsys
     assert err == f"wheeld recall: {state / JOURNAL_FILE}: cannot look at it: File name too long\n"
 
 
-@pytest.mark.parametrize("last", ["0", "-1", "ten"])
+@pytest.mark.parametrize("last", ["0", "-1", "ten", "9" * 5000])
 def test_a_bad_count_is_refused(tmp_path: Path, capsys: Any, last: str) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["recall", "--state-dir", str(tmp_path), "--last", last])
     assert exited.value.code == 2
+    err = capsys.readouterr().err  # one line, the number cut (5,000 digits: int()'s limit)
+    assert err.count("\n") == 1 and f"{last[:40]!r} is not a whole number from 1" in err
 
 
 @pytest.mark.parametrize("game", [str(2**53), str(10**30)])

@@ -341,10 +341,22 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _whole(text: str) -> int | None:
+    """``text`` as a whole number, or None; one past int()'s 4,300 digits is none either
+    (found by review: "invalid _positive value: '999...'", the whole number echoed)."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 def _positive(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1")
-    return int(text)
+    number = _whole(text)
+    if number is None or number < 1:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number from 1")
+    return number
 
 
 #: The longest rolling window: some fifteen years of games (at 90 an hour, 20 hours a day).
@@ -352,9 +364,12 @@ MAX_WINDOW = 10_000_000
 
 
 def _window(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_WINDOW:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to {MAX_WINDOW:,}")
-    return int(text)
+    number = _whole(text)
+    if number is None or not 1 <= number <= MAX_WINDOW:
+        raise argparse.ArgumentTypeError(
+            f"{text[:40]!r} is not a whole number from 1 to {MAX_WINDOW:,}"
+        )
+    return number
 
 
 def _instant(text: str) -> datetime:

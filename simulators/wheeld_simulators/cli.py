@@ -175,10 +175,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"wheeld simulate: --driver {name} plays on a pty only", file=sys.stderr)
         return 2
     # ``not`` so that NaN fails too; infinity is no pace either.
-    rates = (args.fault_rate, args.noise_rate)
-    if not 0 < args.speed < math.inf or not all(0 <= rate <= 1 for rate in rates):
-        print("wheeld simulate: --speed must be > 0, rates between 0 and 1", file=sys.stderr)
+    if not 0 < args.speed < math.inf:
+        print("wheeld simulate: --speed must be a number > 0", file=sys.stderr)
         return 2
+    for name, rate in (("--fault-rate", args.fault_rate), ("--noise-rate", args.noise_rate)):
+        if not 0 <= rate <= 1:
+            print(f"wheeld simulate: {name} must be between 0 and 1", file=sys.stderr)
+            return 2
     if args.games is not None and args.games < 1:
         print("wheeld simulate: --games must be 1 or more", file=sys.stderr)
         return 2
