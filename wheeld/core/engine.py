@@ -246,14 +246,11 @@ class GameEngine:
         hello_pockets: tuple[int, ...] = HELLO_POCKETS,
     ) -> None:
         self.state = state if state is not None else EngineState()
-        #: The counts a hello may set: the driver's protocol's (WRP/1: 37 or 38).
-        self._hello_pockets = hello_pockets
+        self._hello_pockets = hello_pockets  # the driver's protocol's (WRP/1: 37 or 38)
         self._thresholds = Thresholds.of(rules)
         self._link_timeout_s = rules.link_timeout_ms / 1000.0
-        # Configured pockets (or a custom order, ``wheel.pocket_order``) win; without
-        # them the wheel's hello says, 37 until it does.
-        if order is not None:
-            pockets = len(order)
+        # Configured pockets (or ``wheel.pocket_order``) win; else the hello's, 37 until then.
+        pockets = len(order) if order is not None else pockets
         self._pockets_fixed = pockets is not None
         self.layout: WheelLayout = layout_for(pockets if pockets is not None else 37, order)
         self._game: OpenGame | None = None

@@ -88,6 +88,19 @@ class TableSettings:
     after_commit: bool = False
 
 
+def _engine(
+    settings: TableSettings, decoder: WheelDecoder, state: EngineState | None
+) -> GameEngine:
+    return GameEngine(
+        settings.rules,
+        pockets=settings.pockets,
+        state=state,
+        order=settings.pocket_order,
+        # A decoder whose protocol allows fewer counts says which (WRP/1: 37 or 38).
+        hello_pockets=getattr(decoder, "hello_pockets", HELLO_POCKETS),
+    )
+
+
 class TablePipeline:
     """One table: wheel bytes, timers, link changes and commands in; effects out."""
 
@@ -108,14 +121,7 @@ class TablePipeline:
     ) -> None:
         self._settings = settings
         self.decoder = decoder
-        self.engine = GameEngine(
-            settings.rules,
-            pockets=settings.pockets,
-            state=state,
-            order=settings.pocket_order,
-            # A decoder whose protocol allows fewer counts says which (WRP/1: 37 or 38).
-            hello_pockets=getattr(decoder, "hello_pockets", HELLO_POCKETS),
-        )
+        self.engine = _engine(settings, decoder, state)
         self.history: deque[str] = deque(history, maxlen=settings.history_length)
         self.table_state: TableState = table_state
         self.wheel = WheelFacts(settings.driver, settings.port, settings.pocket_order)
