@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from wheeld.archive.audit import EpochAudit, StoredMessage
 from wheeld.archive.ledger import Ledger
 from wheeld.archive.records import (
@@ -210,6 +212,27 @@ def test_a_gap_the_table_cannot_fill_is_given_up_and_stays_listed() -> None:
     assert gap.state == "unfillable" and "no longer holds" in (gap.why or "")
     assert codes(out) == ["gap_unfillable"]
     assert book.due_recalls(5000.0)[0] == []  # not asked again
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "/var/lib/wheeld/T1/journal.sqlite3: no game 3 in the journal",
+        "/var/lib/wheeld/T1/journal.sqlite3: game 3 was superseded: decided here but never"
+        " announced; another controller's game 3 stands",
+    ],
+)
+def test_a_table_that_says_it_has_no_such_game_is_given_up_at_once(error: str) -> None:
+    """The daemon's refusal begins with its journal's path: matched at the start only, it
+    never matched, and the gap was asked again and again before it was given up."""
+    book = ledger(recall_attempts=5, recall_timeout_s=5)
+    sent = Table().messages(4)
+    feed_all(book, [sent[0], sent[3]])
+    [request] = book.due_recalls(1010.0)[0]
+    reply = json.dumps({"ok": False, "error": error, "correlation_id": request.correlation_id})
+    out = book.answered(request.correlation_id, reply.encode(), book.missing("T1", "E1"), 1011.0)
+    [gap] = book.open_gaps()
+    assert gap.state == "unfillable" and codes(out) == ["gap_unfillable"], gap
 
 
 def test_a_table_that_never_answers_is_asked_again_then_given_up() -> None:
