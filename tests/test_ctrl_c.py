@@ -43,7 +43,12 @@ def _installed_env(tmp_path: Path) -> dict[str, str]:
         *map(str, packages),
         *(path for path in sys.path if path.endswith("site-packages")),
     ]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "TMPDIR": str(tmp_path)}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths),
+        "TMPDIR": str(tmp_path),
+        "PYTHONFAULTHANDLER": "1",
+    }
 
 
 def _interrupt(command: list[str], env: dict[str, str], after_s: float) -> tuple[int, str]:
@@ -62,7 +67,14 @@ def _interrupt(command: list[str], env: dict[str, str], after_s: float) -> tuple
     try:
         time.sleep(after_s)  # the moment of the Ctrl-C is what is tested, not a wait
         os.killpg(child.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
-        _, err = child.communicate(timeout=60)
+        try:
+            _, err = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            # Seen in CI: still running a minute after the Ctrl-C. Every thread's stack
+            # (PYTHONFAULTHANDLER: SIGABRT dumps them), rather than a bare timeout.
+            os.killpg(child.pid, signal.SIGABRT)
+            _, err = child.communicate(timeout=30)
+            pytest.fail(f"still running 60 s after Ctrl-C at {after_s} s:\n{err[-8000:]}")
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)

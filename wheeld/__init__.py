@@ -15,6 +15,17 @@ def _interrupted(signum: int, frame: object) -> None:
     _os._exit(130)
 
 
+# The console script and ``python -m wheeld`` import this package first. A Ctrl-C
+# while the command is still being imported would otherwise print Python's
+# KeyboardInterrupt traceback from whatever module was loading; ``main`` hands SIGINT
+# back to Python once it can catch it. Taken over at once, before this file does anything
+# more (found by CI: a Ctrl-C inside the check below was a traceback through this file),
+# and given back just below to a program that imports wheeld: it keeps its own handling.
+_TAKEN = _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler
+if _TAKEN:
+    _signal.signal(_signal.SIGINT, _interrupted)
+
+
 def _a_wheeld_command() -> bool:
     """Whether this process is the ``wheeld`` command: the console script, or
     ``python -m wheeld`` (its package is imported while ``sys.argv[0]`` is still "-m")."""
@@ -31,10 +42,5 @@ def _a_wheeld_command() -> bool:
     return False
 
 
-# The console script and ``python -m wheeld`` import this package first. A Ctrl-C
-# while the command is still being imported would otherwise print Python's
-# KeyboardInterrupt traceback from whatever module was loading; ``main`` hands SIGINT
-# back to Python once it can catch it. Only for the ``wheeld`` command: a program
-# importing wheeld keeps its own handling.
-if _a_wheeld_command() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
-    _signal.signal(_signal.SIGINT, _interrupted)
+if _TAKEN and not _a_wheeld_command():
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
