@@ -171,6 +171,38 @@ def test_ctrl_c_while_the_demo_starts_is_one_line(tmp_path: Path) -> None:
     assert "one line" in said[1:] or "stopped" in said[1:], said
 
 
+def test_a_ctrl_c_dropped_in_a_callback_is_delivered_again(tmp_path: Path) -> None:
+    """Found by CI: a Ctrl-C at an import's end landed in importlib's module-lock weakref
+    callback, where CPython says "Exception ignored" and drops it: ``run`` went on for
+    ever. Dropped there, it is delivered again and ends the command, one line and 130."""
+    code = (
+        # As the console script starts: SIGINT as a terminal gives it, named "wheeld".
+        "import signal, sys, time, weakref; "
+        "signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'wheeld'; import wheeld; from wheeld import cli\n"
+        "class Held: pass\n"
+        "def interrupted(ref): raise KeyboardInterrupt\n"
+        "def dispatch(argv, said):\n"
+        "    held = Held()\n"
+        "    ref = weakref.ref(held, interrupted)\n"
+        "    del held  # the callback runs here: its KeyboardInterrupt is unraisable\n"
+        "    for _ in range(300):\n"
+        "        time.sleep(0.01)\n"
+        "    return 0  # the Ctrl-C was lost\n"
+        "cli._dispatch = dispatch\n"
+        "sys.exit(cli.main(['run']))\n"
+    )
+    ended = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        env=_installed_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert (ended.returncode, ended.stderr) == (130, "wheeld: interrupted\n")
+
+
 def test_a_ctrl_c_while_an_error_is_printed_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1261,6 +1261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet = signal.getsignal(signal.SIGINT) is wheeld._interrupted
     if quiet:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = _ctrl_c_again
     said = {"name": "wheeld"}
     try:
         try:
@@ -1286,6 +1287,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         # SIGINT instead of returning 130 (found by review: "python -m wheeld run" ended
         # -2 about one start in five). An ``exec`` that ends well clears the mark.
         exec("")
+
+
+def _ctrl_c_again(unraisable: Any) -> None:
+    """CPython drops an exception raised where none can go on (a weakref callback, a
+    ``__del__``): "Exception ignored", and the program runs on. A Ctrl-C must not be
+    dropped so: it is delivered again, to land where it can stop the command (found by
+    CI: one at an import's end landed in importlib's module-lock callback, and ``run``
+    went on for ever)."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        import threading
+
+        # From another thread, a moment later: called here, the handler would raise at
+        # once, inside this hook, and be dropped again (dropped again, it comes back here).
+        threading.Timer(0.01, _interrupt_main).start()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def _interrupt_main() -> None:
+    import _thread
+
+    _thread.interrupt_main()
 
 
 def _from_ctrl_c(error: BaseException) -> bool:
