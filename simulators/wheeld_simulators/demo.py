@@ -574,6 +574,10 @@ def _one_line_loop_errors(loop: asyncio.AbstractEventLoop, context: dict[str, An
     print(f"wheeld demo: {what}{': ' if said else ''}{said}", file=sys.stderr, flush=True)
 
 
+#: The run's stop, once ``_demo`` has made it: asked for (Ctrl-C, SIGTERM) when set.
+_STOP: list[asyncio.Event | None] = [None]
+
+
 async def _demo(args: argparse.Namespace) -> int:
     from wheeld.config import ConfigError, load
     from wheeld_simulators.targets import PtySink
@@ -583,7 +587,15 @@ async def _demo(args: argparse.Namespace) -> int:
     if args.driver not in simulated_wheels():
         raise DemoError(unknown_driver(args.driver), EXIT_USAGE)
 
-    asyncio.get_running_loop().set_exception_handler(_one_line_loop_errors)
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_one_line_loop_errors)
+    # Ctrl-C from the first moment sets ``stop``: what is being started is started, then
+    # stopped in order. Left to asyncio.run's own handler (a cancel) until everything was
+    # up, a Ctrl-C while starting could be lost in an await of the start (found by CI:
+    # the demo ran on a minute after it, its loop idle).
+    stop = _STOP[0] = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
     # pid for this machine, random bits for other machines on a shared broker.
     table = f"DEMO-{os.getpid()}-{secrets.token_hex(2)}"
     base = f"wheeld/{table}"
@@ -628,10 +640,6 @@ async def _demo(args: argparse.Namespace) -> int:
         print(f"the marquee (winning-number board): {url}")
         print("Ctrl-C stops everything.\n", flush=True)
 
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
         if args.seconds:
             loop.call_later(args.seconds, stop.set)
         stopper = asyncio.create_task(stop.wait())
@@ -645,10 +653,10 @@ async def _demo(args: argparse.Namespace) -> int:
         cleanup.push_async_callback(_cancel, tasks)
         await asyncio.wait([stopper, ended], return_when=asyncio.FIRST_COMPLETED)
         # A daemon that ended by itself left its reason in the directory: keep it.
-        keep = keep or not stopper.done()
+        keep = keep or not stop.is_set()
         print("\nstopping...", flush=True)
     print(f"stopped {', '.join(stopped[:-1])} and {stopped[-1]}", flush=True)
-    if stopper.done():
+    if stop.is_set():
         if keep:
             print(f"the run's directory is kept: {work}", flush=True)
         return 0
@@ -666,5 +674,10 @@ def run(args: argparse.Namespace) -> int:
         print("wheeld demo: interrupted", file=sys.stderr)
         return 130
     except DemoError as exc:
+        if _STOP[0] is not None and _STOP[0].is_set():
+            # Ctrl-C reached what was starting too (a terminal's goes to the whole group):
+            # a child that ended of it is the interrupt, not a failure of its own.
+            print("wheeld demo: interrupted", file=sys.stderr)
+            return 130
         print(f"wheeld demo: {exc}", file=sys.stderr)
         return exc.status
